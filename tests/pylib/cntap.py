@@ -1,0 +1,70 @@
+"""TAP output for the Python integration tests (run through automake's tap-driver.sh).
+
+Usage:
+    t = Tap()
+    t.ok(cond, "name")            # one test line
+    t.eq(got, want, "name")      # with a diagnostic on mismatch
+    t.skip_all("why")            # plan 1..0 # SKIP, exit 0
+    sys.exit(t.done())
+Paths of the tree come from CN_TOP_SRCDIR / CN_TOP_BUILDDIR (set by make check)."""
+import os
+import sys
+import traceback
+
+TOP_SRCDIR = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOP_BUILDDIR = os.environ.get("CN_TOP_BUILDDIR") or TOP_SRCDIR
+FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "..", "shared", "fixtures")
+
+
+def src(*p):
+    return os.path.join(TOP_SRCDIR, *p)
+
+
+def build(*p):
+    return os.path.join(TOP_BUILDDIR, *p)
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def diag(self, msg):
+        for line in str(msg).splitlines() or [""]:
+            print("# " + line)
+        sys.stdout.flush()
+
+    def ok(self, cond, name, diag=None):
+        self.n += 1
+        print("%sok %d - %s" % ("" if cond else "not ", self.n, name))
+        if not cond:
+            self.failed += 1
+            if diag is not None:
+                self.diag(diag)
+        sys.stdout.flush()
+        return bool(cond)
+
+    def eq(self, got, want, name):
+        return self.ok(got == want, name, "got:  %r\nwant: %r" % (got, want))
+
+    def skip(self, name, why):
+        self.n += 1
+        print("ok %d - %s # SKIP %s" % (self.n, name, why))
+        sys.stdout.flush()
+
+    def skip_all(self, why):
+        print("1..0 # SKIP %s" % why)
+        sys.stdout.flush()
+        sys.exit(0)
+
+    def run(self, fn, *args):
+        """Run a test function; an exception is a failed test, not a crashed suite."""
+        try:
+            fn(self, *args)
+        except Exception:
+            self.ok(False, "%s raised" % fn.__name__, traceback.format_exc())
+
+    def done(self):
+        print("1..%d" % self.n)
+        sys.stdout.flush()
+        return 1 if self.failed else 0
