@@ -424,8 +424,10 @@ static int reconcile(Manager *m) {
                 CnApplyAction action;
 
                 r = object_key(res, d, &key);
-                if (r < 0)
-                        return r;
+                if (r < 0) {
+                        m->pass_failed = true;
+                        break;
+                }
                 live = cn_kube_informer_lookup(informer_for(m, res), ns, name);
                 if (expectation_pending(m, key, live)) {
                         waiting++;
@@ -436,9 +438,11 @@ static int reconcile(Manager *m) {
                         continue;
                 log_debug("%s %s %s", cn_apply_action_to_string(action), res->kind, name);
 
-                w = new0(Write, 1);
-                if (!w)
-                        return log_oom();
+                w = calloc(1, sizeof(Write));
+                if (!w) {
+                        m->pass_failed = true;
+                        break;
+                }
                 *w = (Write) {
                         .manager = m,
                         .resource = res,
@@ -448,8 +452,10 @@ static int reconcile(Manager *m) {
                         .based_on = strdup(live ? strempty(cn_json_string(live, "metadata", "resourceVersion", NULL)) : ""),
                         .uid = live ? strdup(strempty(cn_json_string(live, "metadata", "uid", NULL))) : NULL,
                 };
-                if (!w->based_on)
-                        return log_oom();
+                if (!w->based_on) {
+                        m->pass_failed = true;
+                        break;
+                }
                 r = issue_write(m, w);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to queue %s of %s %s: %m", cn_apply_action_to_string(action),
@@ -650,7 +656,7 @@ int manager_new(const ControllerOptions *o, Manager **ret) {
         };
         int r;
 
-        m = new0(Manager, 1);
+        m = calloc(1, sizeof(Manager));
         if (!m)
                 return -ENOMEM;
         m->options = *o;
@@ -709,8 +715,6 @@ int manager_start(Manager *m) {
         _cleanup_free_ char *source_selector = NULL;
         int r;
 
-        assert_cc(ELEMENTSOF(cn_controller_resources) == N_RESOURCES + 1);
-
         r = sd_event_add_defer(m->event, &m->reconcile_source, on_reconcile, m);
         if (r < 0)
                 return r;
@@ -722,7 +726,13 @@ int manager_start(Manager *m) {
         (void) sd_event_source_set_enabled(m->retry_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(m->retry_source, "reconcile-retry");
 
-        assert_se(sigprocmask_many(SIG_BLOCK, NULL, SIGTERM, SIGINT, -1) >= 0);
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return -errno;
         r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
         if (r >= 0)
                 r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
