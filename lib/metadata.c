@@ -3,6 +3,7 @@
  * view. The fetch machinery is in metadata-fetch.c, the platform sources in metadata-<id>.c. */
 #include <arpa/inet.h>
 
+#include "labels.h"
 #include "metadata.h"
 
 const char *const cn_metadata_platforms[] = {
@@ -92,45 +93,10 @@ static bool address_is_valid(const char *s, int family) {
         return inet_pton(family, s, buf) == 1;
 }
 
-/* Kubernetes label: optional DNS-subdomain prefix and "/", name of at most 63 [A-Za-z0-9._-]
- * beginning and ending alphanumeric; the value likewise (may be empty). */
-static bool label_part_is_valid(const char *s, size_t n, bool allow_empty) {
-        if (n == 0)
-                return allow_empty;
-        if (n > 63)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-                bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-
-                if (!alnum && c != '-' && c != '_' && c != '.')
-                        return false;
-                if ((i == 0 || i == n - 1) && !alnum)
-                        return false;
-        }
-        return true;
-}
-
 static bool label_is_valid(const char *kv) {
-        const char *eq = strchr(kv, '='), *slash, *name = kv;
+        _cleanup_free_ char *k = NULL, *v = NULL;
 
-        if (!eq)
-                return false;
-        slash = memchr(kv, '/', eq - kv);
-        if (slash) {
-                size_t plen = slash - kv;
-
-                if (plen == 0 || plen > 253)
-                        return false;
-                for (size_t i = 0; i < plen; i++) {
-                        char c = kv[i];
-                        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
-                                return false;
-                }
-                name = slash + 1;
-        }
-        return label_part_is_valid(name, eq - name, false) &&
-                label_part_is_valid(eq + 1, strlen(eq + 1), true);
+        return cn_label_parse(kv, &k, &v) >= 0;
 }
 
 int cn_instance_metadata_validate(const CnInstanceMetadata *m, const char **ret_field) {
