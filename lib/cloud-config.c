@@ -5,16 +5,7 @@
 #include <strings.h>
 
 #include "cloud-config.h"
-
-static char *strip(char *s) {
-        char *e;
-
-        s += strspn(s, " \t\r");
-        e = s + strlen(s);
-        while (e > s && strchr(" \t\r", e[-1]))
-                *--e = 0;
-        return s;
-}
+#include "string-util.h"
 
 static int fail(unsigned line, const char *what, char **ret_error) {
         if (ret_error && asprintf(ret_error, "line %u: %s", line, what) < 0)
@@ -33,13 +24,13 @@ static bool parse_value(char *v) {
                                 *p = 0;
                                 break;
                         }
-                memmove(v, strip(v), strlen(strip(v)) + 1);
+                memmove(v, cn_strstrip(v), strlen(cn_strstrip(v)) + 1);
                 return true;
         }
         for (char *p = v + 1; *p; p++) {
                 if (*p == '"') {
                         *w = 0;
-                        p = strip(p + 1);
+                        p = cn_strstrip(p + 1);
                         return *p == 0 || *p == '#' || *p == ';';
                 }
                 if (*p == '\\') {
@@ -97,16 +88,16 @@ int cn_cloud_config_parse(const char *text, size_t size, json_object **ret, char
                 if (nl)
                         *nl = 0;
                 line++;
-                s = strip(l);
+                s = cn_strstrip(l);
                 if (*s == 0 || *s == '#' || *s == ';')
                         continue;
                 if (*s == '[') {
                         char *end = strchr(s, ']');
 
-                        if (!end || *strip(end + 1))
+                        if (!end || *cn_strstrip(end + 1))
                                 return fail(line, "malformed section header", ret_error);
                         *end = 0;
-                        s = strip(s + 1);
+                        s = cn_strstrip(s + 1);
                         if (*s == 0 || strpbrk(s, " \t\""))
                                 return fail(line, "unsupported section name", ret_error);
                         section = find_section(cfg, s);
@@ -123,7 +114,7 @@ int cn_cloud_config_parse(const char *text, size_t size, json_object **ret, char
                 if (!eq)
                         return fail(line, "expected key = value", ret_error);
                 *eq = 0;
-                key = strip(s);
+                key = cn_strstrip(s);
                 value = eq + 1;
                 value += strspn(value, " \t");
                 if (*key == 0)

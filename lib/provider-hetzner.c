@@ -5,6 +5,7 @@
  * manager reads: token / token-file (HCLOUD_TOKEN), endpoint (HCLOUD_ENDPOINT), network
  * (HCLOUD_NETWORK), ca-file. */
 #include <arpa/inet.h>
+#include <inttypes.h>
 
 #include "cloud-config.h"
 #include "json-util.h"

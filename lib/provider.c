@@ -9,6 +9,7 @@
 #include "metadata.h"
 #include "metrics.h"
 #include "provider.h"
+#include "string-util.h"
 
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
@@ -120,7 +121,6 @@ static int add_all(CnNodeAddressList *l, CnNodeAddressType t, char *const *ips) 
 
 int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderInstance **ret) {
         _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = cn_provider_instance_new();
-        size_t n = 0;
         int r;
 
         assert(m);
@@ -137,16 +137,8 @@ int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderIn
                 return r;
         if (!isempty(m->hostname) && (r = cn_node_address_list_add(&i->addresses, CN_NODE_ADDRESS_HOSTNAME, m->hostname)) < 0)
                 return r;
-        for (char **l = m->extra_labels; l && *l; l++)
-                n++;
-        if (n > 0) {
-                i->extra_labels = calloc(n + 1, sizeof(char *));
-                if (!i->extra_labels)
-                        return -ENOMEM;
-                for (size_t k = 0; k < n; k++)
-                        if (!(i->extra_labels[k] = strdup(m->extra_labels[k])))
-                                return -ENOMEM;
-        }
+        if (m->extra_labels && strv_copy(m->extra_labels, &i->extra_labels) < 0)
+                return -ENOMEM;
         *ret = TAKE_PTR(i);
         return 0;
 }
