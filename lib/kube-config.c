@@ -14,6 +14,7 @@
 #include "kube-config.h"
 #include "log.h"
 #include "string-util.h"
+#include "yaml-util.h"
 
 /* Tokens and PEM files are small; anything bigger is not what we expect to read. */
 #define KUBE_CONFIG_FILE_MAX (4U * 1024U * 1024U)
@@ -364,17 +365,17 @@ int cn_kube_config_from_json(json_object *root, const char *base_dir, const char
         return 0;
 }
 
-/* YAML is parsed by lib/yaml-util once its implementation has landed; until then JSON-form
- * kubeconfigs (JSON is YAML) are read with the JSON loader, which has the same interface. */
 static int kube_config_parse_file(const char *path, json_object **ret, char **reterr_message) {
         _cleanup_free_ char *err = NULL;
         int r;
 
-        r = cn_json_parse_file(NULL, path, KUBE_CONFIG_FILE_MAX, ret, &err);
+        r = cn_yaml_parse_file(NULL, path, KUBE_CONFIG_FILE_MAX, ret, &err);
         if (r == -ENOMEM)
                 return r;
         if (r == -EBADMSG)
                 return fail(reterr_message, -EINVAL, "kubeconfig %s is not valid YAML: %s", path, strna(err));
+        if (r == -ENODATA)
+                return fail(reterr_message, r, "kubeconfig %s is empty", path);
         if (r < 0)
                 return fail(reterr_message, r, "kubeconfig %s cannot be read: %s", path, strerror(-r));
         return 0;
