@@ -17,6 +17,7 @@
  * value that is not an address) are errors rather than ignored. */
 #include "log.h"
 #include "metadata-source.h"
+#include "string-util.h"
 
 static int add_one(char ***l, json_object *a, int family) {
         int r;
@@ -82,7 +83,7 @@ static int file_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
                                 /* An empty label value is valid Kubernetes syntax, so keep it. */
                                 _cleanup_free_ char *kv = NULL;
                                 if (asprintf(&kv, "%s=%s", lk, json_object_get_string(lv)) < 0 ||
-                                    strv_push_copy(&m->extra_labels, kv) < 0)
+                                    strv_extend(&m->extra_labels, kv) < 0)
                                         return -ENOMEM;
                         }
                         r = 0;

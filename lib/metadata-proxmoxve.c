@@ -3,6 +3,8 @@
  * user-data (#cloud-config hostname/fqdn) and network-config (v1 or v2 static addresses). There is
  * no metadata service. providerID: proxmox://<uuid>, the VM's SMBIOS UUID from DMI (which Proxmox
  * sets from the VM config), falling back to the instance-id. */
+#include <ctype.h>
+
 #include "metadata-source.h"
 
 static const CnMetadataKey proxmoxve_drive_keys[] = {
@@ -52,7 +54,7 @@ static int add_network_config(CnInstanceMetadata *m, json_object *nc) {
                                 if ((r = add_address(m, string_of(json_object_array_get_idx(subnets, j), "address"))) < 0)
                                         return r;
                 }
-        if (json_object_object_get_ex(nc, "ethernets", &ethernets) && json_object_is_type(ethernets, json_type_object))
+        if (json_object_object_get_ex(nc, "ethernets", &ethernets) && json_object_is_type(ethernets, json_type_object)) {
                 json_object_object_foreach(ethernets, name, eth) {
                         json_object *addrs;
 
@@ -67,6 +69,7 @@ static int add_network_config(CnInstanceMetadata *m, json_object *nc) {
                                         return r;
                         }
                 }
+        }
         return 0;
 }
 
