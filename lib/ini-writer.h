@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* INI writer for cloud.conf as the Kubernetes cloud providers read it (gcfg syntax):
  *   [Section]  [Section "subsection"]  key = value
- * Section and key names are validated (a letter, then letters, digits, '-', '_', '.'); a value
+ * Names are validated as gcfg defines them: a key is a letter then letters, digits and '-'; a
+ * section name also allows '.'; a subsection is any text without control characters. A value
  * with a newline, CR or NUL or another control character except tab is refused; a value that a
  * gcfg reader would not return verbatim unquoted (leading/trailing blanks, ';', '#', '"', '\',
  * empty) is double-quoted with \" \\ \t escapes. So no value can start a section or a key.

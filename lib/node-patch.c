@@ -1,25 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Patch builders for Node initialization; see node-patch.h. */
+#include "json-util.h"
 #include "labels.h"
 #include "log.h"
 #include "node-patch.h"
 
-static json_object *get_path(json_object *o, const char *a, const char *b) {
-        json_object *x = NULL, *y = NULL;
-
-        if (!o || !json_object_object_get_ex(o, a, &x))
-                return NULL;
-        if (!b)
-                return x;
-        if (!x || !json_object_object_get_ex(x, b, &y))
-                return NULL;
-        return y;
-}
-
 static const char *get_string(json_object *o, const char *a, const char *b) {
-        json_object *v = get_path(o, a, b);
-
-        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+        return b ? cn_json_string(o, a, b, NULL) : cn_json_string(o, a, NULL);
 }
 
 const char *cn_node_get_name(json_object *node) {
@@ -39,13 +26,13 @@ const char *cn_node_get_provider_id(json_object *node) {
 }
 
 json_object *cn_node_get_labels(json_object *node) {
-        json_object *l = get_path(node, "metadata", "labels");
+        json_object *l = cn_json_get(node, "metadata", "labels", NULL);
 
         return l && json_object_is_type(l, json_type_object) ? l : NULL;
 }
 
 static json_object *node_taints(json_object *node) {
-        json_object *t = get_path(node, "spec", "taints");
+        json_object *t = cn_json_get(node, "spec", "taints", NULL);
 
         return t && json_object_is_type(t, json_type_array) ? t : NULL;
 }

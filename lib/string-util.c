@@ -182,6 +182,15 @@ int cn_safe_atou(const char *s, unsigned *ret) {
         return 0;
 }
 
+char *cn_format_double(char buf[static CN_DOUBLE_MAX], double d) {
+        for (int prec = 15; prec <= 17; prec++) {
+                (void) snprintf(buf, CN_DOUBLE_MAX, "%.*g", prec, d);
+                if (strtod(buf, NULL) == d)
+                        break;
+        }
+        return buf;
+}
+
 int cn_parse_boolean(const char *s) {
         static const char *const yes[] = { "1", "true", "yes", "on", "y", "t" };
         static const char *const no[] = { "0", "false", "no", "off", "n", "f" };

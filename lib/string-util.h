@@ -28,6 +28,10 @@ int cn_safe_atoi64(const char *s, int64_t *ret);
 int cn_safe_atou64(const char *s, uint64_t *ret);
 int cn_safe_atoi(const char *s, int *ret);
 int cn_safe_atou(const char *s, unsigned *ret);
+/* Shortest "%g" form that reads back as exactly d (no "inf"/"nan" handling). Returns buf. */
+#define CN_DOUBLE_MAX 32
+char *cn_format_double(char buf[static CN_DOUBLE_MAX], double d);
+
 /* "true/yes/on/1" and "false/no/off/0" (case-insensitive), as Kubernetes flags accept. */
 int cn_parse_boolean(const char *s);
 
