@@ -16,6 +16,10 @@
 
 #define RETRY_BASE_USEC (100 * USEC_PER_MSEC)
 #define RETRY_CAP_USEC (2 * USEC_PER_SEC)
+/* Requests in flight at once. Metadata services are small servers (some queue only a handful of
+ * connections before dropping SYNs, which costs a 1 s retransmit); a few parallel requests already
+ * hide the round trips. */
+#define MAX_PARALLEL 4
 
 typedef struct Slot {
         CnMetadataFetch *fetch;
@@ -38,7 +42,7 @@ struct CnMetadataFetch {
         bool require_token;
         Slot token_slot;
         Slot *slots;
-        size_t n_slots, n_pending;
+        size_t n_slots, n_pending, n_started;
         CnMetadataDocs docs;
         CnInstanceMetadata *result;
         int error;
@@ -202,8 +206,15 @@ static void slot_done(Slot *s) {
                 return;
         }
         assert(f->n_pending > 0);
-        if (--f->n_pending == 0)
+        if (--f->n_pending == 0) {
                 finish(f, 0, NULL);
+                return;
+        }
+        if (f->n_started < f->n_slots) {
+                int r = slot_start(&f->slots[f->n_started++]);
+                if (r < 0)
+                        finish(f, r, "Failed to start a metadata request: %s", strerror(-r));
+        }
 }
 
 static void on_response(CnHttpRequest *req, int error, void *userdata) {
@@ -328,8 +339,8 @@ static int start_keys(CnMetadataFetch *f) {
                 f->slots[i] = (Slot) { .fetch = f, .key = &f->source->keys[i] };
                 cn_backoff_init(&f->slots[i].backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
         }
-        for (size_t i = 0; i < n; i++)
-                if ((r = slot_start(&f->slots[i])) < 0)
+        while (f->n_started < MIN(n, (size_t) MAX_PARALLEL))
+                if ((r = slot_start(&f->slots[f->n_started++])) < 0)
                         return r;
         return 0;
 }

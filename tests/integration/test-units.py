@@ -24,6 +24,9 @@ def make_root(tmp):
     os.makedirs(unitdir)
     os.makedirs(os.path.join(root, "usr", "bin"))
     shutil.copy(build("agent", "cloudnode-agent"), os.path.join(root, "usr", "bin", "cloudnode-agent"))
+    # systemd's own units (sysinit.target, network-online.target, ...) from the host; copied with
+    # their symlinks, which point inside the directory.
+    shutil.copytree("/usr/lib/systemd/system", os.path.join(root, "usr", "lib", "systemd", "system"), symlinks=True)
     for u in UNITS:
         shutil.copy(src("units", u), os.path.join(unitdir, u))
     return root, unitdir
