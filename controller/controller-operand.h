@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The desired state of the operand: the embedded objects with cluster-specific values substituted
+ * (namespace, images, proxy environment, replicas on single-node clusters, cloud config hash), the
+ * synced cloud-conf ConfigMap, and on every object a spec-hash annotation over what we want. Pure
+ * functions of their inputs, so a resync that sees the same inputs produces the same objects. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <json-c/json.h>
+
+#define CN_OPERAND_SPEC_HASH_ANNOTATION "cloudnode.io/spec-hash"
+#define CN_OPERAND_CONFIG_HASH_ANNOTATION "cloudnode.io/cloud-config-hash"
+#define CN_OPERAND_MANAGED_BY_LABEL "app.kubernetes.io/managed-by"
+#define CN_OPERAND_MANAGED_BY "cloudnode-controller"
+#define CN_OPERAND_CLOUD_CONF_NAME "cloud-conf"
+#define CN_OPERAND_CLOUD_CONF_KEY "cloud.conf"
+#define CN_OPERAND_IMAGE_CCM_KEY "cloudControllerManager"
+#define CN_OPERAND_IMAGE_CNM_KEY "cloudNodeManager"
+
+typedef struct CnOperandConfig {
+        const char *namespace;      /* target namespace (required) */
+        json_object *images;        /* parsed images.json, or NULL to keep the manifests' images */
+        const char *http_proxy;     /* NULL or "": not set */
+        const char *https_proxy;
+        const char *no_proxy;
+        bool single_node;
+        const char *cloud_config;   /* content of cloud.conf; NULL: the source does not exist */
+} CnOperandConfig;
+
+/* Parse images.json (an object of string values). -EINVAL with a message for anything else. */
+int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_message);
+
+/* Apply the substitutions to one object in place. */
+int cn_operand_substitute(json_object *object, const CnOperandConfig *c);
+
+/* Set the spec-hash annotation: SHA-256 of the object as it stands (without that annotation). */
+int cn_operand_stamp_hash(json_object *object);
+
+/* The cloud-conf ConfigMap for the target namespace. */
+int cn_operand_cloud_conf(const CnOperandConfig *c, json_object **ret);
+
+/* All desired objects, substituted and stamped: the embedded operand plus cloud-conf. */
+int cn_operand_desired(const CnOperandConfig *c, json_object **ret_array);
+
+/* The cloud.conf content of a source ConfigMap: data[key], else data["cloud.conf"]; NULL when
+ * neither exists. Borrowed. */
+const char *cn_operand_source_cloud_config(json_object *configmap, const char *key);

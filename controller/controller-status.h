@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Operator status conditions (Available, Progressing, Degraded) as OpenShift's ClusterOperator
+ * and our CloudnodeOperator carry them. Building the new list keeps lastTransitionTime of every
+ * condition whose status did not change, so an unchanged state compares equal and costs no write. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <json-c/json.h>
+
+#include "time-util.h"
+
+#define CN_REASON_AS_EXPECTED "AsExpected"
+#define CN_REASON_SYNCING_RESOURCES "SyncingResources"
+#define CN_REASON_SYNCING_FAILED "SyncingFailed"
+
+typedef struct CnCondition {
+        const char *type;
+        bool status;
+        const char *reason;
+        const char *message;
+} CnCondition;
+
+/* live_conditions: the object's current status.conditions (may be NULL). now: CLOCK_REALTIME.
+ * ret_changed: whether type/status/reason/message of any condition differs from live. */
+int cn_status_conditions(const CnCondition *conditions, size_t n, json_object *live_conditions, usec_t now,
+                         json_object **ret, bool *ret_changed);

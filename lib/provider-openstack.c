@@ -1,0 +1,575 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* OpenStack: Keystone v3 tokens (password or application credential) and Nova servers for the
+ * InstancesV2 calls, with providerIDs "openstack:///<uuid>" (also accepted: the region form
+ * "openstack://<region>/<uuid>"). Settings as openstack-cloud-controller-manager reads them from
+ * cloud.conf [Global] (auth-url, username/user-id, password, project-id/tenant-id,
+ * project-name/tenant-name, user-domain-name/-id, project-domain-name/-id, domain-name/-id,
+ * application-credential-id/-name/-secret, region, ca-file), or from OS_* environment
+ * variables. The token is cached until shortly before it expires and fetched again once when
+ * Nova rejects it. */
+#include "cloud-config.h"
+#include "json-util.h"
+#include "log.h"
+#include "provider.h"
+
+#define OPENSTACK_PROVIDER_ID_PREFIX "openstack://"
+/* flavor.original_name (the flavor's name) appears in server bodies from this microversion on. */
+#define OPENSTACK_NOVA_MICROVERSION "X-OpenStack-Nova-API-Version: 2.47"
+/* A token is not reused when it expires within this margin. */
+#define OPENSTACK_TOKEN_MARGIN (60 * USEC_PER_SEC)
+
+typedef struct OpenStack {
+        char *auth_url;
+        char *region;
+        char *ca_file;
+        json_object *auth;     /* the body of POST /v3/auth/tokens; holds the secret */
+        char *token;
+        char *compute_url;
+        usec_t token_expires;  /* CLOCK_REALTIME */
+        json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
+} OpenStack;
+
+typedef struct Lookup {
+        char *id;
+        char *name;
+        bool reauthenticated;
+        CnProviderInstance *instance; /* parsed, waiting for its flavor's name */
+} Lookup;
+
+static const char *setting(json_object *cfg, const char *key, const char *env) {
+        const char *v = cn_cloud_config_get(cfg, "Global", key);
+
+        return !isempty(v) ? v : (env ? getenv(env) : NULL);
+}
+
+static const char *setting2(json_object *cfg, const char *k1, const char *k2, const char *env) {
+        return setting(cfg, k1, NULL) ?: setting(cfg, k2, env);
+}
+
+static void forget_token(OpenStack *o) {
+        if (o->token)
+                explicit_bzero(o->token, strlen(o->token));
+        free(o->token);
+        o->token = NULL;
+        free(o->compute_url);
+        o->compute_url = NULL;
+        o->token_expires = 0;
+}
+
+static void openstack_done(CnProvider *p) {
+        OpenStack *o = cn_provider_data(p);
+
+        forget_token(o);
+        free(o->auth_url);
+        free(o->region);
+        free(o->ca_file);
+        json_object_put(o->auth);
+        json_object_put(o->flavors);
+}
+
+/* {"name": n} or {"id": i} for users, projects and domains. */
+static json_object *name_or_id(const char *id, const char *name, json_object *domain) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        if (!isempty(id))
+                json_object_object_add(o, "id", json_object_new_string(id));
+        else if (!isempty(name)) {
+                json_object_object_add(o, "name", json_object_new_string(name));
+                if (domain)
+                        json_object_object_add(o, "domain", json_object_get(domain));
+        }
+        json_object_put(domain);
+        return o;
+}
+
+static json_object *domain_ref(const char *id, const char *name) {
+        if (isempty(id) && isempty(name))
+                return NULL;
+        return name_or_id(id, name, NULL);
+}
+
+/* The Keystone v3 request body (identity and scope) from the settings; the API reference
+ * "Password authentication with scoped authorization" and "Authenticating with an
+ * Application Credential". */
+static int build_auth(json_object *cfg, json_object **ret) {
+        _cleanup_json_ json_object *auth = json_object_new_object();
+        const char *ac_id = setting(cfg, "application-credential-id", "OS_APPLICATION_CREDENTIAL_ID");
+        const char *ac_name = setting(cfg, "application-credential-name", "OS_APPLICATION_CREDENTIAL_NAME");
+        const char *ac_secret = setting(cfg, "application-credential-secret", "OS_APPLICATION_CREDENTIAL_SECRET");
+        const char *user = setting(cfg, "username", "OS_USERNAME"), *user_id = setting(cfg, "user-id", "OS_USER_ID");
+        const char *password = setting(cfg, "password", "OS_PASSWORD");
+        const char *domain_id = setting(cfg, "domain-id", "OS_DOMAIN_ID");
+        const char *domain_name = setting(cfg, "domain-name", "OS_DOMAIN_NAME");
+        const char *udom_id = setting(cfg, "user-domain-id", "OS_USER_DOMAIN_ID") ?: domain_id;
+        const char *udom_name = setting(cfg, "user-domain-name", "OS_USER_DOMAIN_NAME") ?: domain_name;
+        const char *pdom_id = setting2(cfg, "project-domain-id", "tenant-domain-id", "OS_PROJECT_DOMAIN_ID") ?: domain_id;
+        const char *pdom_name =
+                setting2(cfg, "project-domain-name", "tenant-domain-name", "OS_PROJECT_DOMAIN_NAME") ?: domain_name;
+        const char *project_id = setting2(cfg, "project-id", "tenant-id", "OS_PROJECT_ID");
+        const char *project_name = setting2(cfg, "project-name", "tenant-name", "OS_PROJECT_NAME");
+        json_object *identity, *methods;
+
+        if (!auth)
+                return -ENOMEM;
+        identity = json_object_new_object();
+        methods = json_object_new_array();
+        if (!identity || !methods) {
+                json_object_put(identity);
+                json_object_put(methods);
+                return -ENOMEM;
+        }
+        json_object_object_add(auth, "identity", identity);
+        json_object_object_add(identity, "methods", methods);
+
+        if (!isempty(ac_secret) && (!isempty(ac_id) || !isempty(ac_name))) {
+                json_object *ac = name_or_id(ac_id, ac_name, NULL);
+
+                if (!ac)
+                        return -ENOMEM;
+                if (isempty(ac_id) && (isempty(user) && isempty(user_id))) {
+                        json_object_put(ac);
+                        return log_error_errno(EINVAL, "An application credential given by name needs the user.");
+                }
+                if (isempty(ac_id))
+                        json_object_object_add(ac, "user",
+                                               name_or_id(user_id, user, domain_ref(udom_id, udom_name)));
+                json_object_object_add(ac, "secret", json_object_new_string(ac_secret));
+                json_object_array_add(methods, json_object_new_string("application_credential"));
+                json_object_object_add(identity, "application_credential", ac);
+                /* Application credentials carry their own project scope. */
+                *ret = TAKE_PTR(auth);
+                return 0;
+        }
+        if (isempty(password) || (isempty(user) && isempty(user_id)))
+                return log_error_errno(EINVAL, "No OpenStack credentials: set username (or user-id) and password, or "
+                                               "application-credential-id and -secret in [Global] of the cloud config.");
+        {
+                json_object *pw = json_object_new_object(), *u;
+
+                u = name_or_id(user_id, user, domain_ref(udom_id, udom_name));
+                if (!pw || !u) {
+                        json_object_put(pw);
+                        json_object_put(u);
+                        return -ENOMEM;
+                }
+                json_object_object_add(u, "password", json_object_new_string(password));
+                json_object_object_add(pw, "user", u);
+                json_object_array_add(methods, json_object_new_string("password"));
+                json_object_object_add(identity, "password", pw);
+        }
+        if (!isempty(project_id) || !isempty(project_name)) {
+                json_object *scope = json_object_new_object();
+
+                if (!scope)
+                        return -ENOMEM;
+                json_object_object_add(scope, "project", name_or_id(project_id, project_name, domain_ref(pdom_id, pdom_name)));
+                json_object_object_add(auth, "scope", scope);
+        }
+        *ret = TAKE_PTR(auth);
+        return 0;
+}
+
+static int openstack_init(CnProvider *p, json_object *cfg) {
+        OpenStack *o = cn_provider_data(p);
+        _cleanup_json_ json_object *inner = NULL;
+        const char *auth_url = setting(cfg, "auth-url", "OS_AUTH_URL");
+        const char *region = setting(cfg, "region", "OS_REGION_NAME"), *ca = setting(cfg, "ca-file", "OS_CACERT");
+        int r;
+
+        if (isempty(auth_url))
+                return log_error_errno(EINVAL, "No OpenStack auth-url in [Global] of the cloud config (or OS_AUTH_URL).");
+        r = build_auth(cfg, &inner);
+        if (r < 0)
+                return r;
+        o->auth = json_object_new_object();
+        o->auth_url = strdup(auth_url);
+        if (!o->auth || !o->auth_url || (region && !(o->region = strdup(region))) || (ca && !(o->ca_file = strdup(ca)))) {
+                openstack_done(p);
+                return -ENOMEM;
+        }
+        json_object_object_add(o->auth, "auth", TAKE_PTR(inner));
+        /* auth-url is the Keystone root, with or without /v3 (both appear in real cloud.conf). */
+        for (size_t l = strlen(o->auth_url); l > 0 && o->auth_url[l - 1] == '/'; l--)
+                o->auth_url[l - 1] = 0;
+        {
+                size_t l = strlen(o->auth_url);
+                if (l >= 3 && streq(o->auth_url + l - 3, "/v3"))
+                        o->auth_url[l - 3] = 0;
+        }
+        return 0;
+}
+
+static const char *openstack_error_message(json_object *body) {
+        /* Nova: {"itemNotFound": {"message": ..., "code": 404}}; Keystone: {"error": {"message": ...}}. */
+        json_object_object_foreach(body, k, v) {
+                const char *m = cn_json_string(v, "message", NULL);
+                (void) k;
+                if (m)
+                        return m;
+        }
+        return NULL;
+}
+
+const char *cn_provider_openstack_find_endpoint(json_object *token_body, const char *type, const char *interface,
+                                                const char *region) {
+        json_object *catalog = cn_json_get(token_body, "token", "catalog", NULL);
+        size_t n = catalog && json_object_is_type(catalog, json_type_array) ? json_object_array_length(catalog) : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *svc = json_object_array_get_idx(catalog, i), *eps;
+                const char *t = cn_json_string(svc, "type", NULL);
+
+                if (!t || !streq(t, type) || !(eps = cn_json_get(svc, "endpoints", NULL)) ||
+                    !json_object_is_type(eps, json_type_array))
+                        continue;
+                for (size_t j = 0; j < json_object_array_length(eps); j++) {
+                        json_object *ep = json_object_array_get_idx(eps, j);
+                        const char *itf = cn_json_string(ep, "interface", NULL);
+                        const char *reg = cn_json_string(ep, "region_id", NULL) ?: cn_json_string(ep, "region", NULL);
+
+                        if (!itf || !streq(itf, interface))
+                                continue;
+                        if (!isempty(region) && (!reg || !streq(reg, region)))
+                                continue;
+                        return cn_json_string(ep, "url", NULL);
+                }
+        }
+        return NULL;
+}
+
+int cn_provider_openstack_parse_server(json_object *server, const char *region, CnProviderInstance **ret) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = cn_provider_instance_new();
+        const char *id = cn_json_string(server, "id", NULL), *status, *v;
+        json_object *addrs;
+        int r;
+
+        assert(ret);
+        if (!i)
+                return -ENOMEM;
+        if (isempty(id))
+                return -EBADMSG;
+        if (!(i->instance_id = strdup(id)) || asprintf(&i->provider_id, OPENSTACK_PROVIDER_ID_PREFIX "/%s", id) < 0)
+                return -ENOMEM;
+        if ((v = cn_json_string(server, "name", NULL)) && !(i->name = strdup(v)))
+                return -ENOMEM;
+        v = cn_json_string(server, "flavor", "original_name", NULL) ?: cn_json_string(server, "flavor", "id", NULL);
+        if (v && !(i->instance_type = strdup(v)))
+                return -ENOMEM;
+        if (region && !(i->region = strdup(region)))
+                return -ENOMEM;
+        if ((v = cn_json_string(server, "OS-EXT-AZ:availability_zone", NULL)) && *v && !(i->zone = strdup(v)))
+                return -ENOMEM;
+        status = cn_json_string(server, "status", NULL);
+        i->shutdown = status && streq(status, "SHUTOFF");
+
+        /* Networks come as an object keyed by network name; json-c keeps the server's order, and
+         * node-addresses sorts by type and family, so the result does not depend on it. */
+        addrs = cn_json_get(server, "addresses", NULL);
+        if (addrs && json_object_is_type(addrs, json_type_object)) {
+                json_object_object_foreach(addrs, net, list) {
+                        (void) net;
+                        if (!json_object_is_type(list, json_type_array))
+                                continue;
+                        for (size_t k = 0; k < json_object_array_length(list); k++) {
+                                json_object *a = json_object_array_get_idx(list, k);
+                                const char *ip = cn_json_string(a, "addr", NULL);
+                                const char *type = cn_json_string(a, "OS-EXT-IPS:type", NULL);
+                                CnNodeAddressType t = type && streq(type, "floating") ? CN_NODE_ADDRESS_EXTERNAL_IP
+                                                                                       : CN_NODE_ADDRESS_INTERNAL_IP;
+
+                                if (!ip)
+                                        continue;
+                                r = cn_node_address_list_add(&i->addresses, t, ip);
+                                if (r < 0)
+                                        return r == -EINVAL ? -EBADMSG : r;
+                        }
+                }
+        }
+        if ((v = cn_json_string(server, "accessIPv4", NULL)) && *v &&
+            (r = cn_node_address_list_add(&i->addresses, CN_NODE_ADDRESS_EXTERNAL_IP, v)) < 0 && r != -EINVAL)
+                return r;
+        if ((v = cn_json_string(server, "accessIPv6", NULL)) && *v &&
+            (r = cn_node_address_list_add(&i->addresses, CN_NODE_ADDRESS_EXTERNAL_IP, v)) < 0 && r != -EINVAL)
+                return r;
+        if (i->name && (r = cn_node_address_list_add(&i->addresses, CN_NODE_ADDRESS_HOSTNAME, i->name)) < 0)
+                return r;
+        *ret = TAKE_PTR(i);
+        return 0;
+}
+
+static void lookup_free(void *p) {
+        Lookup *l = p;
+
+        if (!l)
+                return;
+        free(l->id);
+        free(l->name);
+        cn_provider_instance_free(l->instance);
+        free(l);
+}
+
+static int get_server(CnProviderCall *call);
+static int authenticate(CnProviderCall *call);
+
+static void finish_error(CnProviderCall *call, int error, usec_t retry_after, const char *message) {
+        CnProviderResult res = { .error = error, .retry_after = retry_after, .message = message };
+
+        cn_provider_call_finish_instance(call, &res, NULL);
+}
+
+/* Bounds the flavor cache: a cloud has a few dozen flavors, not thousands. */
+#define OPENSTACK_FLAVOR_CACHE_MAX 1024
+
+static void on_flavor(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        Lookup *l = cn_provider_call_get_state(call);
+        CnProviderResult res = {};
+        const char *name = reply->error >= 0 ? cn_json_string(reply->body, "flavor", "name", NULL) : NULL;
+
+        /* Without the name the flavor id is still a usable instance type: no failure here. */
+        if (name) {
+                char *copy = strdup(name);
+
+                if (copy) {
+                        free(l->instance->instance_type);
+                        l->instance->instance_type = copy;
+                        if (o->flavors && json_object_object_length(o->flavors) < OPENSTACK_FLAVOR_CACHE_MAX)
+                                json_object_object_add(o->flavors, cn_json_string(reply->body, "flavor", "id", NULL) ?: "",
+                                                       json_object_new_string(name));
+                }
+        }
+        cn_provider_call_finish_instance(call, &res, TAKE_PTR(l->instance));
+}
+
+/* Novas before microversion 2.47 name only the flavor's id; the label wants its name. Returns 1
+ * when a flavor request was started (the call finishes from on_flavor()). */
+static int resolve_flavor(CnProviderCall *call, json_object *server, CnProviderInstance **instance) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        Lookup *l = cn_provider_call_get_state(call);
+        const char *id = cn_json_string(server, "flavor", "id", NULL);
+        _cleanup_free_ char *url = NULL, *esc = NULL;
+        json_object *cached;
+        CnProviderHttpOptions opts = {
+                .auth_token = o->token,
+                .ca_file = o->ca_file,
+                .error_parser = openstack_error_message,
+                .operation = "flavor",
+        };
+
+        if (!id || cn_json_string(server, "flavor", "original_name", NULL))
+                return 0;
+        if (!o->flavors && !(o->flavors = json_object_new_object()))
+                return 0;
+        if (json_object_object_get_ex(o->flavors, id, &cached)) {
+                char *copy = strdup(json_object_get_string(cached));
+
+                if (copy) {
+                        free((*instance)->instance_type);
+                        (*instance)->instance_type = copy;
+                }
+                return 0;
+        }
+        esc = cn_provider_escape(id);
+        if (!esc || asprintf(&url, "%s/flavors/%s", o->compute_url, esc) < 0)
+                return 0;
+        if (cn_provider_call_http(call, "GET", url, &opts, on_flavor, NULL) < 0)
+                return 0;
+        l->instance = TAKE_PTR(*instance);
+        return 1;
+}
+
+static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        CnProvider *p = cn_provider_call_provider(call);
+        OpenStack *o = cn_provider_data(p);
+        Lookup *l = cn_provider_call_get_state(call);
+        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
+        CnProviderInstance *instance = NULL;
+        json_object *server;
+        int r;
+
+        if (res.error == -EACCES && reply->status == 401 && !l->reauthenticated) {
+                /* The cached token was revoked or expired early: one fresh token, then give up. */
+                forget_token(o);
+                r = authenticate(call);
+                if (r < 0)
+                        finish_error(call, r, 0, "failed to start authentication");
+                return;
+        }
+        if (res.error >= 0) {
+                server = cn_json_get(reply->body, "server", NULL);
+                if (!server) {
+                        json_object *list = cn_json_get(reply->body, "servers", NULL);
+                        size_t n = list && json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+
+                        /* Nova matches names as regular expressions: keep exact matches only. */
+                        for (size_t k = 0; k < n && !server; k++) {
+                                json_object *s = json_object_array_get_idx(list, k);
+                                const char *name = cn_json_string(s, "name", NULL);
+
+                                if (name && streq(name, l->name))
+                                        server = s;
+                        }
+                        if (!server) {
+                                res.error = -ENOENT;
+                                res.message = "no server with that name";
+                        }
+                }
+                if (res.error >= 0) {
+                        res.error = cn_provider_openstack_parse_server(server, o->region, &instance);
+                        if (res.error < 0)
+                                res.message = "unexpected server object from the Nova API";
+                        else if (resolve_flavor(call, server, &instance) > 0)
+                                return;
+                }
+        }
+        cn_provider_call_finish_instance(call, &res, instance);
+}
+
+static int get_server(CnProviderCall *call) {
+        CnProvider *p = cn_provider_call_provider(call);
+        OpenStack *o = cn_provider_data(p);
+        Lookup *l = cn_provider_call_get_state(call);
+        _cleanup_free_ char *url = NULL;
+        CnProviderHttpOptions opts = {
+                .auth_token = o->token,
+                .ca_file = o->ca_file,
+                .headers = (const char *const[]) { OPENSTACK_NOVA_MICROVERSION, NULL },
+                .error_parser = openstack_error_message,
+                .operation = "instance_metadata",
+        };
+
+        if (l->id) {
+                _cleanup_free_ char *esc = cn_provider_escape(l->id);
+
+                if (!esc || asprintf(&url, "%s/servers/%s", o->compute_url, esc) < 0)
+                        return -ENOMEM;
+        } else {
+                _cleanup_free_ char *re = NULL, *esc = NULL;
+                size_t n = 0;
+
+                /* An anchored regular expression with the name's dots escaped. */
+                re = malloc(strlen(l->name) * 2 + 3);
+                if (!re)
+                        return -ENOMEM;
+                re[n++] = '^';
+                for (const char *c = l->name; *c; c++) {
+                        if (strchr(".^$*+?()[]{}|\\", *c))
+                                re[n++] = '\\';
+                        re[n++] = *c;
+                }
+                re[n++] = '$';
+                re[n] = 0;
+                esc = cn_provider_escape(re);
+                if (!esc || asprintf(&url, "%s/servers/detail?name=%s", o->compute_url, esc) < 0)
+                        return -ENOMEM;
+        }
+        return cn_provider_call_http(call, "GET", url, &opts, on_server, NULL);
+}
+
+static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        CnProvider *p = cn_provider_call_provider(call);
+        OpenStack *o = cn_provider_data(p);
+        const char *compute, *expires;
+        usec_t exp = 0;
+        int r;
+
+        if (reply->error < 0) {
+                /* 401 from Keystone means the credentials are wrong: terminal, say so. */
+                finish_error(call, reply->error, reply->retry_after,
+                             reply->status == 401 ? "OpenStack credentials rejected by Keystone" : reply->message);
+                return;
+        }
+        if (isempty(reply->subject_token)) {
+                finish_error(call, -EBADMSG, 0, "Keystone returned no X-Subject-Token");
+                return;
+        }
+        compute = cn_provider_openstack_find_endpoint(reply->body, "compute", "public", o->region);
+        if (!compute) {
+                finish_error(call, -EINVAL, 0, "no compute endpoint in the Keystone catalog for this region");
+                return;
+        }
+        expires = cn_json_string(reply->body, "token", "expires_at", NULL);
+        if (expires)
+                (void) cn_parse_rfc3339(expires, &exp);
+
+        forget_token(o);
+        o->token = strdup(reply->subject_token);
+        o->compute_url = strdup(compute);
+        if (!o->token || !o->compute_url) {
+                forget_token(o);
+                finish_error(call, -ENOMEM, 0, "out of memory");
+                return;
+        }
+        for (size_t l = strlen(o->compute_url); l > 0 && o->compute_url[l - 1] == '/'; l--)
+                o->compute_url[l - 1] = 0;
+        o->token_expires = exp;
+        r = get_server(call);
+        if (r < 0)
+                finish_error(call, r, 0, "failed to start the Nova request");
+}
+
+static int authenticate(CnProviderCall *call) {
+        CnProvider *p = cn_provider_call_provider(call);
+        OpenStack *o = cn_provider_data(p);
+        Lookup *l = cn_provider_call_get_state(call);
+        _cleanup_free_ char *url = NULL;
+        CnProviderHttpOptions opts = {
+                .ca_file = o->ca_file,
+                .body = o->auth,
+                .error_parser = openstack_error_message,
+                .operation = "authenticate",
+        };
+
+        l->reauthenticated = true;
+        if (asprintf(&url, "%s/v3/auth/tokens", o->auth_url) < 0)
+                return -ENOMEM;
+        return cn_provider_call_http(call, "POST", url, &opts, on_token, NULL);
+}
+
+static bool token_usable(const OpenStack *o) {
+        if (!o->token || !o->compute_url)
+                return false;
+        /* Tokens without a known expiry are used until Nova refuses them. */
+        return o->token_expires == 0 || cn_now(CLOCK_REALTIME) + OPENSTACK_TOKEN_MARGIN < o->token_expires;
+}
+
+static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnProviderNodeRef *node) {
+        OpenStack *o = cn_provider_data(p);
+        Lookup *l;
+
+        l = calloc(1, sizeof(Lookup));
+        if (!l)
+                return -ENOMEM;
+        cn_provider_call_set_state(call, l, lookup_free);
+        if (!isempty(node->provider_id)) {
+                const char *rest, *slash;
+
+                if (!strneq(node->provider_id, OPENSTACK_PROVIDER_ID_PREFIX, STRLEN(OPENSTACK_PROVIDER_ID_PREFIX)))
+                        return -EINVAL;
+                rest = node->provider_id + STRLEN(OPENSTACK_PROVIDER_ID_PREFIX);
+                slash = strrchr(rest, '/');
+                if (!slash || isempty(slash + 1))
+                        return -EINVAL;
+                l->id = strdup(slash + 1);
+                if (!l->id)
+                        return -ENOMEM;
+        } else {
+                l->name = strdup(node->name);
+                if (!l->name)
+                        return -ENOMEM;
+        }
+        if (token_usable(o))
+                return get_server(call);
+        return authenticate(call);
+}
+
+const CnProviderOps cn_provider_openstack_ops = {
+        .name = "openstack",
+        .size = sizeof(OpenStack),
+        .init = openstack_init,
+        .done = openstack_done,
+        .instance_get = openstack_instance_get,
+        /* Machine lifecycle: implemented with the controller's machine issue. */
+};

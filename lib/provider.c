@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The provider-independent half of lib/provider.h: the provider table, the InstancesV2 adapters,
+ * call lifetime and cancellation, and decoding of cloud API replies into classified errors. */
+#include <curl/curl.h>
+
+#include "http.h"
+#include "json-util.h"
+#include "log.h"
+#include "metadata.h"
+#include "provider.h"
+#include "string-util.h"
+
+extern const CnProviderOps cn_provider_hetzner_ops;
+extern const CnProviderOps cn_provider_openstack_ops;
+
+const CnProviderOps *const cn_provider_table[] = {
+        &cn_provider_hetzner_ops,
+        &cn_provider_openstack_ops,
+        NULL,
+};
+
+/* Cloud API error bodies are small; a body bigger than this is not an answer we can use. */
+#define PROVIDER_MAX_RESPONSE (8U * 1024U * 1024U)
+#define PROVIDER_REQUEST_TIMEOUT (30 * USEC_PER_SEC)
+
+struct CnProvider {
+        const CnProviderOps *ops;
+        CnHttp *http;
+        CnProviderRequestCounter counter;
+        void *counter_userdata;
+        void *data;
+};
+
+typedef enum CallMode {
+        CALL_METADATA,
+        CALL_EXISTS,
+        CALL_SHUTDOWN,
+} CallMode;
+
+struct CnProviderCall {
+        unsigned n_ref;
+        CnProvider *provider;
+        CnHttpRequest *req;
+        bool finished;
+        CallMode mode;
+        CnProviderInstanceCallback instance_cb;
+        CnProviderBoolCallback bool_cb;
+        void *userdata;
+        void *state;
+        void (*free_state)(void *);
+        /* the request in flight */
+        CnProviderHttpCallback http_cb;
+        void *http_userdata;
+        CnProviderErrorParser error_parser;
+        const char *operation;
+};
+
+CnProviderErrorClass cn_provider_error_class(int error) {
+        switch (error) {
+        case 0:
+                return CN_PROVIDER_OK;
+        case -ENOENT:
+                return CN_PROVIDER_NOT_FOUND;
+        case -EACCES:
+        case -EPERM:
+        case -EINVAL:
+        case -EOPNOTSUPP:
+        case -EKEYREJECTED:
+        case -EBADE:
+                return CN_PROVIDER_TERMINAL;
+        default:
+                return CN_PROVIDER_RETRYABLE;
+        }
+}
+
+const char *cn_provider_error_class_to_string(CnProviderErrorClass c) {
+        static const char *const table[] = {
+                [CN_PROVIDER_OK] = "ok",
+                [CN_PROVIDER_NOT_FOUND] = "not-found",
+                [CN_PROVIDER_TERMINAL] = "terminal",
+                [CN_PROVIDER_RETRYABLE] = "retryable",
+        };
+        return c >= 0 && c < (int) ELEMENTSOF(table) ? table[c] : NULL;
+}
+
+CnProviderInstance *cn_provider_instance_new(void) {
+        return calloc(1, sizeof(CnProviderInstance));
+}
+
+CnProviderInstance *cn_provider_instance_free(CnProviderInstance *i) {
+        if (!i)
+                return NULL;
+        free(i->instance_id);
+        free(i->provider_id);
+        free(i->name);
+        free(i->instance_type);
+        free(i->region);
+        free(i->zone);
+        cn_node_address_list_done(&i->addresses);
+        strv_free(i->extra_labels);
+        free(i);
+        return NULL;
+}
+
+static int strdup_or_null(const char *s, char **ret) {
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int add_all(CnNodeAddressList *l, CnNodeAddressType t, char *const *ips) {
+        for (char *const *i = ips; i && *i; i++) {
+                int r = cn_node_address_list_add(l, t, *i);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderInstance **ret) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = cn_provider_instance_new();
+        int r;
+
+        assert(m);
+        assert(ret);
+        if (!i)
+                return -ENOMEM;
+        if (strdup_or_null(m->instance_id, &i->instance_id) < 0 || strdup_or_null(m->provider_id, &i->provider_id) < 0 ||
+            strdup_or_null(m->hostname, &i->name) < 0 || strdup_or_null(m->instance_type, &i->instance_type) < 0 ||
+            strdup_or_null(m->region, &i->region) < 0 || strdup_or_null(m->zone, &i->zone) < 0)
+                return -ENOMEM;
+        if ((r = add_all(&i->addresses, CN_NODE_ADDRESS_INTERNAL_IP, m->ipv4_private)) < 0 ||
+            (r = add_all(&i->addresses, CN_NODE_ADDRESS_INTERNAL_IP, m->ipv6)) < 0 ||
+            (r = add_all(&i->addresses, CN_NODE_ADDRESS_EXTERNAL_IP, m->ipv4_public)) < 0)
+                return r;
+        if (!isempty(m->hostname) && (r = cn_node_address_list_add(&i->addresses, CN_NODE_ADDRESS_HOSTNAME, m->hostname)) < 0)
+                return r;
+        if (m->extra_labels && strv_copy(m->extra_labels, &i->extra_labels) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(i);
+        return 0;
+}
+
+int cn_provider_instance_copy(const CnProviderInstance *i, CnProviderInstance **ret) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *c = cn_provider_instance_new();
+        int r;
+
+        assert(i);
+        assert(ret);
+        if (!c)
+                return -ENOMEM;
+        if (strdup_or_null(i->instance_id, &c->instance_id) < 0 || strdup_or_null(i->provider_id, &c->provider_id) < 0 ||
+            strdup_or_null(i->name, &c->name) < 0 || strdup_or_null(i->instance_type, &c->instance_type) < 0 ||
+            strdup_or_null(i->region, &c->region) < 0 || strdup_or_null(i->zone, &c->zone) < 0)
+                return -ENOMEM;
+        for (size_t k = 0; k < i->addresses.n; k++) {
+                r = cn_node_address_list_add(&c->addresses, i->addresses.items[k].type, i->addresses.items[k].address);
+                if (r < 0)
+                        return r;
+        }
+        if (i->extra_labels && strv_copy(i->extra_labels, &c->extra_labels) < 0)
+                return -ENOMEM;
+        c->shutdown = i->shutdown;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+const CnProviderOps *cn_provider_find(const char *name) {
+        if (!name)
+                return NULL;
+        for (const CnProviderOps *const *o = cn_provider_table; *o; o++)
+                if (streq((*o)->name, name))
+                        return *o;
+        return NULL;
+}
+
+int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret) {
+        _cleanup_(cn_provider_freep) CnProvider *p = NULL;
+        const CnProviderOps *ops = cn_provider_find(name);
+        int r;
+
+        assert(http);
+        assert(ret);
+        if (!ops)
+                return -EPROTONOSUPPORT;
+        p = calloc(1, sizeof(CnProvider));
+        if (!p)
+                return -ENOMEM;
+        p->ops = ops;
+        p->http = http;
+        if (ops->size > 0) {
+                p->data = calloc(1, ops->size);
+                if (!p->data)
+                        return -ENOMEM;
+        }
+        if (ops->init) {
+                r = ops->init(p, cloud_config);
+                if (r < 0) {
+                        p->ops = NULL; /* init cleans up after itself */
+                        return r;
+                }
+        }
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+CnProvider *cn_provider_free(CnProvider *p) {
+        if (!p)
+                return NULL;
+        if (p->ops && p->ops->done)
+                p->ops->done(p);
+        free(p->data);
+        free(p);
+        return NULL;
+}
+
+const char *cn_provider_name(const CnProvider *p) {
+        return p && p->ops ? p->ops->name : NULL;
+}
+
+void cn_provider_set_request_counter(CnProvider *p, CnProviderRequestCounter fn, void *userdata) {
+        p->counter = fn;
+        p->counter_userdata = userdata;
+}
+
+void *cn_provider_data(CnProvider *p) {
+        return p->data;
+}
+
+CnHttp *cn_provider_http(CnProvider *p) {
+        return p->http;
+}
+
+static CnProviderCall *call_unref(CnProviderCall *c) {
+        if (!c || --c->n_ref > 0)
+                return NULL;
+        if (c->req) {
+                cn_http_request_cancel(c->req);
+                cn_http_request_unref(c->req);
+        }
+        if (c->free_state)
+                c->free_state(c->state);
+        free(c);
+        return NULL;
+}
+
+CnProviderCall *cn_provider_call_free(CnProviderCall *c) {
+        if (!c)
+                return NULL;
+        /* The caller lets go: whatever is still in flight must not call back. */
+        c->finished = true;
+        if (c->req)
+                cn_http_request_cancel(c->req);
+        return call_unref(c);
+}
+
+void cn_provider_call_set_state(CnProviderCall *c, void *state, void (*free_state)(void *)) {
+        if (c->free_state)
+                c->free_state(c->state);
+        c->state = state;
+        c->free_state = free_state;
+}
+
+void *cn_provider_call_get_state(CnProviderCall *c) {
+        return c->state;
+}
+
+CnProvider *cn_provider_call_provider(CnProviderCall *c) {
+        return c->provider;
+}
+
+static int call_new(CnProvider *p, CallMode mode, void *userdata, CnProviderCall **ret_call) {
+        CnProviderCall *c = calloc(1, sizeof(CnProviderCall));
+
+        if (!c)
+                return -ENOMEM;
+        c->n_ref = 1; /* in flight */
+        c->provider = p;
+        c->mode = mode;
+        c->userdata = userdata;
+        *ret_call = c;
+        return 0;
+}
+
+void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance) {
+        CnProviderResult r = *res;
+
+        assert(c);
+        if (c->finished) {
+                cn_provider_instance_free(instance);
+                return;
+        }
+        c->finished = true;
+        switch (c->mode) {
+        case CALL_METADATA:
+                c->instance_cb(c->provider, &r, r.error < 0 ? NULL : instance, c->userdata);
+                if (r.error < 0)
+                        cn_provider_instance_free(instance);
+                break;
+        case CALL_EXISTS:
+                /* InstanceExists: "not found" is the answer false, not a failure. */
+                if (r.error == -ENOENT)
+                        r = (CnProviderResult) {};
+                c->bool_cb(c->provider, &r, r.error == 0 && instance, c->userdata);
+                cn_provider_instance_free(instance);
+                break;
+        case CALL_SHUTDOWN:
+                c->bool_cb(c->provider, &r, r.error == 0 && instance && instance->shutdown, c->userdata);
+                cn_provider_instance_free(instance);
+                break;
+        }
+        call_unref(c);
+}
+
+static int start_instance_call(CnProvider *p, CallMode mode, const CnProviderNodeRef *node,
+                               CnProviderInstanceCallback icb, CnProviderBoolCallback bcb, void *userdata,
+                               CnProviderCall **ret) {
+        CnProviderCall *c;
+        int r;
+
+        assert(p);
+        assert(node);
+        if (!p->ops->instance_get)
+                return -EOPNOTSUPP;
+        if (isempty(node->name) && isempty(node->provider_id))
+                return -EINVAL;
+        r = call_new(p, mode, userdata, &c);
+        if (r < 0)
+                return r;
+        c->instance_cb = icb;
+        c->bool_cb = bcb;
+        if (ret) {
+                c->n_ref++;
+                *ret = c;
+        }
+        r = p->ops->instance_get(p, c, node);
+        if (r < 0) {
+                /* Nothing was started: the caller gets the error, not a callback. */
+                c->finished = true;
+                if (ret) {
+                        *ret = NULL;
+                        call_unref(c);
+                }
+                call_unref(c);
+                return r;
+        }
+        return 0;
+}
+
+int cn_provider_instance_metadata(CnProvider *p, const CnProviderNodeRef *node, CnProviderInstanceCallback cb,
+                                  void *userdata, CnProviderCall **ret) {
+        return start_instance_call(p, CALL_METADATA, node, cb, NULL, userdata, ret);
+}
+
+int cn_provider_instance_exists(CnProvider *p, const CnProviderNodeRef *node, CnProviderBoolCallback cb,
+                                void *userdata, CnProviderCall **ret) {
+        return start_instance_call(p, CALL_EXISTS, node, NULL, cb, userdata, ret);
+}
+
+int cn_provider_instance_shutdown(CnProvider *p, const CnProviderNodeRef *node, CnProviderBoolCallback cb,
+                                  void *userdata, CnProviderCall **ret) {
+        return start_instance_call(p, CALL_SHUTDOWN, node, NULL, cb, userdata, ret);
+}
+
+/* The machine lifecycle is implemented by the controller's machine issue; until a provider fills
+ * these ops in, every call answers -EOPNOTSUPP. */
+int cn_provider_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec) {
+        return p->ops->add_defaults ? p->ops->add_defaults(p, spec, ret_spec) : -EOPNOTSUPP;
+}
+
+int cn_provider_validate(CnProvider *p, json_object *spec, char **ret_reason) {
+        return p->ops->validate ? p->ops->validate(p, spec, ret_reason) : -EOPNOTSUPP;
+}
+
+int cn_provider_machine_get(CnProvider *p, const CnProviderMachine *m, CnProviderMachineCallback cb, void *userdata,
+                            CnProviderCall **ret) {
+        return p->ops->machine_get ? p->ops->machine_get(p, m, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
+int cn_provider_machine_create(CnProvider *p, const CnProviderMachine *m, const char *userdata_text,
+                               CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret) {
+        return p->ops->machine_create ? p->ops->machine_create(p, m, userdata_text, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
+int cn_provider_machine_cleanup(CnProvider *p, const CnProviderMachine *m, CnProviderCleanupCallback cb,
+                                void *userdata, CnProviderCall **ret) {
+        return p->ops->machine_cleanup ? p->ops->machine_cleanup(p, m, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
+int cn_provider_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels) {
+        return p->ops->metrics_labels ? p->ops->metrics_labels(p, spec, ret_labels) : -EOPNOTSUPP;
+}
+
+int cn_provider_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
+                            CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret) {
+        return p->ops->migrate_uid ? p->ops->migrate_uid(p, m, new_uid, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
+int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config) {
+        return p->ops->cloud_config ? p->ops->cloud_config(p, spec, ret_cloud_config) : -EOPNOTSUPP;
+}
+
+/* ---- HTTP ---- */
+
+static int status_to_errno(long status) {
+        if (status >= 200 && status < 300)
+                return 0;
+        switch (status) {
+        case 400:
+        case 422:
+                return -EINVAL;
+        case 401:
+        case 403:
+                return -EACCES;
+        case 404:
+                return -ENOENT;
+        case 409:
+                return -EEXIST;
+        default:
+                return -EAGAIN; /* 429, 5xx and the unexpected: try again later */
+        }
+}
+
+/* Hetzner announces the end of its rate-limit window as RateLimit-Reset (UNIX seconds) instead
+ * of Retry-After. */
+static usec_t reply_retry_after(CnHttpRequest *req) {
+        const char *reset;
+        usec_t d = 0, now;
+        char *end;
+        unsigned long long t;
+
+        if (cn_http_request_get_retry_after(req, &d) >= 0)
+                return d;
+        reset = cn_http_request_get_header(req, "RateLimit-Reset");
+        if (!reset)
+                return 0;
+        errno = 0;
+        t = strtoull(reset, &end, 10);
+        if (errno != 0 || *end || end == reset)
+                return 0;
+        now = cn_now(CLOCK_REALTIME);
+        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : 0;
+}
+
+static void count_request(CnProviderCall *c, int error) {
+        if (!c->provider->counter || !c->operation)
+                return;
+        c->provider->counter(c->provider->ops->name, c->operation,
+                             cn_provider_error_class_to_string(cn_provider_error_class(error)),
+                             c->provider->counter_userdata);
+}
+
+static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
+        CnProviderCall *c = ASSERT_PTR(userdata);
+        _cleanup_json_ json_object *body = NULL;
+        _cleanup_free_ char *message_buf = NULL;
+        CnProviderHttpReply reply = {};
+        const char *data;
+        size_t size = 0;
+
+        if (c->finished)
+                return;
+        reply.status = error < 0 ? 0 : cn_http_request_get_status(req);
+        reply.error = error < 0 ? error : status_to_errno(reply.status);
+        data = cn_http_request_get_body(req, &size);
+        if (error >= 0 && size > 0) {
+                int r = cn_json_parse(data, size, PROVIDER_MAX_RESPONSE, &body, NULL);
+                if (r < 0 && reply.error == 0)
+                        reply.error = -EBADMSG;
+        }
+        if (reply.error < 0 && reply.error != -EBADMSG) {
+                if (body && c->error_parser)
+                        reply.message = c->error_parser(body);
+                if (!reply.message) {
+                        if (error < 0) {
+                                if (asprintf(&message_buf, "request failed: %s", strerror(-error)) >= 0)
+                                        reply.message = message_buf;
+                        } else if (asprintf(&message_buf, "HTTP status %ld", reply.status) >= 0)
+                                reply.message = message_buf;
+                }
+        } else if (reply.error == -EBADMSG)
+                reply.message = "malformed response from the cloud API";
+        if (reply.error == -EAGAIN)
+                reply.retry_after = reply_retry_after(req);
+        reply.body = reply.error == 0 ? body : NULL;
+        reply.subject_token = cn_http_request_get_header(req, "X-Subject-Token");
+        count_request(c, reply.error);
+        log_debug("%s %s -> %ld (%s)", cn_http_request_get_method(req), cn_http_request_get_url(req), reply.status,
+                  reply.error < 0 ? strerror(-reply.error) : "ok");
+
+        /* Keep the call (and the request that holds this reply) alive across the callback: it
+         * may start the next request on the same call, or finish it. */
+        c->n_ref++;
+        c->http_cb(c, &reply, c->http_userdata);
+        call_unref(c);
+}
+
+int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
+                          CnProviderHttpCallback cb, void *userdata) {
+        _cleanup_(cn_http_request_unrefp) CnHttpRequest *req = NULL;
+        int r;
+
+        assert(c);
+        assert(url);
+        assert(cb);
+        r = cn_http_request_new(c->provider->http, method, url, &req);
+        if (r < 0)
+                return r;
+        cn_http_request_set_timeout(req, PROVIDER_REQUEST_TIMEOUT);
+        cn_http_request_set_max_response(req, PROVIDER_MAX_RESPONSE);
+        r = cn_http_request_add_header(req, "Accept", "application/json");
+        if (r < 0)
+                return r;
+        if (o && o->bearer_token && (r = cn_http_request_set_bearer_token(req, o->bearer_token)) < 0)
+                return r;
+        if (o && o->auth_token && (r = cn_http_request_add_header(req, "X-Auth-Token", o->auth_token)) < 0)
+                return r;
+        if (o && o->ca_file && (r = cn_http_request_set_ca_file(req, o->ca_file)) < 0)
+                return r;
+        for (const char *const *h = o ? o->headers : NULL; h && *h; h++) {
+                _cleanup_free_ char *name = NULL;
+                const char *colon = strchr(*h, ':');
+
+                if (!colon)
+                        return -EINVAL;
+                name = strndup(*h, colon - *h);
+                if (!name)
+                        return -ENOMEM;
+                r = cn_http_request_add_header(req, name, colon + 1 + strspn(colon + 1, " "));
+                if (r < 0)
+                        return r;
+        }
+        if (o && o->body) {
+                const char *text = json_object_to_json_string_ext(o->body, JSON_C_TO_STRING_PLAIN);
+
+                r = cn_http_request_set_body(req, text, strlen(text), "application/json");
+                if (r < 0)
+                        return r;
+        }
+        c->http_cb = cb;
+        c->http_userdata = userdata;
+        c->error_parser = o ? o->error_parser : NULL;
+        c->operation = o ? o->operation : NULL;
+        r = cn_http_request_submit(req, on_http_done, c);
+        if (r < 0)
+                return r;
+        if (c->req) {
+                cn_http_request_cancel(c->req);
+                cn_http_request_unref(c->req);
+        }
+        c->req = TAKE_PTR(req);
+        return 0;
+}
+
+char *cn_provider_escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        if (!e)
+                return NULL;
+        copy = strdup(e);
+        curl_free(e);
+        return copy;
+}

@@ -1,0 +1,316 @@
+"""The inventory shared by every fake-cloud process that uses the same state directory.
+
+One JSON file (DIR/state.json) holds instances, Hetzner actions, fault rules, rate-limit
+buckets and settings. Each change takes an exclusive flock on DIR/state.lock, re-reads the
+file, applies the change and replaces the file atomically, so a main process and several
+per-namespace `--instance` processes always agree."""
+import base64
+import contextlib
+import copy
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+import uuid
+
+PLATFORMS = ("aws", "openstack", "hetzner", "gcp", "azure", "digitalocean", "proxmoxve")
+
+DEFAULT_SETTINGS = {
+    # Seconds a Hetzner action stays "running" and a new server stays "initializing"
+    # (Nova: BUILD). Tests lower these to stay fast.
+    "action_seconds": 1.0,
+    "build_seconds": 1.0,
+    # Keystone token lifetime.
+    "token_ttl": 3600,
+    # Hetzner: bearer tokens accepted by /v1. The real API refills one request per second
+    # up to 3600; tests can make the bucket small.
+    "hetzner_tokens": ["hcloud-test-token"],
+    "hetzner_ratelimit_limit": 3600,
+    "hetzner_ratelimit_refill_per_second": 1.0,
+    # Keystone identities.
+    "openstack_users": [
+        {"name": "demo", "id": "u-demo", "password": "demo-password", "domain": "Default",
+         "project": "demo", "project_id": "p-demo"},
+    ],
+    "openstack_application_credentials": [
+        {"id": "appcred-demo", "name": "cloudnode", "secret": "appcred-secret",
+         "user": "demo", "project": "demo", "project_id": "p-demo"},
+    ],
+    "openstack_region": "RegionOne",
+    # Errors the next create actions (Hetzner) / builds (Nova) end with, consumed in order:
+    # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
+    "hetzner_action_errors": [],
+    "nova_build_errors": [],
+}
+
+# Per-platform defaults, taken from the examples in each cloud's documentation.
+PLATFORM_DEFAULTS = {
+    "aws": {"type": "m5.large", "region": "us-east-1", "zone": "us-east-1a", "image": "ami-0abcdef1234567890"},
+    "openstack": {"type": "m1.small", "region": "RegionOne", "zone": "nova", "image": "70a599e0-31e7-49b7-b260-868f441e862b"},
+    "hetzner": {"type": "cx22", "region": "eu-central", "zone": "fsn1-dc14", "image": "ubuntu-24.04"},
+    "gcp": {"type": "n1-standard-1", "region": "us-central1", "zone": "us-central1-a", "image": "debian-12"},
+    "azure": {"type": "Standard_D2s_v3", "region": "westeurope", "zone": "1", "image": "debian-12"},
+    "digitalocean": {"type": "s-1vcpu-1gb", "region": "nyc3", "zone": "nyc3", "image": "debian-12-x64"},
+    "proxmoxve": {"type": "qemu", "region": "pve", "zone": "pve1", "image": "debian-12"},
+}
+
+INSTANCE_KEYS = ("id", "name", "platform", "type", "region", "zone", "private_ipv4", "public_ipv4",
+                 "ipv6", "mac", "hostname", "status", "labels", "user_data", "require_token",
+                 "image", "ssh_keys", "error", "created", "ready_at", "source", "numeric_id",
+                 "project_id", "network_id", "vendor_data", "delete_at", "extra")
+
+
+class StateError(Exception):
+    """A request the inventory cannot satisfy; status is the HTTP status an admin call returns."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _empty():
+    return {
+        "secret": secrets.token_hex(32),
+        "settings": copy.deepcopy(DEFAULT_SETTINGS),
+        "default_instance": None,
+        "instances": {},
+        "order": [],
+        "counters": {"host": 10, "action": 1000, "numeric": 100000},
+        "actions": {},
+        "faults": [],
+        "ratelimit": {},
+    }
+
+
+class State:
+    def __init__(self, directory):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, "state.json")
+        self.lock_path = os.path.join(directory, "state.lock")
+        with self.locked():
+            pass
+
+    @contextlib.contextmanager
+    def _flock(self, mode):
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)
+
+    def _load(self):
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                st = json.load(f)
+        except FileNotFoundError:
+            return _empty()
+        base = _empty()
+        for k, v in base.items():
+            st.setdefault(k, v)
+        for k, v in DEFAULT_SETTINGS.items():
+            st["settings"].setdefault(k, copy.deepcopy(v))
+        return st
+
+    def _save(self, st):
+        tmp = self.path + ".tmp.%d" % os.getpid()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(st, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, self.path)
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Read-modify-write under the exclusive lock; the dict yielded is written back."""
+        with self._flock(fcntl.LOCK_EX):
+            st = self._load()
+            yield st
+            self._save(st)
+
+    def read(self):
+        with self._flock(fcntl.LOCK_SH):
+            return self._load()
+
+    # -- instances -------------------------------------------------------------------
+
+    def instance(self, iid):
+        inst = self.read()["instances"].get(str(iid))
+        return inst if inst and not gone(inst) else None
+
+    def instances(self, st=None):
+        st = st or self.read()
+        return [st["instances"][i] for i in st["order"]
+                if i in st["instances"] and not gone(st["instances"][i])]
+
+    def add_instance(self, spec, source="admin"):
+        with self.locked() as st:
+            return add_instance(st, spec, source)
+
+    def update_instance(self, iid, changes):
+        with self.locked() as st:
+            inst = st["instances"].get(str(iid))
+            if inst is None:
+                raise StateError(404, "no instance %s" % iid)
+            for k, v in changes.items():
+                if k not in INSTANCE_KEYS or k in ("id", "platform"):
+                    raise StateError(400, "field %r cannot be changed" % k)
+                inst[k] = v
+            validate_instance(inst)
+            return inst
+
+    def remove_instance(self, iid):
+        with self.locked() as st:
+            return remove_instance(st, iid)
+
+    # -- signed tokens: valid in every process sharing the directory, no storage -------
+
+    def sign(self, kind, payload, ttl):
+        st = self.read()
+        body = dict(payload, k=kind, exp=int(time.time() + ttl), n=secrets.token_hex(4))
+        raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        mac = hmac.new(bytes.fromhex(st["secret"]), raw, hashlib.sha256).digest()[:16]
+        return base64.urlsafe_b64encode(raw + mac).decode().rstrip("=")
+
+    def verify(self, kind, token):
+        """Payload of a valid, unexpired token of that kind, else None."""
+        if not token:
+            return None
+        try:
+            blob = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except (ValueError, TypeError):
+            return None
+        raw, mac = blob[:-16], blob[-16:]
+        st = self.read()
+        want = hmac.new(bytes.fromhex(st["secret"]), raw, hashlib.sha256).digest()[:16]
+        if not hmac.compare_digest(mac, want):
+            return None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return None
+        if body.get("k") != kind or body.get("exp", 0) < time.time():
+            return None
+        return body
+
+
+def _next(st, counter):
+    st["counters"][counter] = st["counters"].get(counter, 0) + 1
+    return st["counters"][counter]
+
+
+def _new_id(platform, st):
+    n = _next(st, "numeric")
+    if platform == "aws":
+        return "i-%017x" % (0x0a1b2c3d4e5f60000 + n)
+    if platform in ("openstack", "azure"):
+        return str(uuid.uuid4())
+    if platform == "gcp":
+        return str(4_000_000_000_000_000_000 + n)
+    if platform == "proxmoxve":
+        return hashlib.sha1(("pve-%d-%s" % (n, st["secret"])).encode()).hexdigest()
+    return str(n)  # hetzner, digitalocean: integer ids
+
+
+def default_hostname(platform, name, ip, region, project="cloudnode-test"):
+    if platform == "aws":
+        dashed = "ip-" + (ip or "0.0.0.0").replace(".", "-")
+        return dashed + (".ec2.internal" if region == "us-east-1" else ".%s.compute.internal" % region)
+    if platform == "openstack":
+        return name + ".novalocal"
+    if platform == "gcp":
+        return "%s.c.%s.internal" % (name, project)
+    return name
+
+
+def validate_instance(inst):
+    if inst["platform"] not in PLATFORMS:
+        raise StateError(400, "unknown platform %r (known: %s)" % (inst["platform"], ", ".join(PLATFORMS)))
+    if inst["status"] not in ("running", "stopped"):
+        raise StateError(400, "status must be running or stopped")
+    if not isinstance(inst.get("labels"), dict):
+        raise StateError(400, "labels must be an object")
+    if not isinstance(inst.get("name"), str) or not inst["name"]:
+        raise StateError(400, "name must be a non-empty string")
+
+
+def add_instance(st, spec, source="admin"):
+    spec = dict(spec or {})
+    unknown = set(spec) - set(INSTANCE_KEYS)
+    if unknown:
+        raise StateError(400, "unknown instance field(s): %s" % ", ".join(sorted(unknown)))
+    platform = spec.get("platform")
+    if platform not in PLATFORMS:
+        raise StateError(400, "platform must be one of %s" % ", ".join(PLATFORMS))
+    iid = str(spec.get("id") or _new_id(platform, st))
+    if iid in st["instances"]:
+        raise StateError(409, "instance %s exists" % iid)
+    d = PLATFORM_DEFAULTS[platform]
+    h = _next(st, "host")
+    now = time.time()
+    name = spec.get("name") or "node-%d" % h
+    inst = {
+        "id": iid,
+        "name": name,
+        "platform": platform,
+        "type": d["type"],
+        "region": d["region"],
+        "zone": d["zone"],
+        "image": d["image"],
+        "private_ipv4": "10.0.%d.%d" % (h // 250, h % 250 + 2),
+        "public_ipv4": "203.0.113.%d" % (h % 250 + 2),
+        "ipv6": "2001:db8:%x::1" % h,
+        "mac": "02:00:00:%02x:%02x:%02x" % ((h >> 16) & 255, (h >> 8) & 255, h & 255),
+        "status": "running",
+        "labels": {},
+        "user_data": None,
+        "vendor_data": None,
+        "require_token": False,
+        "ssh_keys": [],
+        "error": None,
+        "created": now,
+        "ready_at": now,
+        "source": source,
+        "numeric_id": h,
+        "project_id": "p-demo",
+        "network_id": 4711,
+        # Set when a cloud API deleted the instance; it disappears at that time.
+        "delete_at": None,
+        # Per-API details that have no platform-neutral field (image ref, flavor id, ...).
+        "extra": {},
+    }
+    inst.update({k: v for k, v in spec.items() if k != "id"})
+    inst["id"] = iid
+    if not spec.get("hostname"):
+        inst["hostname"] = default_hostname(platform, name, inst["private_ipv4"], inst["region"])
+    validate_instance(inst)
+    st["instances"][iid] = inst
+    st["order"].append(iid)
+    return inst
+
+
+def remove_instance(st, iid):
+    inst = st["instances"].pop(str(iid), None)
+    if inst is None:
+        raise StateError(404, "no instance %s" % iid)
+    st["order"] = [i for i in st["order"] if i != str(iid)]
+    if st.get("default_instance") == str(iid):
+        st["default_instance"] = None
+    return inst
+
+
+def gone(inst, now=None):
+    return bool(inst.get("delete_at")) and inst["delete_at"] <= (now or time.time())
+
+
+def sweep(st, now=None):
+    """Drop instances whose API deletion has completed."""
+    now = now or time.time()
+    for iid in [i for i, inst in st["instances"].items() if inst.get("delete_at") and inst["delete_at"] <= now]:
+        remove_instance(st, iid)

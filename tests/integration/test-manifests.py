@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""manifests/: every kustomize variant renders with the real `kubectl kustomize`, and the rendered
+objects have the properties the rest of cloudnode relies on (identities, least privilege, the
+cluster-mode initializer's scheduling and availability rules)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import yaml  # noqa: E402
+from cntap import Tap, src  # noqa: E402
+
+VARIANTS = ["base", "overlays/single-node", "overlays/openshift", "overlays/capi", "operand"]
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def render(t, variant, tmp):
+    # kustomize refuses nothing in a read-only tree, but copy anyway so the check works the same
+    # from a distcheck tarball and never writes near the sources.
+    root = os.path.join(tmp, "manifests")
+    if not os.path.exists(root):
+        shutil.copytree(src("manifests"), root)
+    p = subprocess.run(["kubectl", "kustomize", os.path.join(root, variant)],
+                       capture_output=True, text=True)
+    t.ok(p.returncode == 0, "kubectl kustomize %s renders" % variant, p.stderr)
+    return [d for d in yaml.safe_load_all(p.stdout) if d] if p.returncode == 0 else []
+
+
+def find(objs, kind, name):
+    for o in objs:
+        if o["kind"] == kind and o["metadata"]["name"] == name:
+            return o
+    return None
+
+
+def rules_of(obj):
+    out = set()
+    for r in obj.get("rules", []):
+        for g in r.get("apiGroups", []):
+            for res in r.get("resources", []):
+                for v in r.get("verbs", []):
+                    out.add((g, res, v))
+    return out
+
+
+def check_common(t, variant, objs, ns):
+    for o in objs:
+        if o["kind"] in CLUSTER_SCOPED:
+            continue
+        want = ns
+        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["namespace"] == "openshift-config":
+            want = "openshift-config"
+        t.eq(o["metadata"].get("namespace"), want,
+             "%s: %s/%s namespace" % (variant, o["kind"], o["metadata"]["name"]))
+    for o in objs:
+        for s in o.get("subjects", []) if o["kind"].endswith("Binding") else []:
+            if s.get("kind") == "ServiceAccount":
+                t.eq(s.get("namespace"), ns, "%s: %s subject %s namespace" %
+                     (variant, o["metadata"]["name"], s["name"]))
+
+    node = find(objs, "ClusterRole", "cloudnode:node-initializer")
+    t.eq(rules_of(node), {("", "nodes", v) for v in ("get", "list", "watch", "patch")} |
+         {("", "nodes/status", "patch"), ("", "events", "create"), ("events.k8s.io", "events", "create")},
+         "%s: node-mode initializer has exactly nodes get/list/watch/patch, nodes/status patch, "
+         "events create" % variant)
+    cl = find(objs, "ClusterRole", "cloudnode:cloud-controller-manager")
+    got = rules_of(cl)
+    t.ok(("", "nodes", "delete") in got and rules_of(node) <= got,
+         "%s: cluster-mode initializer is node mode plus nodes delete" % variant)
+    t.ok(not any(r[1] in ("secrets", "*") or r[2] == "*" for r in got | rules_of(node)),
+         "%s: no initializer rule grants secrets or wildcards" % variant)
+    role = find(objs, "Role", "cloudnode:cloud-controller-manager")
+    t.ok(("coordination.k8s.io", "leases", "update") in rules_of(role),
+         "%s: cluster-mode initializer may update leases in its namespace" % variant)
+
+    vap = find(objs, "ValidatingAdmissionPolicy", "cloudnode-node-initializer")
+    vapb = find(objs, "ValidatingAdmissionPolicyBinding", "cloudnode-node-initializer")
+    t.ok(vap is not None and vapb is not None and vapb["spec"]["policyName"] == "cloudnode-node-initializer"
+         and vapb["spec"]["validationActions"] == ["Deny"],
+         "%s: admission policy for the node identity is bound with Deny" % variant)
+    if vap:
+        cond = vap["spec"]["matchConditions"][0]["expression"]
+        t.ok("cloudnode-node-initializer" in cond, "%s: policy matches the node identity" % variant)
+
+    d = find(objs, "Deployment", "cloudnode-cloud-controller-manager")
+    spec = d["spec"]["template"]["spec"]
+    t.ok(spec["hostNetwork"] is True, "%s: initializer Deployment uses hostNetwork" % variant)
+    t.eq(spec["priorityClassName"], "system-cluster-critical", "%s: priority class" % variant)
+    aff = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    t.ok(aff[0]["topologyKey"] == "kubernetes.io/hostname" and
+         aff[0]["labelSelector"]["matchLabels"] == d["spec"]["selector"]["matchLabels"],
+         "%s: required anti-affinity on hostname against its own pods" % variant)
+    tol = {(x.get("key"), x.get("effect"), x.get("tolerationSeconds")) for x in spec["tolerations"]}
+    for want in [("node-role.kubernetes.io/control-plane", "NoSchedule", None),
+                 ("node.kubernetes.io/unreachable", "NoExecute", 120),
+                 ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", None)]:
+        t.ok(want in tol, "%s: toleration %s" % (variant, want[0]))
+    c = spec["containers"][0]
+    t.eq(c["name"], "cloud-controller-manager", "%s: container name" % variant)
+    t.ok("--leader-elect=true" in c["args"], "%s: --leader-elect" % variant)
+    t.ok("requests" in c["resources"] and "limits" not in c["resources"],
+         "%s: requests without limits" % variant)
+    t.ok(c["livenessProbe"]["httpGet"]["path"] == "/healthz" and
+         c["readinessProbe"]["httpGet"]["path"] == "/readyz", "%s: health probes" % variant)
+    t.eq(spec["serviceAccountName"], "cloudnode-cloud-controller-manager", "%s: cluster-mode SA" % variant)
+    pdb = find(objs, "PodDisruptionBudget", "cloudnode-cloud-controller-manager")
+    t.eq(pdb["spec"]["selector"]["matchLabels"], d["spec"]["selector"]["matchLabels"],
+         "%s: PDB selects the initializer pods" % variant)
+    return d, pdb
+
+
+def test_variants(t, tmp):
+    for variant in VARIANTS:
+        objs = render(t, variant, tmp)
+        if not objs:
+            continue
+        ns = "openshift-cloudnode" if variant == "overlays/openshift" else "cloudnode"
+        d, pdb = check_common(t, variant, objs, ns)
+        if variant == "overlays/single-node":
+            t.eq(d["spec"]["replicas"], 1, "single-node: one initializer replica")
+        else:
+            t.eq(d["spec"]["replicas"], 2, "%s: two initializer replicas" % variant)
+            t.eq(pdb["spec"]["minAvailable"], 1, "%s: PDB minAvailable 1" % variant)
+        if variant == "operand":
+            t.ok(find(objs, "Deployment", "cloudnode-controller") is None,
+                 "operand does not contain the controller itself")
+            continue
+        cm = find(objs, "ConfigMap", "cloud-controller-manager-images")
+        images = json.loads(cm["data"]["images.json"])
+        t.ok(set(images) == {"cloudControllerManager", "cloudNodeManager"},
+             "%s: images.json names both images" % variant)
+        ctl = find(objs, "Deployment", "cloudnode-controller")
+        t.eq(ctl["spec"]["template"]["spec"]["serviceAccountName"], "cloudnode-controller",
+             "%s: controller runs as its own SA" % variant)
+        args = ctl["spec"]["template"]["spec"]["containers"][0]["args"]
+        t.ok(args[0] == "run" and "--leader-elect=true" in args, "%s: controller args" % variant)
+        crole = rules_of(find(objs, "ClusterRole", "cloudnode:controller"))
+        t.ok(("", "nodes", "patch") not in crole and ("", "nodes", "delete") not in crole,
+             "%s: controller cannot modify Nodes" % variant)
+        t.ok(find(objs, "CustomResourceDefinition", "cloudnodeoperators.operator.cloudnode.io"),
+             "%s: status CRD included" % variant)
+        if variant == "overlays/openshift":
+            t.ok("--cloud-config-source=openshift-config/cloud-provider-config" in args,
+                 "openshift: cloud config from openshift-config")
+            r = find(objs, "Role", "cloudnode:controller:cloud-config-reader")
+            t.eq(r["metadata"]["namespace"], "openshift-config", "openshift: reader Role in openshift-config")
+        if variant == "overlays/capi":
+            for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
+                crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
+                t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==
+                     "infrastructure-cloudnode", "capi: CRD %s with the provider label" % n)
+
+
+def test_bootstrap_pod(t, tmp):
+    with open(src("manifests", "bootstrap", "cloudnode-cloud-node-pod.yaml")) as f:
+        pod = yaml.safe_load(f)
+    t.eq(pod["metadata"]["namespace"], "kube-system", "bootstrap pod in kube-system")
+    c = pod["spec"]["containers"][0]
+    t.ok(c["name"] == "cloud-controller-manager" and "--controllers=cloud-node" in c["args"] and
+         "--leader-elect=false" in c["args"], "bootstrap pod runs only cloud-node, no leader election")
+    t.ok(pod["spec"]["hostNetwork"] and pod["spec"]["priorityClassName"] == "system-node-critical",
+         "bootstrap pod hostNetwork and node-critical")
+
+
+def main():
+    t = Tap()
+    if not shutil.which("kubectl"):
+        t.skip_all("kubectl is not installed (make installs Debian's kubernetes-client)")
+    with tempfile.TemporaryDirectory() as tmp:
+        t.run(test_variants, tmp)
+        t.run(test_bootstrap_pod, tmp)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* JSON parsing with caps and error text, typed getters, setters, serialization. */
+#include "json-util.h"
+#include "tap.h"
+
+static int parse(const char *s, json_object **o, char **err) {
+        return cn_json_parse(s, strlen(s), CN_JSON_MAX_SIZE, o, err);
+}
+
+static void check_bad(const char *s, const char *what) {
+        _cleanup_json_ json_object *o = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = parse(s, &o, &err);
+        TAP_OK(r == -EBADMSG && !o && err, "%s rejected (%s)", what, err ?: "no message");
+}
+
+int main(void) {
+        _cleanup_json_ json_object *o = NULL, *n = NULL, *deep = NULL, *big = NULL, *b = NULL;
+        _cleanup_free_ char *err = NULL, *s = NULL, *nested = NULL, *err2 = NULL;
+        const char *str = NULL;
+        int64_t i = 0;
+        bool bo = false;
+        double d = 0;
+
+        TAP_EQ_INT(parse("{\"metadata\":{\"name\":\"n1\",\"labels\":{\"topology.kubernetes.io/zone\":\"z1\"}},"
+                         "\"spec\":{\"replicas\":3,\"paused\":true,\"ratio\":0.5,\"none\":null}}",
+                         &o, &err),
+                   0, "parse object");
+        TAP_OK(cn_json_get_string(o, &str, "metadata", "name", NULL) == 0 && streq(str, "n1"), "get string");
+        TAP_EQ_STR(cn_json_string(o, "metadata", "labels", "topology.kubernetes.io/zone", NULL), "z1",
+                   "keys with dots and slashes");
+        TAP_OK(cn_json_get_int64(o, &i, "spec", "replicas", NULL) == 0 && i == 3, "get int");
+        TAP_OK(cn_json_get_bool(o, &bo, "spec", "paused", NULL) == 0 && bo, "get bool");
+        TAP_OK(cn_json_get_double(o, &d, "spec", "ratio", NULL) == 0 && d == 0.5, "get double");
+        TAP_EQ_INT(cn_json_get_string(o, &str, "spec", "replicas", NULL), -EINVAL, "wrong type is -EINVAL");
+        TAP_EQ_INT(cn_json_get_string(o, &str, "spec", "missing", NULL), -ENOENT, "missing is -ENOENT");
+        TAP_EQ_INT(cn_json_get_string(o, &str, "spec", "none", NULL), -ENOENT, "null is -ENOENT");
+        TAP_EQ_INT(cn_json_get_string(o, &str, "metadata", "name", "deeper", NULL), -ENOENT,
+                   "path through a non-object is -ENOENT");
+
+        TAP_EQ_INT(cn_json_set_string(o, "i-123", "spec", "providerID", NULL), 0, "set existing path");
+        TAP_EQ_INT(cn_json_set(o, json_object_new_int(1), "status", "a", "b", NULL), 0, "set creates objects");
+        TAP_EQ_INT(cn_json_set(o, json_object_new_int(1), "metadata", "name", "x", NULL), -EINVAL,
+                   "set through a string fails");
+        TAP_EQ_INT(cn_json_to_string(cn_json_get(o, "status", NULL), CN_JSON_NEWLINE, &s), 0, "serialize");
+        TAP_EQ_STR(s, "{\"a\":{\"b\":1}}\n", "compact serialization");
+        free(s);
+        s = NULL;
+        json_object *slash = json_object_new_string("a/b");
+        TAP_EQ_INT(cn_json_to_string(slash, 0, &s), 0, "serialize string");
+        json_object_put(slash);
+        TAP_EQ_STR(s, "\"a/b\"", "slashes not escaped");
+
+        TAP_EQ_INT(parse("  42 \n", &n, &err2), 0, "bare number at end of input");
+        TAP_OK(json_object_get_int64(n) == 42, "bare number value");
+
+        check_bad("{\"a\": 1", "truncated object");
+        check_bad("{\"a\": \"abc", "truncated string");
+        check_bad("{\"a\": 1} x", "trailing garbage");
+        check_bad("{a: 1}", "unquoted key");
+        check_bad("{\"a\": 'x'}", "single-quoted value");
+        check_bad("", "empty input");
+        check_bad("{\"a\": \"\xff\"}", "invalid UTF-8");
+        check_bad("[1,]", "trailing comma");
+
+        nested = malloc(2 * 200 + 1);
+        memset(nested, '[', 200);
+        memset(nested + 200, ']', 200);
+        nested[400] = 0;
+        TAP_EQ_INT(parse(nested, &deep, NULL), -EBADMSG, "nesting deeper than the cap rejected");
+
+        TAP_EQ_INT(cn_json_parse("[1,2,3]", 7, 6, &big, &err), -EFBIG, "document over the size cap");
+        TAP_OK(cn_json_parse("{\"a\":[1,2]}", 11, 11, &b, NULL) == 0 && cn_json_equal(b, cn_json_get(b, NULL)),
+               "document at exactly the cap");
+        return tap_done();
+}
