@@ -34,6 +34,8 @@ DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
+INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
+INITIALIZER_USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 
 
 def unit_props(text):
@@ -91,49 +93,71 @@ WantedBy=multi-user.target
 """
 
 
+PROBE_FILE = "/etc/cloudnode-vmtest/ignition-probe"
+# Added to every boot's Ignition config, so each boot also proves the harness itself: a file
+# written by Ignition's files stage, and a unit that only Ignition's preset enables.
+PROBE_CONFIG = {"files": [(PROBE_FILE, b"written-by-ignition", 0o640)],
+                "units": [("cloudnode-vmtest-probe.service", PROBE_UNIT)]}
+
+
+def check_harness(t, g, res):
+    props = unit_props(g.result_text("unit-cloudnode-vmtest-probe.service"))
+    t.ok(props.get("ActiveState") == "active" and props.get("Result") == "success",
+         "%s: unit enabled only through Ignition's preset ran at first boot and sent READY" % g.name,
+         "%s" % {k: props.get(k) for k in ("ActiveState", "SubState", "Result", "UnitFileState")})
+    probe = res.get("files" + PROBE_FILE)
+    t.ok(probe is not None and probe.mode & 0o777 == 0o640,
+         "%s: file written by Ignition is there with its mode 0640" % g.name, probe and oct(probe.mode))
+
+
+def check_preset(t, g, *units):
+    with open(g.root + "/etc/systemd/system-preset/20-ignition.preset") as f:
+        got = set(f.read().splitlines())
+    t.ok({"enable " + u for u in units} <= got, "%s: Ignition's files stage wrote its preset" % g.name, sorted(got))
+
+
 def harness(t, base, work, stage):
+    """A boot without cloudnode: for when the system under test is not all there."""
     g = vmtest.Guest(base, work, "harness")
     g.add_tree(stage)
-    g.install_harness(units=["cloudnode-vmtest-probe.service"], files=["/etc/cloudnode-vmtest/ignition-probe"])
-    cfg = {"ignition": {"version": "3.3.0"},
-           "storage": {"files": [{"path": "/etc/cloudnode-vmtest/ignition-probe", "mode": 0o640,
-                                  "contents": {"source": "data:,written-by-ignition"}}]},
-           "systemd": {"units": [{"name": "cloudnode-vmtest-probe.service", "enabled": True,
-                                  "contents": PROBE_UNIT}]}}
-    g.ignition(cfg)
-    with open(g.root + "/etc/systemd/system-preset/20-ignition.preset") as f:
-        t.eq(f.read().split(), ["enable", "cloudnode-vmtest-probe.service"],
-             "harness: Ignition's files stage wrote its preset")
+    g.install_harness(units=["cloudnode-vmtest-probe.service"], files=[PROBE_FILE])
+    g.ignition(vmtest.Guest.merge_config(**PROBE_CONFIG))
+    check_preset(t, g, "cloudnode-vmtest-probe.service")
     g.make_disks()
     g.boot("file", {})
     res = g.results()
     check_boot(t, g, res)
-    props = unit_props(g.result_text("unit-cloudnode-vmtest-probe.service"))
-    t.ok(props.get("ActiveState") == "active" and props.get("Result") == "success",
-         "harness: unit enabled only through Ignition's preset ran at first boot and sent READY",
-         "%s" % {k: props.get(k) for k in ("ActiveState", "SubState", "Result", "UnitFileState")})
-    probe = res.get("files/etc/cloudnode-vmtest/ignition-probe")
-    t.ok(probe is not None and probe.mode & 0o777 == 0o640,
-         "harness: file written by Ignition is there with its mode 0640",
-         probe and oct(probe.mode))
+    check_harness(t, g, res)
     return g
 
 
 # --- cloudnode on a platform, in a role -------------------------------------------------------
 
-def missing_pieces(role):
+def installed(stage, *candidates):
+    for c in candidates:
+        if os.path.exists(stage + c):
+            return stage + c
+    return None
+
+
+def ignition_config(stage, role):
+    return installed(stage, "/usr/share/cloudnode/ignition/cloudnode-%s.ign" % role)
+
+
+def missing_pieces(stage, role):
     """What of the system under test is not in this tree yet (named, so the report says so)."""
     need = {
-        "Ignition config for role %s" % role: build("ignition", "cloudnode-%s.ign" % role),
-        "cloudnode-agent": build("agent", "cloudnode-agent"),
-        "cloudnode-initializer": build("initializer", "cloudnode-initializer"),
-        "initializer unit": src("initializer", "cloudnode-initializer.service"),
-        "tests/fake-cloud": src("tests", "fake-cloud"),
-        "tests/pylib/fakecloud.py": src("tests", "pylib", "fakecloud.py"),
-        "tests/fake-kube-apiserver": src("tests", "fake-kube-apiserver"),
-        "tests/pylib/fakekube.py": src("tests", "pylib", "fakekube.py"),
+        "installed Ignition config for role %s" % role: ignition_config(stage, role),
+        "cloudnode-agent": installed(stage, "/usr/bin/cloudnode-agent"),
+        "cloudnode-initializer": installed(stage, "/usr/bin/cloudnode-initializer"),
+        "cloudnode-initializer.service": installed(stage, "/lib/systemd/system/cloudnode-initializer.service",
+                                                   "/usr/lib/systemd/system/cloudnode-initializer.service"),
+        "tests/fake-cloud": os.path.exists(src("tests", "fake-cloud")) and os.path.exists(
+            src("tests", "pylib", "fakecloud.py")),
+        "tests/fake-kube-apiserver": os.path.exists(src("tests", "fake-kube-apiserver")) and os.path.exists(
+            src("tests", "pylib", "fakekube.py")),
     }
-    return [k for k, p in need.items() if not os.path.exists(p)]
+    return [k for k, p in need.items() if not p]
 
 
 def kubelet_rbac(kube):
@@ -175,7 +199,8 @@ def cloudnode_case(t, base, work, stage, platform, role):
     cloud_state = os.path.join(work, name + "-cloud")
     kube_state = os.path.join(work, name + "-kube")
     with FakeCloud(cloud_state) as cloud, \
-            FakeKube(kube_state, extra_args=["--san", vmtest.KUBE_API_ADDR]) as kube:
+            FakeKube(kube_state, rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")],
+                     extra_args=["--san", vmtest.KUBE_API_ADDR]) as kube:
         inst = cloud.add_instance({"platform": platform, "name": "vmtest-" + name,
                                    "private_ipv4": vmtest.GUEST_IP, "mac": vmtest.GUEST_MAC,
                                    "require_token": platform == "aws"})
@@ -184,9 +209,9 @@ def cloudnode_case(t, base, work, stage, platform, role):
             kube_port = int(kube.url.rstrip("/").rsplit(":", 1)[1])
             kubelet_rbac(kube)
             kubelet_token = kube.token_for(KUBELET_USER, ["system:authenticated"])
-            # The node's identity for cloudnode-initializer in node mode.
-            node_token = kube.token_for("system:serviceaccount:kube-system:cloudnode-initializer",
-                                        ["system:serviceaccounts", "system:serviceaccounts:kube-system"])
+            # cloudnode-initializer's node-mode identity (manifests/operand/node-initializer-*.yaml).
+            node_token = kube.token_for(INITIALIZER_USER, ["system:serviceaccounts", "system:serviceaccounts:cloudnode",
+                                                           "system:authenticated"])
             kubeconfig, ca = guest_kubeconfig(kube, node_token)
 
             g = vmtest.Guest(base, work, name)
@@ -194,20 +219,26 @@ def cloudnode_case(t, base, work, stage, platform, role):
             g.write_file("/etc/cloudnode-vmtest/ca.crt", ca)
             g.write_file("/etc/cloudnode-vmtest/kubelet.token", kubelet_token, 0o600)
             g.install_harness(
-                units=["cloudnode-agent.service", "cloudnode-initializer.service", "kubelet.service"],
-                files=[ENV_FILE, DROPIN, CLOUD_CONF, STATIC_POD, "/etc/cloudnode/cloudnode.yaml"],
+                units=["cloudnode-agent.service", "cloudnode-initializer.service", "kubelet.service",
+                       "cloudnode-vmtest-probe.service"],
+                files=[ENV_FILE, DROPIN, CLOUD_CONF, STATIC_POD, "/etc/cloudnode/cloudnode.yaml", PROBE_FILE],
                 kube_env={"KUBE_SERVER": "https://%s:%d" % (vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT),
                           "KUBE_CA": "/etc/cloudnode-vmtest/ca.crt",
                           "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"})
-            with open(build("ignition", "cloudnode-%s.ign" % role), "rb") as f:
+            with open(ignition_config(stage, role), "rb") as f:
                 project = f.read()
-            g.ignition(vmtest.Guest.merge_config(project, files=[
-                ("/etc/kubernetes/kubeconfig", kubeconfig, 0o600)]))
+            # The user's part of the node's config: the initializer's credential, where its unit
+            # loads it from (LoadCredential=).
+            g.ignition(vmtest.Guest.merge_config(
+                project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600)] + PROBE_CONFIG["files"],
+                units=PROBE_CONFIG["units"]))
+            check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
             g.make_disks()
             g.boot(platform, {"vpc": [(vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT, kube_port)],
                               "metadata": [("169.254.169.254", 80, mds_port)]})
             res = g.results()
             journal = check_boot(t, g, res)
+            check_harness(t, g, res)
             check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role)
     return g
 
@@ -292,13 +323,57 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
     t.ok(fields, "%s: journal entries of our units carry CLOUDNODE_* fields" % n, sorted(fields))
 
 
+DISTRO_DIRS = {"prefix": "/usr", "sysconfdir": "/etc", "localstatedir": "/var"}
+
+
+def makefile_vars(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, sep, v = line.partition(" = ")
+            if sep and k in DISTRO_DIRS:
+                out[k] = v.strip()
+    return out
+
+
+def sync_tree(src_dir, dest):
+    """Make DEST a copy of SRC_DIR, touching only files whose content changed, so that make in
+    DEST rebuilds only what changed since the last run."""
+    import filecmp
+    seen = set()
+    for d, dirs, files in os.walk(src_dir):
+        rel = os.path.relpath(d, src_dir)
+        os.makedirs(os.path.join(dest, rel), exist_ok=True)
+        for name in files:
+            s, t = os.path.join(d, name), os.path.join(dest, rel, name)
+            seen.add(os.path.normpath(os.path.join(rel, name)))
+            if not os.path.exists(t) or not filecmp.cmp(s, t, shallow=False):
+                shutil.copy2(s, t)
+    return seen
+
+
 def staged_install(work):
-    """`make install DESTDIR=` of this build tree, laid out as a distribution package would be
-    (the units run /usr/bin/...)."""
+    """`make install DESTDIR=` of this tree, built as a distribution builds its package
+    (--prefix=/usr --sysconfdir=/etc --localstatedir=/var): the units and Ignition configs name
+    /usr/bin/... . A tree configured that way is installed as it is; any other is first built
+    again from its `make distdir` copy under tests/vm/distro-build (incrementally between runs)."""
     stage = os.path.join(work, "stage")
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    vmtest.run(["make", "-C", build(), "install", "DESTDIR=" + stage, "prefix=/usr", "sysconfdir=/etc",
-                "localstatedir=/var"], env=env, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    tree = build()
+    if makefile_vars(build("Makefile")) != DISTRO_DIRS:
+        tree = build("tests", "vm", "distro-build")
+        dist = os.path.join(work, "distdir")
+        vmtest.run(["make", "-C", build(), "distdir", "distdir=" + dist], env=env, capture_output=True)
+        sync_tree(dist, tree)
+        if not os.path.exists(os.path.join(tree, "Makefile")):
+            vmtest.log("configuring a distribution-layout build in %s" % tree)
+            vmtest.run(["./configure"] + ["--%s=%s" % kv for kv in sorted(DISTRO_DIRS.items())],
+                       cwd=tree, env=env, capture_output=True)
+        vmtest.log("building %s" % tree)
+        t0 = time.monotonic()
+        vmtest.run(["make", "-C", tree, "-j2"], env=env, capture_output=True)
+        vmtest.log("built in %.0fs" % (time.monotonic() - t0))
+    vmtest.run(["make", "-C", tree, "install", "DESTDIR=" + stage], env=env, capture_output=True)
     return stage
 
 
@@ -335,14 +410,16 @@ def main():
                 t.ok(False, "%s %s raised" % (fn.__name__, " ".join(args)), traceback.format_exc())
             return g
 
-        boots = [one(harness)]
+        boots = []
         for case in os.environ.get("CN_VM_CASES", DEFAULT_CASES).split():
             platform, role = case.split(":")
-            missing = missing_pieces(role)
+            missing = missing_pieces(stage, role)
             if missing:
                 t.skip("%s/%s boot" % (platform, role), "not in this tree yet: " + ", ".join(missing))
                 continue
             boots.append(one(cloudnode_case, platform, role))
+        if not boots:
+            boots.append(one(harness))
         ok = t.failed == 0
         if not ok:
             for g in boots:

@@ -111,6 +111,8 @@ def rootfs(cache_dir):
         # Older recipes' trees are dead weight.
         for old in glob.glob(os.path.join(cache_dir, "rootfs-*")) + glob.glob(os.path.join(cache_dir, "tmp-*")):
             shutil.rmtree(old, ignore_errors=True)
+        for old in glob.glob(os.path.join(cache_dir, "build-*.log")):
+            os.unlink(old)
         tmp = os.path.join(cache_dir, "tmp-%s-%d" % (key, os.getpid()))
         log("building rootfs from %s with debootstrap (recipe %s) ..." % (mirror, key))
         t0 = time.monotonic()
@@ -187,8 +189,13 @@ class Guest:
     # -- building the disk ---------------------------------------------------------------
 
     def add_tree(self, src):
-        """Copy a tree (e.g. a `make install DESTDIR=` staging dir) over the root."""
-        run(["cp", "-a", os.path.join(src, "."), self.root])
+        """Copy a tree (e.g. a `make install DESTDIR=` staging dir) over the root, through the
+        root's merged-/usr symlinks (/lib -> usr/lib)."""
+        pack = subprocess.Popen(["tar", "-C", src, "-cf", "-", "."], stdout=subprocess.PIPE)
+        run(["tar", "-C", self.root, "--keep-directory-symlink", "-xf", "-"], stdin=pack.stdout)
+        pack.stdout.close()
+        if pack.wait() != 0:
+            raise VMError("tar of %s failed" % src)
 
     def install_file(self, src, dest, mode=0o644):
         path = self.root + dest
@@ -212,7 +219,9 @@ class Guest:
         self.install_file(os.path.join(GUEST, "10-vmtest-vpc.network"), "/etc/systemd/network/10-vmtest-vpc.network")
         self.install_file(os.path.join(GUEST, "11-vmtest-metadata.network"),
                           "/etc/systemd/network/11-vmtest-metadata.network")
-        for unit in ("kubelet.service", "cloudnode-vmtest-collect.service"):
+        self.install_file(os.path.join(GUEST, "99-default.preset"), "/usr/lib/systemd/system-preset/99-default.preset")
+        own_units = ["cloudnode-vmtest-collect.service"] + (["kubelet.service"] if kube_env is not None else [])
+        for unit in own_units:
             self.install_file(os.path.join(GUEST, unit), "/usr/lib/systemd/system/" + unit)
         for script in ("kubelet-register", "collect"):
             self.install_file(os.path.join(GUEST, script), "/usr/libexec/cloudnode-vmtest/" + script, 0o755)
@@ -221,10 +230,8 @@ class Guest:
         if kube_env is not None:
             self.write_file("/etc/cloudnode-vmtest/kube.env",
                             "".join("%s=%s\n" % kv for kv in sorted(kube_env.items())), 0o600)
-        units = ["systemd-networkd.service", "cloudnode-vmtest-collect.service"]
-        if kube_env is not None:
-            units.append("kubelet.service")
-        run(["systemctl", "--root=" + self.root, "--quiet", "enable"] + units, capture_output=True)
+        run(["systemctl", "--root=" + self.root, "--quiet", "enable", "systemd-networkd.service"] + own_units,
+            capture_output=True)
 
     def ignition(self, config):
         """Apply an Ignition config (dict) with the real Ignition: fetch and files stages,
@@ -246,15 +253,19 @@ class Guest:
                     raise VMError("ignition %s stage failed (exit %d):\n%s" % (stage, r.returncode, tail))
 
     @staticmethod
-    def merge_config(*parents, files=()):
+    def merge_config(*parents, files=(), units=()):
         """An Ignition 3.3.0 config that merges PARENTS (configs as bytes) and adds FILES
-        (path, bytes, mode): how a user composes a node's config from the project's."""
-        return {
-            "ignition": {"version": "3.3.0",
-                         "config": {"merge": [{"source": _data_url(p)} for p in parents]}},
+        (path, bytes, mode) and UNITS (name, contents; enabled): how a user composes a node's
+        config from the project's."""
+        cfg = {
+            "ignition": {"version": "3.3.0"},
             "storage": {"files": [{"path": p, "mode": m, "overwrite": True,
                                    "contents": {"source": _data_url(d)}} for p, d, m in files]},
+            "systemd": {"units": [{"name": n, "enabled": True, "contents": c} for n, c in units]},
         }
+        if parents:
+            cfg["ignition"]["config"] = {"merge": [{"source": _data_url(p)} for p in parents]}
+        return cfg
 
     def make_disks(self):
         used = int(run(["du", "-sm", self.root], capture_output=True, text=True).stdout.split()[0])
@@ -297,7 +308,7 @@ class Guest:
         """Boot until the guest powers off (or the timeout). KVM that shows no kernel output in
         20 s (a host that cannot run this kernel under KVM) falls back to TCG."""
         for accel in accelerators():
-            t = timeout or (150 if accel == "kvm" else 360)
+            t = timeout or (240 if accel == "kvm" else 480)
             self.accel = accel
             if os.path.exists(self.serial_log):
                 os.unlink(self.serial_log)
