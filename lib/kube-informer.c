@@ -532,13 +532,14 @@ static int on_replay(sd_event_source *s, void *userdata) {
                 if (h->removed || !h->replay_pending)
                         continue;
                 h->replay_pending = false;
-                if (h->h.added)
+                if (h->h.added) {
                         json_object_object_foreach(i->cache, key, obj) {
                                 (void) key;
                                 h->h.added(i, obj, h->userdata);
                                 if (h->removed)
                                         break;
                         }
+                }
                 if (!h->removed && i->synced && h->h.synced)
                         h->h.synced(i, h->userdata);
         }
