@@ -248,9 +248,10 @@ static int lease_body(CnKubeLeader *l, json_object *base, bool release, json_obj
                     (k = cn_json_set(o, json_object_new_int(secs), "spec", "leaseDurationSeconds", NULL)) < 0 ||
                     (k = cn_json_set_string(o, now, "spec", "renewTime", NULL)) < 0)
                         return k;
+                /* As client-go: every change of holder, from nobody included, is a transition. */
                 if (!ours) {
                         if ((k = cn_json_set_string(o, now, "spec", "acquireTime", NULL)) < 0 ||
-                            (k = cn_json_set(o, json_object_new_int64(base && holder ? transitions + 1 : transitions),
+                            (k = cn_json_set(o, json_object_new_int64(base ? transitions + 1 : transitions),
                                              "spec", "leaseTransitions", NULL)) < 0)
                                 return k;
                 }

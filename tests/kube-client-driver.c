@@ -15,7 +15,8 @@
  *   delete RESOURCE NS NAME [PRECONDITION-RV]
  *   watch RESOURCE NS RV N                    until N events or the end of the watch
  *   get-each-line RESOURCE NS NAME            one GET per line read on stdin (token rotation)
- *   informer RESOURCE NS [FIELDSELECTOR]      prints callbacks until stdin closes
+ *   informer RESOURCE NS [FIELDSELECTOR]      prints callbacks until stdin closes (server-side watch
+ *                                             timeout from $CN_TEST_WATCH_TIMEOUT, default 30 s)
  *   leader NS NAME IDENTITY LEASE RENEW RETRY (seconds, may be fractional) until SIGTERM, then releases
  *   event RESOURCE NS NAME TYPE REASON MESSAGE [COUNT]   record COUNT times, wait until written
  *   cert-check                                 cn_kube_config_check_client_cert() now */
@@ -83,7 +84,8 @@ static void on_result(CnKubeClient *c, const CnKubeResult *r, void *userdata) {
         print_line(userdata ?: "result", result_json(r));
         if (r->error < 0)
                 exit_code = 1;
-        if (remaining == 0 || --remaining == 0)
+        /* The end of a watch ends the run whatever the count of events. */
+        if (remaining == 0 || --remaining == 0 || (userdata && streq(userdata, "watch-end")))
                 (void) sd_event_exit(event, 0);
 }
 
@@ -371,6 +373,8 @@ int main(int argc, char *argv[]) {
                 CnKubeInformerHandlers h = { inf_added, inf_updated, inf_deleted, inf_synced };
 
                 need(argc, 3);
+                if (getenv("CN_TEST_WATCH_TIMEOUT"))
+                        o.watch_timeout_sec = (unsigned) atoi(getenv("CN_TEST_WATCH_TIMEOUT"));
                 o.namespace = ns_arg(argv[2]);
                 o.field_selector = argc > 3 ? argv[3] : NULL;
                 r = cn_kube_informer_get_shared(client, resource_by_name(argv[1]), &o, &informer);
