@@ -96,7 +96,8 @@ def ec2_meta_tree(inst, nova=False):
         "ami-id": inst["image"] if not nova else "ami-00000001",
         "ami-launch-index": "0",
         "ami-manifest-path": "FIXME" if nova else "(unknown)",
-        "block-device-mapping": {"ami": "/dev/xvda" if not nova else "vda", "root": "/dev/xvda" if not nova else "/dev/vda"},
+        "block-device-mapping": ({"ami": "/dev/xvda", "root": "/dev/xvda"} if not nova
+                                 else {"ami": "vda", "ebs0": "/dev/vda", "root": "/dev/vda"}),
         "hostname": inst["hostname"],
         "instance-action": "none",
         "instance-id": ec2_id,
@@ -143,9 +144,10 @@ def ec2_meta_tree(inst, nova=False):
             tree["tags"] = {"instance": dict(inst["labels"])}
     else:
         tree["placement"] = {"availability-zone": inst["zone"]}
-    if pub:
+    if pub or nova:
+        # Nova always lists both keys, empty when there is no floating IP.
         tree["public-hostname"] = public_hostname
-        tree["public-ipv4"] = pub
+        tree["public-ipv4"] = pub or ""
     if inst.get("ssh_keys"):
         tree["public-keys"] = {"%d=key%d" % (i, i): {"openssh-key": k} for i, k in enumerate(inst["ssh_keys"])}
     tree["reservation-id"] = "r-%s" % hashlib.sha1(inst["id"].encode()).hexdigest()[:17]
@@ -513,9 +515,9 @@ def gcp(req, inst, path):
     if req.header("X-Forwarded-For") is not None:
         return _gcp_html(403, "Forbidden", "Your client does not have permission to get URL "
                          "<code>%s</code> from this server. Request had a X-Forwarded-For header." % path)
-    flavor = (req.header("Metadata-Flavor") or "")
-    legacy = (req.header("X-Google-Metadata-Request") or "")
-    if flavor.lower() != "google" and legacy.lower() != "true":
+    # v1 takes only the documented header and value (the X-Google-Metadata-Request header
+    # belonged to the retired v1beta1 endpoint).
+    if req.header("Metadata-Flavor") != "Google":
         return _gcp_html(403, "Forbidden", "Your client does not have permission to get URL "
                          "<code>%s</code> from this server. Missing Metadata-Flavor:Google header." % path)
     if req.method not in ("GET", "HEAD"):
@@ -676,6 +678,9 @@ def azure(req, inst, path):
         return text(str(node), content_type="text/plain; charset=utf-8")
     if fmt != "json":
         return _azure_err(400, "Bad request. Format %s is not supported." % fmt)
+    if not isinstance(node, (dict, list)):
+        # IMDS documents that format=json does not work for leaf nodes; text must be asked for.
+        return _azure_err(400, "Bad request. Querying leaf nodes requires format=text.")
     return json_response(node, content_type="application/json; charset=utf-8")
 
 
