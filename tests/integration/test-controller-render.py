@@ -42,8 +42,7 @@ def test_openstack(t, tmp):
         json.dump({"cloudControllerManager": "registry.example/cn:7", "cloudNodeManager": "registry.example/cn:7"}, f)
     conf = os.path.join(tmp, "cloud.yaml")
     with open(conf, "w") as f:
-        yaml.safe_dump({"Global": {"auth-url": "https://keystone.example:5000/v3",
-                                   "region": "RegionOne\n[Evil]\nx = y"}}, f)
+        yaml.safe_dump({"Global": {"auth-url": "https://keystone.example:5000/v3", "region": "RegionOne"}}, f)
     dest = os.path.join(tmp, "out")
     p = render(tmp, "--dest-dir", dest, "--cluster-infrastructure-file", infra, "--images-file", images,
                "--cloud-config-file", conf)
@@ -66,8 +65,16 @@ def test_openstack(t, tmp):
     t.eq(stat.S_IMODE(os.stat(cc_path).st_mode), 0o600, "cloud.conf is 0600")
     with open(cc_path) as f:
         text = f.read()
-    t.ok("keystone.example" in text, "cloud config settings rendered", text)
-    t.ok("\n[Evil]" not in text, "a hostile value cannot add a section", text)
+    t.ok("keystone.example" in text and "RegionOne" in text, "cloud config settings rendered", text)
+
+    evil = os.path.join(tmp, "evil.yaml")
+    with open(evil, "w") as f:
+        yaml.safe_dump({"Global": {"region": "RegionOne\n[Evil]\nx = y"}}, f)
+    dest2 = os.path.join(tmp, "out-evil")
+    p = render(tmp, "--dest-dir", dest2, "--cluster-infrastructure-file", infra, "--cloud-config-file", evil)
+    t.ok(p.returncode != 0 and p.stderr.strip().count("\n") == 0 and "evil.yaml" in p.stderr,
+         "a value that could add a section is refused with one line", p.stderr)
+    t.ok(not os.path.exists(dest2), "and nothing is written")
 
 
 def test_json_and_builtin_image(t, tmp):
