@@ -19,9 +19,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import certs, errors, patch as patchmod
+from . import certs, errors, patch as patchmod, proto
 from .errors import ApiError
-from .rbac import BOOTSTRAP, Attrs, Authorizer, forbidden_message, rules_for
+from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
 from .selectors import parse_field_selector, parse_label_selector
 from .store import Store, deep, now_iso
@@ -502,6 +502,7 @@ class Handler(BaseHTTPRequestHandler):
             if ident is None:
                 raise errors.unauthorized()
             user, groups = ident
+            self.ident = ident
             accept = self.headers.get("Accept") or ""
             if accept and not any(a in accept for a in ("application/json", "*/*", "application/*",
                                                          "application/yaml", "text/plain")):
@@ -693,6 +694,13 @@ class Handler(BaseHTTPRequestHandler):
                 return json.loads(body)
             except ValueError as e:
                 raise errors.bad_request("couldn't get version/kind; json parse error: %s" % e)
+        if ct == "application/vnd.kubernetes.protobuf":
+            try:
+                obj = proto.decode(body)
+            except (ValueError, IndexError, UnicodeDecodeError):
+                obj = None
+            if obj is not None:
+                return obj
         if ct == "application/yaml" and _yaml() is not None:
             try:
                 return _yaml().safe_load(body)
@@ -775,6 +783,7 @@ class Handler(BaseHTTPRequestHandler):
                                          ("authorization.k8s.io", "selfsubjectrulesreviews")):
                 self.send_obj(201, self.review(rt, obj))
                 return
+            self.escalation(rt, ns, obj)
             created = store.create(rt, ns, obj, dry_run, v)
             self.send_obj(201, self.out(rt, created, v))
         elif info.verb == "update":
@@ -785,7 +794,8 @@ class Handler(BaseHTTPRequestHandler):
             if obj["metadata"].get("name") and obj["metadata"]["name"] != info.name:
                 raise errors.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                          % (obj["metadata"]["name"], info.name))
-            res, created = store.update(rt, ns, info.name, lambda cur: obj, info.subresource or None, dry_run,
+            res, created = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, lambda cur: obj),
+                                        info.subresource or None, dry_run,
                                         put_body=obj, version=v)
             self.send_obj(201 if created else 200, self.out(rt, res, v))
         elif info.verb == "patch":
@@ -813,7 +823,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 meta = patchmod.SMP_META.get((rt.group, rt.kind), {})
                 fn = lambda cur: patchmod.strategic_merge(cur, p, meta)
-            res, _ = store.update(rt, ns, info.name, fn, info.subresource or None, dry_run, version=v)
+            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, fn), info.subresource or None,
+                                  dry_run, version=v)
             self.send_obj(200, self.out(rt, res, v))
         elif info.verb == "delete":
             opts = {}
@@ -856,6 +867,22 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise errors.method_not_allowed()
 
+    def escalation(self, rt, ns, obj):
+        if rt.group == "rbac.authorization.k8s.io" and isinstance(obj, dict):
+            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj)
+            if err is not None:
+                raise err
+
+    def escalation_checked(self, rt, ns, fn):
+        if rt.group != "rbac.authorization.k8s.io":
+            return fn
+
+        def wrapped(cur):
+            new = fn(cur)
+            self.escalation(rt, ns, new)
+            return new
+        return wrapped
+
     def review(self, rt, obj):
         spec = obj.get("spec") or {}
         out = deep(obj)
@@ -864,6 +891,15 @@ class Handler(BaseHTTPRequestHandler):
         user, groups = self.authenticate()
         if rt.plural == "selfsubjectreviews":
             out["status"] = {"userInfo": {"username": user, "groups": groups}}
+            return out
+        if rt.plural == "selfsubjectrulesreviews":
+            rr, nr = [], []
+            for r in rules_for(self.st.authz, user, groups, spec.get("namespace", "")):
+                if r.get("nonResourceURLs"):
+                    nr.append({"verbs": r.get("verbs") or [], "nonResourceURLs": r["nonResourceURLs"]})
+                else:
+                    rr.append({k: r[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if k in r})
+            out["status"] = {"resourceRules": rr, "nonResourceRules": nr, "incomplete": False}
             return out
         if rt.plural == "subjectaccessreviews":
             user, groups = spec.get("user", ""), spec.get("groups") or []
@@ -879,8 +915,6 @@ class Handler(BaseHTTPRequestHandler):
         out["status"] = {"allowed": allowed}
         if reason:
             out["status"]["reason"] = reason
-        elif allowed and "system:masters" not in groups:
-            out["status"]["reason"] = "RBAC: allowed"
         return out
 
     def field_terms(self, rt, fs):

@@ -18,7 +18,7 @@ from . import errors
 from .errors import ApiError
 from .schema import prune, schema_for
 from .selectors import fields_match, labels_match
-from .types import VIRTUAL, apply_defaults, decode_secret_data, secret_string_data, spec_of, validate
+from .types import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -279,6 +279,8 @@ class Store:
     def _prepare_new(self, rt, obj, ns):
         if rt.crd is not None:
             obj = prune(obj, schema_for(rt))
+        else:
+            obj = omit_empty(rt, obj)
         if (rt.group, rt.kind) == ("", "Secret"):
             secret_string_data(obj)
             bad = decode_secret_data(obj)
@@ -384,6 +386,7 @@ class Store:
                     out["status"] = new["status"]
                 else:
                     out.pop("status", None)
+                out = prune(out, schema_for(rt)) if rt.crd is not None else omit_empty(rt, out)
             else:
                 out = new
                 if "status" in rt.sub:
