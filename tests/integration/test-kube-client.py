@@ -369,7 +369,8 @@ def test_informer(t, k):
                  "object %s added across a dropped watch" % n)
         time.sleep(1)
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "informer driver exits cleanly", p.stderr[-2000:])
     adds = [x["name"] for x in p.lines if x["what"] == "added"]
     t.eq(sorted(adds), sorted(set(adds)), "no object was reported added twice")
     t.ok(not [x for x in p.lines if x["what"] == "synced"][1:], "synced is reported once")
@@ -384,7 +385,8 @@ def test_informer_field_selector(t, k):
         t.ok(p.wait_for(lambda x: x["what"] == "added" and x["name"] == "fs1"), "watched node added")
         time.sleep(0.5)
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "node-mode informer driver exits cleanly", p.stderr[-2000:])
     t.eq([x["name"] for x in p.lines if x["what"] == "added"], ["fs1"], "other nodes are not seen")
     q = [a["query"] for a in audit(k) if a["verb"] in ("list", "watch") and a["resource"] == "nodes"]
     t.ok(all("fieldSelector=metadata.name%3Dfs1" in x for x in q), "list and watch carry the field selector", q)
@@ -420,7 +422,8 @@ def test_token_file_rotation(t, k):
         p.send("\n")
         r2 = p.wait_for(lambda x: x["what"] == "result")
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "token rotation driver exits cleanly", p.stderr[-2000:])
     t.ok(r1 and r2 and r1["status"] == 200 and r2["status"] == 200, "both GETs succeed", (r1, r2))
     users = [a["user"] for a in audit_for(k, verb="get", resource="namespaces", name="default")][-2:]
     t.eq(users, ["alice", "bob"], "the rotated tokenFile is used for the next request")
@@ -457,9 +460,10 @@ def test_leader_election(t, k):
         time.sleep(2)
         t.ok(not [x for x in b.lines if x["what"] == "stopped-leading"], "leader keeps renewing")
     finally:
-        a.stop(signal.SIGTERM)
-        if b:
-            b.stop(signal.SIGTERM)
+        rca = a.stop(signal.SIGTERM)
+        rcb = b.stop(signal.SIGTERM) if b else None
+    t.ok(rca == 0 and rcb == 0 and "Sanitizer" not in a.stderr + (b.stderr if b else ""),
+         "leader candidates exit cleanly", (a.stderr[-1000:], b.stderr[-1000:] if b else None))
     st, lease = k.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cn-test-lease")
     t.ok(not lease["spec"].get("holderIdentity"), "released Lease has no holder", lease["spec"])
     puts = [x for x in audit_for(k, resource="leases") if x["verb"] == "update"]
