@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from . import certs, errors, patch as patchmod, proto
+from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
@@ -206,6 +207,13 @@ class State:
         self.url = ""
         self.host_port = ""
         self.store.on_change.append(self._controllers)
+        self.store.admission = self._admit
+
+    def _admit(self, op, rt, sub, ns, name, obj, old, dry_run):
+        ident = getattr(REQ, "ident", None)
+        if ident is None:
+            return  # writes by the fake's own controllers
+        admit(self.store, op, rt, sub, ns, name, obj, old, ident[0], ident[1], dry_run)
 
     # --- identities ------------------------------------------------------------------------
 
@@ -385,6 +393,9 @@ class State:
             self.load_object(d, rbac_only)
 
 
+REQ = threading.local()  # the identity of the request a handler thread is serving
+
+
 def _later(fn, delay=0.01):
     t = threading.Timer(delay, fn)
     t.daemon = True
@@ -481,6 +492,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- the request -------------------------------------------------------------------------
 
     def dispatch(self, method):
+        REQ.ident = None
         t0 = time.monotonic()
         self.audit_id = str(uuid.uuid4())
         self.code = 0
@@ -503,6 +515,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.unauthorized()
             user, groups = ident
             self.ident = ident
+            REQ.ident = ident
             accept = self.headers.get("Accept") or ""
             if accept and not any(a in accept for a in ("application/json", "*/*", "application/*",
                                                          "application/yaml", "text/plain")):
