@@ -108,7 +108,8 @@ def test_openstack(t, tmp):
 
 def test_hetzner(t, tmp):
     with FakeCloud(os.path.join(tmp, "hz"), platform="hetzner") as c:
-        inst = c.update_instance(c.instance["id"], {"ssh_keys": ["ssh-ed25519 AAAAC3Nz test"]})
+        vendor = "#cloud-config\nruncmd:\n  - [echo, 'hi']\n"
+        inst = c.update_instance(c.instance["id"], {"ssh_keys": ["ssh-ed25519 AAAAC3Nz test"], "vendor_data": vendor})
         st, h, body = c.get("/hetzner/v1/metadata")
         t.eq(st, 200, "metadata 200")
         t.ok("hostname: %s\n" % inst["hostname"] in body, "YAML hostname", body)
@@ -117,6 +118,7 @@ def test_hetzner(t, tmp):
         t.ok("region: %s\n" % inst["region"] in body and "availability-zone: %s\n" % inst["zone"] in body,
              "YAML region and zone", body)
         t.ok("    - ssh-ed25519 AAAAC3Nz test\n" in body, "YAML public-keys list", body)
+        t.ok("vendor_data: %s\n" % json.dumps(vendor) in body, "multi-line vendor_data double-quoted", body)
         t.eq(c.get("/hetzner/v1/metadata/hostname")[2], inst["hostname"], "sub-path hostname is plain text")
         t.eq(c.get("/hetzner/v1/metadata/instance-id")[2], inst["id"], "sub-path instance-id")
         st, _, pn = c.get("/hetzner/v1/metadata/private-networks")
@@ -181,8 +183,10 @@ def test_azure(t, tmp):
         st, h, body = c.get("/metadata/instance/compute/vmSize?api-version=2017-08-01&format=text", M)
         t.eq((st, body), (200, inst["type"]), "format=text leaf")
         t.ok(h["Content-Type"].startswith("text/plain"), "text leaf content type")
-        t.eq(c.get("/metadata/instance/compute/name?api-version=2021-02-01", M)[2], inst["name"],
-             "JSON leaf is a JSON string")
+        t.eq(c.get("/metadata/instance/compute/name?api-version=2021-02-01", M)[0], 400,
+             "leaf without format=text is 400 (format=json does not work for leaves)")
+        st, _, keys = c.get("/metadata/instance/compute/tagsList?api-version=2021-02-01", M)
+        t.eq((st, keys), (200, [{"name": "env", "value": "test"}]), "non-leaf sub-path as JSON")
         t.eq(c.get("/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress"
                    "?api-version=2021-02-01&format=text", M)[2], inst["private_ipv4"], "array index path")
         t.eq(base64.b64decode(c.get("/metadata/instance/compute/userData?api-version=2021-01-01&format=text",
