@@ -68,7 +68,7 @@ def check_boot(t, g, res):
     t.ok("system-state" in res, "%s: collector wrote its results to the second disk" % g.name)
     t.eq((g.result_text("system-state") or "").strip(), "running",
          "%s: boot finished with no failed unit (is-system-running)" % g.name)
-    t.eq((g.result_text("failed-units") or "").strip(), "", "%s: no failed units at collection" % g.name)
+    t.eq((g.result_text("failed-units") or "(no results)").strip(), "", "%s: no failed units at collection" % g.name)
     journal = g.journal()
     t.ok(len(journal) > 100, "%s: persistent journal read back (%d entries)" % (g.name, len(journal)))
     failed = ["%s: %s" % (e.get("UNIT", "?"), e.get("MESSAGE", "")) for e in journal
@@ -247,12 +247,10 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
     n = g.name
     agent = unit_props(g.result_text("unit-cloudnode-agent.service"))
     t.ok(agent.get("Type") == "notify" and agent.get("Result") == "success" and agent.get("ActiveState") == "active",
-         "%s: cloudnode-agent.service succeeded" % n,
+         # A Type=notify unit is active only after READY=1; exiting without it is a failure
+         # ("protocol"), so this also says that systemd received READY=1.
+         "%s: cloudnode-agent.service succeeded and sent READY=1" % n,
          {k: agent.get(k) for k in ("Type", "ActiveState", "SubState", "Result", "ExecMainStatus", "NRestarts")})
-    ready = [e for e in journal if e.get("UNIT") == "cloudnode-agent.service"
-             and "Got notification message" in str(e.get("MESSAGE")) and "READY=1" in str(e.get("MESSAGE"))]
-    t.ok(ready, "%s: systemd received READY=1 from cloudnode-agent" % n)
-
     # The metadata service was really asked, the IMDSv2 way on aws.
     reqs = mds.requests()
     t.ok(len(reqs) > 0, "%s: the guest read the fake metadata service (%d requests)" % (n, len(reqs)))

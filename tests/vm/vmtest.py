@@ -286,7 +286,7 @@ class Guest:
             for gip, gport, hport in fwds:
                 s += ",guestfwd=tcp:%s:%d-cmd:%s %s 127.0.0.1 %d" % (gip, gport, sys.executable, RELAY, hport)
             return s
-        cmdline = ("root=/dev/vda rw console=ttyS0 panic=-1 systemd.log_level=debug "
+        cmdline = ("root=/dev/vda rw console=ttyS0 panic=-1 "
                    "ignition.platform.id=%s %s" % (platform, extra_cmdline)).strip()
         cmd = [QEMU, "-accel", accel, "-m", "1024", "-smp", "2", "-nodefaults", "-no-user-config",
                "-display", "none", "-no-reboot", "-serial", "file:" + self.serial_log, "-monitor", "none",
@@ -425,9 +425,16 @@ class Guest:
         return r.stdout.decode(errors="replace")
 
     def fs_state(self):
+        """"clean" when the guest unmounted its root: the superblock says clean and the journal
+        needs no recovery (a journaled ext4 stays "clean" while mounted)."""
         r = subprocess.run(["dumpe2fs", "-h", self.root_img], capture_output=True)
-        m = re.search(r"^Filesystem state:\s*(.*)$", r.stdout.decode(errors="replace"), re.M)
-        return m.group(1).strip() if m else None
+        text = r.stdout.decode(errors="replace")
+        m = re.search(r"^Filesystem state:\s*(.*)$", text, re.M)
+        feats = re.search(r"^Filesystem features:\s*(.*)$", text, re.M)
+        state = m.group(1).strip() if m else None
+        if feats and "needs_recovery" in feats.group(1).split():
+            state = "%s, needs_recovery" % state
+        return state
 
     def diagnostics(self, serial_lines=60, journal_lines=200):
         tail = "\n".join(self.serial().splitlines()[-serial_lines:])
