@@ -178,6 +178,13 @@ def kubelet_rbac(kube):
             raise vmtest.VMError("creating %s failed: %s %s" % (path, st, r))
 
 
+def project_images():
+    """images.json as the installer hands it to nodes: the project's images ConfigMap."""
+    import yaml
+    with open(src("manifests", "controller", "images-configmap.yaml")) as f:
+        return yaml.safe_load(f)["data"]["images.json"]
+
+
 def guest_kubeconfig(kube, token):
     with open(os.path.join(kube.state_dir, "ca.crt"), "rb") as f:
         ca = f.read()
@@ -230,7 +237,9 @@ def cloudnode_case(t, base, work, stage, platform, role):
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
             g.ignition(vmtest.Guest.merge_config(
-                project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600)] + PROBE_CONFIG["files"],
+                project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
+                                ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
+                + PROBE_CONFIG["files"],
                 units=PROBE_CONFIG["units"]))
             check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
             g.make_disks()
@@ -239,11 +248,11 @@ def cloudnode_case(t, base, work, stage, platform, role):
             res = g.results()
             journal = check_boot(t, g, res)
             check_harness(t, g, res)
-            check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role)
+            check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role)
     return g
 
 
-def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
+def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role):
     n = g.name
     agent = unit_props(g.result_text("unit-cloudnode-agent.service"))
     t.ok(agent.get("Type") == "notify" and agent.get("Result") == "success" and agent.get("ActiveState") == "active",
@@ -252,7 +261,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
          "%s: cloudnode-agent.service succeeded and sent READY=1" % n,
          {k: agent.get(k) for k in ("Type", "ActiveState", "SubState", "Result", "ExecMainStatus", "NRestarts")})
     # The metadata service was really asked, the IMDSv2 way on aws.
-    reqs = mds.requests()
+    reqs = [r for r in cloud.requests() if r.get("service") == "metadata"]
     t.ok(len(reqs) > 0, "%s: the guest read the fake metadata service (%d requests)" % (n, len(reqs)))
     if platform == "aws":
         t.ok(any(r.get("method") == "PUT" and "/latest/api/token" in r.get("path", "") for r in reqs),
@@ -274,7 +283,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
          kubelet.get("DropInPaths"))
     t.ok(kubelet.get("Result") == "success" and kubelet.get("ActiveState") == "active",
          "%s: kubelet stand-in registered the Node" % n)
-    node_name = (g.result_text("node.json") and json.loads(g.result_text("node.json"))["metadata"]["name"])
+    node_name = (g.result_text("node-name") or "").strip()
 
     for path in (CLOUD_CONF, STATIC_POD):
         m = res.get("files" + path)
@@ -285,9 +294,19 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
     if role == "bootstrap":
         m = res.get("files" + CLOUD_CONF)
         t.eq(m and oct(m.mode & 0o777), oct(0o600), "%s: cloud.conf is 0600" % n)
-        pod = g.result_text("files" + STATIC_POD) or ""
-        t.ok("cloudnode-initializer" in pod and "cloud-controller-manager" in pod,
-             "%s: static pod runs cloudnode-initializer as container cloud-controller-manager" % n)
+        import yaml
+        try:
+            pod = yaml.safe_load(g.result_text("files" + STATIC_POD) or "") or {}
+        except yaml.YAMLError as e:
+            pod = {"error": str(e)}
+        spec = pod.get("spec") or {}
+        containers = spec.get("containers") or [{}]
+        image = json.loads(project_images())["cloudControllerManager"]
+        t.eq((containers[0].get("name"), containers[0].get("image"), spec.get("hostNetwork"),
+              spec.get("priorityClassName")),
+             ("cloud-controller-manager", image, True, "system-node-critical"),
+             "%s: static pod: container cloud-controller-manager with the images.json image, host network, "
+             "node-critical" % n)
 
     init = unit_props(g.result_text("unit-cloudnode-initializer.service"))
     t.ok(init.get("ActiveState") == "active" and init.get("SubState") == "running",
@@ -296,8 +315,10 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
 
     # The Node, as the API server has it.
     st, node = kube.api("GET", "/api/v1/nodes/%s" % node_name) if node_name else (None, None)
-    t.eq(st, 200, "%s: the Node exists" % n)
-    node = node if isinstance(node, dict) else {}
+    if not t.ok(st == 200 and isinstance(node, dict) and provider_id,
+                "%s: the Node %s exists (and the agent found a provider id)" % (n, node_name or "(unnamed)"),
+                "GET node: %s %s" % (st, node)):
+        return
     spec, meta = node.get("spec", {}), node.get("metadata", {})
     labels = meta.get("labels", {})
     t.eq(spec.get("providerID"), provider_id, "%s: Node providerID set" % n)
@@ -310,10 +331,13 @@ def check_cloudnode(t, g, res, journal, inst, kube, mds, platform, role):
     t.ok(("InternalIP", inst["private_ipv4"]) in addrs, "%s: Node has InternalIP %s" % (n, inst["private_ipv4"]),
          sorted(addrs))
 
-    writes = [a for a in kube.audit()
+    writes = [(a.get("user"), a.get("verb"), a.get("path"), a.get("code")) for a in kube.audit()
               if a.get("verb") in ("create", "update", "patch", "delete")
-              and "/api/v1/nodes/%s" % node_name in str(a.get("path", "")) and a.get("user") != KUBELET_USER]
-    t.eq(len(writes), 2, "%s: the initializer wrote the Node exactly twice" % n)
+              and a.get("resource") == "nodes" and a.get("name") == node_name and a.get("user") != KUBELET_USER]
+    t.eq(sorted((w[0], w[1], w[2]) for w in writes),
+         sorted([(INITIALIZER_USER, "patch", "/api/v1/nodes/%s/status" % node_name),
+                 (INITIALIZER_USER, "patch", "/api/v1/nodes/%s" % node_name)]),
+         "%s: exactly two writes to the Node, both by the initializer: status (addresses) and the Node" % n)
 
     fields = {k for e in journal if e.get("_SYSTEMD_UNIT") in ("cloudnode-agent.service",
                                                                  "cloudnode-initializer.service")
