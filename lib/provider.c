@@ -143,6 +143,30 @@ int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderIn
         return 0;
 }
 
+int cn_provider_instance_copy(const CnProviderInstance *i, CnProviderInstance **ret) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *c = cn_provider_instance_new();
+        int r;
+
+        assert(i);
+        assert(ret);
+        if (!c)
+                return -ENOMEM;
+        if (strdup_or_null(i->instance_id, &c->instance_id) < 0 || strdup_or_null(i->provider_id, &c->provider_id) < 0 ||
+            strdup_or_null(i->name, &c->name) < 0 || strdup_or_null(i->instance_type, &c->instance_type) < 0 ||
+            strdup_or_null(i->region, &c->region) < 0 || strdup_or_null(i->zone, &c->zone) < 0)
+                return -ENOMEM;
+        for (size_t k = 0; k < i->addresses.n; k++) {
+                r = cn_node_address_list_add(&c->addresses, i->addresses.items[k].type, i->addresses.items[k].address);
+                if (r < 0)
+                        return r;
+        }
+        if (i->extra_labels && strv_copy(i->extra_labels, &c->extra_labels) < 0)
+                return -ENOMEM;
+        c->shutdown = i->shutdown;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
 const CnProviderOps *cn_provider_find(const char *name) {
         if (!name)
                 return NULL;

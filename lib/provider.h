@@ -55,6 +55,7 @@ typedef struct CnProviderInstance {
 CnProviderInstance *cn_provider_instance_new(void);
 CnProviderInstance *cn_provider_instance_free(CnProviderInstance *i);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProviderInstance *, cn_provider_instance_free);
+int cn_provider_instance_copy(const CnProviderInstance *i, CnProviderInstance **ret);
 /* Node mode: the same view built from the local metadata service. InternalIP: ipv4_private and
  * ipv6; ExternalIP: ipv4_public; Hostname: hostname. */
 int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderInstance **ret);
