@@ -62,10 +62,12 @@ struct Manager {
         CnKubeInformer *nodes, *source, *status;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
+        unsigned discovery_step;
 
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
-        bool leading, stopping;
+        bool leading, stopping, started;
+        bool have_admission_policies;
 
         /* One pass's writes in flight, and what they found. */
         unsigned inflight;
@@ -347,11 +349,13 @@ static void pass_finished(Manager *m) {
 }
 
 static bool all_synced(Manager *m) {
+        if (!m->started)
+                return false;
         for (size_t i = 0; i < N_RESOURCES; i++)
-                if (!cn_kube_informer_has_synced(m->informers[i]))
+                if (m->informers[i] && !cn_kube_informer_has_synced(m->informers[i]))
                         return false;
         return cn_kube_informer_has_synced(m->nodes) && cn_kube_informer_has_synced(m->source) &&
-               (!m->status || cn_kube_informer_has_synced(m->status));
+               cn_kube_informer_has_synced(m->status);
 }
 
 static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images) {
@@ -428,6 +432,10 @@ static int reconcile(Manager *m) {
                         m->pass_failed = true;
                         break;
                 }
+                if (!informer_for(m, res))
+                        /* The cluster does not serve this API (ValidatingAdmissionPolicy before
+                         * Kubernetes 1.30): nothing to apply, said once at startup. */
+                        continue;
                 live = cn_kube_informer_lookup(informer_for(m, res), ns, name);
                 if (expectation_pending(m, key, live)) {
                         waiting++;
@@ -624,25 +632,109 @@ static int setup_metrics(Manager *m) {
                                 NULL, &m->m_leader);
 }
 
+static int start_informers(Manager *m);
+
+static bool discovery_lists(json_object *list, const char *resource) {
+        json_object *resources = json_object_object_get(list, "resources");
+
+        for (size_t i = 0; resources && i < json_object_array_length(resources); i++) {
+                const char *n = cn_json_string(json_object_array_get_idx(resources, i), "name", NULL);
+
+                if (n && streq(n, resource))
+                        return true;
+        }
+        return false;
+}
+
+/* Which optional APIs the cluster serves decides what we watch, so discovery runs first: GET the
+ * group versions (the client retries transient errors; 404 means "not served"). */
 static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
-        CnKubeInformerOptions o = { .field_selector = "metadata.name=" STATUS_OBJECT_NAME };
+        bool openshift_step = m->status_resource == NULL && m->discovery_step == 1;
         int r;
 
         m->discovery = cn_kube_request_free(m->discovery);
         if (result->error < 0 && result->error != -CN_KUBE_ENOTFOUND) {
-                log_warning_errno(result->error, "API discovery failed, retrying: %s", strna(result->message));
+                log_error_errno(result->error, "API discovery failed: %s", strna(result->message));
+                (void) sd_event_exit(m->event, EXIT_FAILURE);
+                return;
+        }
+        if (!openshift_step) {
+                m->have_admission_policies = result->error >= 0 &&
+                                             discovery_lists(result->object, "validatingadmissionpolicies");
+                if (!m->have_admission_policies)
+                        log_warning("The cluster does not serve admissionregistration.k8s.io/v1 "
+                                    "ValidatingAdmissionPolicy; the node-mode identity is limited by RBAC only");
+                m->discovery_step = 1;
                 r = cn_kube_request(m->client, "GET", "/apis/config.openshift.io/v1", NULL, NULL, on_discovery, m,
                                     &m->discovery);
                 if (r < 0)
-                        (void) sd_event_exit(m->event, r);
+                        (void) sd_event_exit(m->event, EXIT_FAILURE);
                 return;
         }
-        m->status_resource = result->error < 0 ? &resource_cloudnodeoperators : &resource_clusteroperators;
+        m->status_resource = result->error >= 0 && discovery_lists(result->object, "clusteroperators") ?
+                                     &resource_clusteroperators :
+                                     &resource_cloudnodeoperators;
         log_info("Reporting status on %s/%s", m->status_resource->resource, STATUS_OBJECT_NAME);
-        r = watch(m, m->status_resource, &o, &m->status);
+        r = start_informers(m);
         if (r < 0)
-                (void) sd_event_exit(m->event, r);
+                (void) sd_event_exit(m->event, EXIT_FAILURE);
+}
+
+static int start_informers(Manager *m) {
+        CnKubeInformerOptions in_ns = { .namespace = m->options.namespace };
+        _cleanup_free_ char *source_selector = NULL;
+        int r;
+
+        for (size_t i = 0; i < N_RESOURCES; i++) {
+                const CnKubeResource *res = cn_controller_resources[i];
+
+                if (!m->have_admission_policies &&
+                    (res == &cn_controller_resource_validatingadmissionpolicies ||
+                     res == &cn_controller_resource_validatingadmissionpolicybindings))
+                        continue;
+                r = watch(m, res, res->namespaced ? &in_ns : &(CnKubeInformerOptions) {}, &m->informers[i]);
+                if (r < 0)
+                        return r;
+        }
+        r = watch(m, &cn_kube_resource_nodes, &(CnKubeInformerOptions) { .label_selector = CONTROL_PLANE_SELECTOR },
+                  &m->nodes);
+        if (r < 0)
+                return r;
+        if (asprintf(&source_selector, "metadata.name=%s", m->options.cloud_config_name) < 0)
+                return -ENOMEM;
+        r = watch(m, &cn_controller_resource_configmaps,
+                  &(CnKubeInformerOptions) { .namespace = m->options.cloud_config_namespace,
+                                             .field_selector = source_selector },
+                  &m->source);
+        if (r < 0)
+                return r;
+        r = watch(m, m->status_resource, &(CnKubeInformerOptions) { .field_selector = "metadata.name=" STATUS_OBJECT_NAME },
+                  &m->status);
+        if (r < 0)
+                return r;
+        m->started = true;
+
+        if (m->options.leader_elect) {
+                CnKubeLeaderOptions lo = {
+                        .namespace = m->options.namespace,
+                        .name = LEASE_NAME,
+                        .lease_duration_usec = m->options.lease_duration,
+                        .renew_deadline_usec = m->options.renew_deadline,
+                        .retry_period_usec = m->options.retry_period,
+                };
+
+                r = cn_kube_leader_new(m->client, &lo, &leader_callbacks, m, &m->leader);
+                if (r < 0)
+                        return log_error_errno(r, "Invalid leader election settings: %m");
+                r = cn_kube_leader_start(m->leader);
+                if (r < 0)
+                        return r;
+        } else {
+                m->leading = true;
+                (void) cn_metric_set(m->m_leader, NULL, 1);
+        }
+        return 0;
 }
 
 int manager_new(const ControllerOptions *o, Manager **ret) {
@@ -711,8 +803,6 @@ Manager *manager_free(Manager *m) {
 }
 
 int manager_start(Manager *m) {
-        CnKubeInformerOptions in_ns = { .namespace = m->options.namespace };
-        _cleanup_free_ char *source_selector = NULL;
         int r;
 
         r = sd_event_add_defer(m->event, &m->reconcile_source, on_reconcile, m);
@@ -739,27 +829,8 @@ int manager_start(Manager *m) {
         if (r < 0)
                 return r;
 
-        for (size_t i = 0; i < N_RESOURCES; i++) {
-                const CnKubeResource *res = cn_controller_resources[i];
-
-                r = watch(m, res, res->namespaced ? &in_ns : &(CnKubeInformerOptions) {}, &m->informers[i]);
-                if (r < 0)
-                        return r;
-        }
-        r = watch(m, &cn_kube_resource_nodes, &(CnKubeInformerOptions) { .label_selector = CONTROL_PLANE_SELECTOR },
-                  &m->nodes);
-        if (r < 0)
-                return r;
-        if (asprintf(&source_selector, "metadata.name=%s", m->options.cloud_config_name) < 0)
-                return -ENOMEM;
-        r = watch(m, &cn_controller_resource_configmaps,
-                  &(CnKubeInformerOptions) { .namespace = m->options.cloud_config_namespace,
-                                             .field_selector = source_selector },
-                  &m->source);
-        if (r < 0)
-                return r;
-        r = cn_kube_request(m->client, "GET", "/apis/config.openshift.io/v1", NULL, NULL, on_discovery, m,
-                            &m->discovery);
+        r = cn_kube_request(m->client, "GET", "/apis/admissionregistration.k8s.io/v1", NULL, NULL, on_discovery,
+                            m, &m->discovery);
         if (r < 0)
                 return r;
 
@@ -779,25 +850,6 @@ int manager_start(Manager *m) {
                          cn_httpd_get_port(m->httpd));
         }
 
-        if (m->options.leader_elect) {
-                CnKubeLeaderOptions lo = {
-                        .namespace = m->options.namespace,
-                        .name = LEASE_NAME,
-                        .lease_duration_usec = m->options.lease_duration,
-                        .renew_deadline_usec = m->options.renew_deadline,
-                        .retry_period_usec = m->options.retry_period,
-                };
-
-                r = cn_kube_leader_new(m->client, &lo, &leader_callbacks, m, &m->leader);
-                if (r < 0)
-                        return log_error_errno(r, "Invalid leader election settings: %m");
-                r = cn_kube_leader_start(m->leader);
-                if (r < 0)
-                        return r;
-        } else {
-                m->leading = true;
-                (void) cn_metric_set(m->m_leader, NULL, 1);
-        }
         (void) sd_notify(false, "READY=1");
         return 0;
 }

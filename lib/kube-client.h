@@ -41,14 +41,14 @@
 #define CN_KUBE_EALREADYEXISTS EEXIST    /* 409 reason AlreadyExists */
 #define CN_KUBE_ECONFLICT ESTALE         /* 409 Conflict (stale resourceVersion, precondition) */
 #define CN_KUBE_EGONE EIDRM              /* 410 Gone / Expired: resourceVersion too old, re-list */
-#define CN_KUBE_ETOOLARGE E2BIG          /* 413, or a response over the client's size cap */
+#define CN_KUBE_ETOOLARGE EFBIG          /* 413, or a response over the client's size cap */
 #define CN_KUBE_EUNSUPPORTEDMEDIA EPROTONOSUPPORT /* 415 */
 #define CN_KUBE_ETOOMANYREQUESTS EBUSY   /* 429 after retries */
 #define CN_KUBE_EINTERNAL EREMOTEIO      /* 500 and other unexpected 5xx */
 #define CN_KUBE_EUNAVAILABLE EHOSTUNREACH /* 502, 503 after retries */
 #define CN_KUBE_ETIMEOUT ETIMEDOUT       /* 504, Status reason Timeout, client-side timeout */
 #define CN_KUBE_ECONNECT ECONNREFUSED    /* could not connect */
-#define CN_KUBE_ETLS EKEYREJECTED        /* TLS handshake / verification failed */
+#define CN_KUBE_ETLS EBADE               /* server certificate verification failed (lib/http.h) */
 #define CN_KUBE_EPROTO EBADMSG           /* unparsable response */
 
 #define CN_KUBE_DEFAULT_QPS 20.0
@@ -234,6 +234,11 @@ int cn_kube_delete(CnKubeClient *c, const CnKubeResource *r, const char *ns, con
  * generic text naming the HTTP status. */
 int cn_kube_status_to_errno(long http_status, const char *body, size_t size, char **ret_reason,
                             char **ret_message);
+
+/* Same for an already parsed Status object (e.g. of a watch ERROR event, whose "code" is used when
+ * http_status is 0). reason/message are borrowed from status. */
+int cn_kube_status_object_to_errno(long http_status, json_object *status, const char **ret_reason,
+                                   const char **ret_message);
 
 /* Client-side token bucket (client-go's flowcontrol.NewTokenBucketRateLimiter): starts full with
  * burst tokens, refills at qps per second up to burst. Exposed for tests with a fake clock. */

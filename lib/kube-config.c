@@ -8,8 +8,13 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 
+#include "fileio.h"
+#include "hash-util.h"
+#include "json-util.h"
 #include "kube-config.h"
 #include "log.h"
+#include "string-util.h"
+#include "yaml-util.h"
 
 /* Tokens and PEM files are small; anything bigger is not what we expect to read. */
 #define KUBE_CONFIG_FILE_MAX (4U * 1024U * 1024U)
@@ -61,78 +66,6 @@ CnKubeConfig *cn_kube_config_free(CnKubeConfig *c) {
         return NULL;
 }
 
-/* Reads a whole small file from an open fd; NUL-terminated. */
-static int read_fd_capped(int fd, size_t max, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t n = 0, allocated = 0;
-
-        for (;;) {
-                ssize_t k;
-
-                if (allocated - n < 4096) {
-                        size_t a = allocated ? allocated * 2 : 8192;
-                        char *p;
-
-                        if (a > max + 1)
-                                a = max + 1;
-                        if (a <= n)
-                                return -E2BIG;
-                        p = realloc(buf, a);
-                        if (!p)
-                                return -ENOMEM;
-                        buf = p;
-                        allocated = a;
-                }
-                k = read(fd, buf + n, allocated - n - 1);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-                if (n > max)
-                        return -E2BIG;
-        }
-        if (!buf) {
-                buf = strdup("");
-                if (!buf)
-                        return -ENOMEM;
-        }
-        buf[n] = 0;
-        if (ret_size)
-                *ret_size = n;
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
-static int read_file_capped(const char *path, size_t max, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        return read_fd_capped(fd, max, ret, ret_size);
-}
-
-static bool has_cc(const char *s) {
-        for (; *s; s++)
-                if ((unsigned char) *s < 0x20 || *s == 0x7f)
-                        return true;
-        return false;
-}
-
-static const char *json_get_string(json_object *o, const char *key) {
-        json_object *v;
-
-        if (!o || !json_object_is_type(o, json_type_object))
-                return NULL;
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
-
 /* A key that is present but not a string is a structural error, not an absent value. */
 static int get_optional_string(json_object *o, const char *key, const char *what, const char *origin,
                                const char **ret, char **reterr_message) {
@@ -164,7 +97,7 @@ static int find_named(json_object *root, const char *list, const char *key, cons
         n = json_object_array_length(array);
         for (size_t i = 0; i < n; i++) {
                 json_object *e = json_object_array_get_idx(array, i), *v;
-                const char *nm = json_get_string(e, "name");
+                const char *nm = cn_json_string(e, "name", NULL);
 
                 if (!nm || !streq(nm, name))
                         continue;
@@ -191,34 +124,15 @@ static int resolve_path(const char *base_dir, const char *p, char **ret) {
 }
 
 static int decode_base64(const char *in, char **ret) {
-        _cleanup_free_ char *clean = NULL, *out = NULL;
-        size_t n = 0, len;
-        int k;
+        _cleanup_free_ void *out = NULL;
+        size_t len;
+        int r;
 
-        /* EVP_DecodeBlock() wants one unbroken block; YAML folding may have left whitespace. */
-        clean = malloc(strlen(in) + 1);
-        if (!clean)
-                return -ENOMEM;
-        for (const char *p = in; *p; p++)
-                if (!strchr(" \t\r\n", *p))
-                        clean[n++] = *p;
-        clean[n] = 0;
-        if (n == 0 || n % 4 != 0)
+        r = cn_base64_decode(in, strlen(in), &out, &len);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || len == 0)
                 return -EBADMSG;
-
-        out = malloc(n / 4 * 3 + 1);
-        if (!out)
-                return -ENOMEM;
-        k = EVP_DecodeBlock((unsigned char *) out, (const unsigned char *) clean, (int) n);
-        if (k < 0)
-                return -EBADMSG;
-        len = (size_t) k;
-        /* EVP_DecodeBlock() counts padding as zero bytes. */
-        if (n >= 1 && clean[n - 1] == '=')
-                len--;
-        if (n >= 2 && clean[n - 2] == '=')
-                len--;
-        out[len] = 0;
         if (strlen(out) != len) /* PEM is text; embedded NULs mean garbage */
                 return -EBADMSG;
         *ret = TAKE_PTR(out);
@@ -258,33 +172,6 @@ static int load_file_or_data(json_object *o, const char *file_key, const char *d
         return 0;
 }
 
-static int json_get_bool(json_object *o, const char *key, bool *ret) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null)) {
-                *ret = false;
-                return 0;
-        }
-        if (json_object_is_type(v, json_type_boolean)) {
-                *ret = json_object_get_boolean(v);
-                return 0;
-        }
-        /* A YAML loader may hand scalars over as strings. */
-        if (json_object_is_type(v, json_type_string)) {
-                const char *s = json_object_get_string(v);
-
-                if (streq(s, "true") || streq(s, "True") || streq(s, "TRUE")) {
-                        *ret = true;
-                        return 0;
-                }
-                if (streq(s, "false") || streq(s, "False") || streq(s, "FALSE")) {
-                        *ret = false;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
 static int load_cluster(CnKubeConfig *c, json_object *cluster, const char *base_dir, const char *origin,
                         char **reterr_message) {
         _cleanup_free_ char *what = NULL;
@@ -296,7 +183,10 @@ static int load_cluster(CnKubeConfig *c, json_object *cluster, const char *base_
         if (asprintf(&what, "cluster \"%s\"", c->cluster) < 0)
                 return -ENOMEM;
 
-        if (json_get_bool(cluster, "insecure-skip-tls-verify", &insecure) < 0)
+        r = cn_json_get_bool(cluster, &insecure, "insecure-skip-tls-verify", NULL);
+        if (r == -ENOENT)
+                insecure = false;
+        else if (r < 0)
                 return fail(reterr_message, -EINVAL, "%s: %s: insecure-skip-tls-verify is not a boolean", origin,
                             what);
         if (insecure)
@@ -312,7 +202,7 @@ static int load_cluster(CnKubeConfig *c, json_object *cluster, const char *base_
         if (strncasecmp(server, "https://", STRLEN("https://")) != 0 || !server[STRLEN("https://")])
                 return fail(reterr_message, -EINVAL, "%s: %s: server \"%s\" is not an https:// URL", origin, what,
                             server);
-        if (has_cc(server))
+        if (cn_string_has_cc(server, false))
                 return fail(reterr_message, -EINVAL, "%s: %s: server contains control characters", origin, what);
         c->server = strdup(server);
         if (!c->server)
@@ -371,7 +261,7 @@ static int load_user(CnKubeConfig *c, json_object *user, const char *base_dir, c
         if (r < 0)
                 return r;
         if (token) {
-                if (has_cc(token))
+                if (cn_string_has_cc(token, false))
                         return fail(reterr_message, -EINVAL, "%s: %s: token contains control characters", origin,
                                     what);
                 c->token = strdup(token);
@@ -475,32 +365,19 @@ int cn_kube_config_from_json(json_object *root, const char *base_dir, const char
         return 0;
 }
 
-/* YAML is parsed by lib/yaml-util once it is available; until then JSON-form kubeconfigs (JSON is
- * YAML) are read with json-c. */
 static int kube_config_parse_file(const char *path, json_object **ret, char **reterr_message) {
-        _cleanup_free_ char *data = NULL;
-        json_tokener *tok;
-        json_object *o;
-        size_t size;
+        _cleanup_free_ char *err = NULL;
         int r;
 
-        r = read_file_capped(path, KUBE_CONFIG_FILE_MAX, &data, &size);
+        r = cn_yaml_parse_file(NULL, path, KUBE_CONFIG_FILE_MAX, ret, &err);
         if (r == -ENOMEM)
                 return r;
+        if (r == -EBADMSG)
+                return fail(reterr_message, -EINVAL, "kubeconfig %s is not valid YAML: %s", path, strna(err));
+        if (r == -ENODATA)
+                return fail(reterr_message, r, "kubeconfig %s is empty", path);
         if (r < 0)
                 return fail(reterr_message, r, "kubeconfig %s cannot be read: %s", path, strerror(-r));
-        tok = json_tokener_new();
-        if (!tok)
-                return -ENOMEM;
-        o = json_tokener_parse_ex(tok, data, (int) size);
-        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
-            data[json_tokener_get_parse_end(tok) + strspn(data + json_tokener_get_parse_end(tok), " \t\r\n")]) {
-                json_object_put(o);
-                json_tokener_free(tok);
-                return fail(reterr_message, -EINVAL, "kubeconfig %s is not valid YAML", path);
-        }
-        json_tokener_free(tok);
-        *ret = o;
         return 0;
 }
 
@@ -537,7 +414,7 @@ static int read_sa_file(const char *dir, const char *name, bool required, char *
 
         if (asprintf(&p, "%s/%s", dir, name) < 0)
                 return -ENOMEM;
-        r = read_file_capped(p, KUBE_TOKEN_FILE_MAX, &data, NULL);
+        r = cn_read_file(NULL, p, KUBE_TOKEN_FILE_MAX, &data, NULL);
         if (r == -ENOENT && !required) {
                 *ret = NULL;
                 return 0;
@@ -573,7 +450,7 @@ int cn_kube_config_load_in_cluster(const char *sa_dir, CnKubeConfig **ret, char 
         if (isempty(host) || isempty(port))
                 return fail(reterr_message, -ENXIO,
                             "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not running in a pod?)");
-        if (has_cc(host) || has_cc(port) || strchr(host, '/') || strchr(port, '/'))
+        if (cn_string_has_cc(host, false) || cn_string_has_cc(port, false) || strchr(host, '/') || strchr(port, '/'))
                 return fail(reterr_message, -EINVAL, "in-cluster config: invalid KUBERNETES_SERVICE_HOST/PORT");
 
         c = calloc(1, sizeof(*c));
@@ -631,7 +508,6 @@ int cn_kube_config_load_default(const char *path, const char *context, CnKubeCon
 }
 
 int cn_kube_config_get_token(CnKubeConfig *c, const char **ret_token) {
-        _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *data = NULL;
         struct stat st;
         int r;
@@ -648,9 +524,9 @@ int cn_kube_config_get_token(CnKubeConfig *c, const char **ret_token) {
                 return 0;
         }
 
-        /* Keep the last good token on transient errors: rotation replaces the file. */
-        fd = open(c->token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0 || fstat(fd, &st) < 0) {
+        /* Keep the last good token on transient errors: rotation replaces the file. A change between
+         * stat() and the read is caught by the next call, which sees a different stat. */
+        if (stat(c->token_file, &st) < 0) {
                 r = -errno;
                 goto keep;
         }
@@ -661,13 +537,13 @@ int cn_kube_config_get_token(CnKubeConfig *c, const char **ret_token) {
                 return 0;
         }
 
-        r = read_fd_capped(fd, KUBE_TOKEN_FILE_MAX, &data, NULL);
+        r = cn_read_file(NULL, c->token_file, KUBE_TOKEN_FILE_MAX, &data, NULL);
         if (r < 0)
                 goto keep;
         {
                 char *t = strip_inplace(data);
 
-                if (isempty(t) || has_cc(t)) {
+                if (isempty(t) || cn_string_has_cc(t, false)) {
                         r = -EBADMSG;
                         goto keep;
                 }

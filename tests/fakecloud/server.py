@@ -327,10 +327,7 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    try:
-        from . import hetzner, openstack
-    except ImportError:
-        return []
+    from . import hetzner, openstack
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),
             ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle)]

@@ -40,6 +40,10 @@ DEFAULT_SETTINGS = {
          "user": "demo", "project": "demo", "project_id": "p-demo"},
     ],
     "openstack_region": "RegionOne",
+    # Errors the next create actions (Hetzner) / builds (Nova) end with, consumed in order:
+    # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
+    "hetzner_action_errors": [],
+    "nova_build_errors": [],
 }
 
 # Per-platform defaults, taken from the examples in each cloud's documentation.
@@ -56,7 +60,7 @@ PLATFORM_DEFAULTS = {
 INSTANCE_KEYS = ("id", "name", "platform", "type", "region", "zone", "private_ipv4", "public_ipv4",
                  "ipv6", "mac", "hostname", "status", "labels", "user_data", "require_token",
                  "image", "ssh_keys", "error", "created", "ready_at", "source", "numeric_id",
-                 "project_id", "network_id", "vendor_data")
+                 "project_id", "network_id", "vendor_data", "delete_at", "extra")
 
 
 class StateError(Exception):
@@ -137,11 +141,13 @@ class State:
     # -- instances -------------------------------------------------------------------
 
     def instance(self, iid):
-        return self.read()["instances"].get(str(iid))
+        inst = self.read()["instances"].get(str(iid))
+        return inst if inst and not gone(inst) else None
 
     def instances(self, st=None):
         st = st or self.read()
-        return [st["instances"][i] for i in st["order"] if i in st["instances"]]
+        return [st["instances"][i] for i in st["order"]
+                if i in st["instances"] and not gone(st["instances"][i])]
 
     def add_instance(self, spec, source="admin"):
         with self.locked() as st:
@@ -274,6 +280,10 @@ def add_instance(st, spec, source="admin"):
         "numeric_id": h,
         "project_id": "p-demo",
         "network_id": 4711,
+        # Set when a cloud API deleted the instance; it disappears at that time.
+        "delete_at": None,
+        # Per-API details that have no platform-neutral field (image ref, flavor id, ...).
+        "extra": {},
     }
     inst.update({k: v for k, v in spec.items() if k != "id"})
     inst["id"] = iid
@@ -293,3 +303,14 @@ def remove_instance(st, iid):
     if st.get("default_instance") == str(iid):
         st["default_instance"] = None
     return inst
+
+
+def gone(inst, now=None):
+    return bool(inst.get("delete_at")) and inst["delete_at"] <= (now or time.time())
+
+
+def sweep(st, now=None):
+    """Drop instances whose API deletion has completed."""
+    now = now or time.time()
+    for iid in [i for i, inst in st["instances"].items() if inst.get("delete_at") and inst["delete_at"] <= now]:
+        remove_instance(st, iid)

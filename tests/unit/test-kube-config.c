@@ -224,6 +224,56 @@ static void test_errors(void) {
         }
 }
 
+static void test_yaml(void) {
+        _cleanup_kube_config_ CnKubeConfig *c = NULL;
+        _cleanup_free_ char *msg = NULL, *y = NULL, *dup = NULL, *insecure = NULL;
+        int r;
+
+        /* The shape kubeadm writes to admin.conf. */
+        assert(asprintf(&y,
+                        "apiVersion: v1\n"
+                        "kind: Config\n"
+                        "clusters:\n"
+                        "- cluster:\n"
+                        "    certificate-authority-data: %s\n"
+                        "    server: https://api.example.test:6443\n"
+                        "  name: kubernetes\n"
+                        "contexts:\n"
+                        "- context:\n"
+                        "    cluster: kubernetes\n"
+                        "    user: kubernetes-admin\n"
+                        "  name: kubernetes-admin@kubernetes\n"
+                        "current-context: kubernetes-admin@kubernetes\n"
+                        "preferences: {}\n"
+                        "users:\n"
+                        "- name: kubernetes-admin\n"
+                        "  user:\n"
+                        "    token: \"s3cr3t-yaml\"\n",
+                        ca_b64()) >= 0);
+        r = load_str(y, NULL, &c, &msg);
+        TAP_EQ_INT(r, 0, "YAML kubeconfig loads");
+        if (r < 0)
+                printf("# %s\n", msg);
+        TAP_EQ_STR(c ? c->server : NULL, "https://api.example.test:6443", "server from YAML");
+        TAP_EQ_STR(c ? c->ca_pem : NULL, ca_pem_data, "CA data from YAML");
+        TAP_EQ_STR(c ? c->token : NULL, "s3cr3t-yaml", "token from YAML");
+
+        assert(asprintf(&dup, "%s" "current-context: other\n", y) >= 0);
+        expect_error("duplicate key in YAML", dup, NULL, -EINVAL, "not valid YAML");
+
+        assert(asprintf(&insecure,
+                        "clusters:\n- name: c\n  cluster:\n    server: https://h\n    certificate-authority-data: %s\n"
+                        "    insecure-skip-tls-verify: true\n"
+                        "contexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+                        "users:\n- name: u\n  user: {token: s3cr3t}\ncurrent-context: x\n",
+                        ca_b64()) >= 0);
+        expect_error("insecure-skip-tls-verify: true (YAML boolean) refused", insecure, NULL, -EPERM,
+                     "insecure-skip-tls-verify");
+        expect_error("invalid YAML indentation", "clusters:\n- name: c\n   cluster: [\n", NULL, -EINVAL,
+                     "not valid YAML");
+        expect_error("empty file", "", NULL, -ENODATA, "is empty");
+}
+
 static void test_relative_paths_and_token_rotation(void) {
         _cleanup_kube_config_ CnKubeConfig *c = NULL;
         _cleanup_free_ char *msg = NULL, *k = NULL, *ca = path_in_dir("ca.crt"), *tf = path_in_dir("token");
@@ -368,6 +418,7 @@ int main(void) {
 
         test_good();
         test_errors();
+        test_yaml();
         test_relative_paths_and_token_rotation();
         test_client_cert();
         test_in_cluster();

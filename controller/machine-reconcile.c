@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Infrastructure machine contract decisions. See machine-reconcile.h. */
+#include <errno.h>
+
+#include "json-util.h"
+#include "machine-reconcile.h"
+
+static const char *const step_table[_CN_MACHINE_STEP_MAX] = {
+        [CN_MACHINE_PAUSED] = "paused",
+        [CN_MACHINE_ADD_FINALIZER] = "add-finalizer",
+        [CN_MACHINE_WAIT_OWNER] = "wait-owner",
+        [CN_MACHINE_WAIT_INFRA] = "wait-infrastructure",
+        [CN_MACHINE_WAIT_BOOTSTRAP] = "wait-bootstrap-data",
+        [CN_MACHINE_FAILED] = "failed",
+        [CN_MACHINE_LOOKUP_OR_CREATE] = "lookup-or-create",
+        [CN_MACHINE_POLL] = "poll",
+        [CN_MACHINE_READY] = "ready",
+        [CN_MACHINE_CLEANUP] = "cleanup",
+        [CN_MACHINE_REMOVE_FINALIZER] = "remove-finalizer",
+        [CN_MACHINE_GONE] = "gone",
+};
+
+const char *cn_machine_step_to_string(CnMachineStep s) {
+        return s >= 0 && s < _CN_MACHINE_STEP_MAX ? step_table[s] : NULL;
+}
+
+static bool has_finalizer(json_object *o) {
+        json_object *f = cn_json_get(o, "metadata", "finalizers", NULL);
+
+        for (size_t i = 0; f && json_object_is_type(f, json_type_array) && i < json_object_array_length(f); i++) {
+                const char *s = json_object_get_string(json_object_array_get_idx(f, i));
+
+                if (s && streq(s, CN_MACHINE_FINALIZER))
+                        return true;
+        }
+        return false;
+}
+
+static bool is_true(json_object *o, ...) _sentinel_;
+static bool is_true(json_object *o, ...) {
+        json_object *v;
+        va_list ap;
+
+        va_start(ap, o);
+        v = cn_json_getv(o, ap);
+        va_end(ap);
+        return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+const char *cn_machine_owner_name(json_object *infra_machine) {
+        json_object *refs = cn_json_get(infra_machine, "metadata", "ownerReferences", NULL);
+
+        for (size_t i = 0; refs && json_object_is_type(refs, json_type_array) && i < json_object_array_length(refs);
+             i++) {
+                json_object *ref = json_object_array_get_idx(refs, i);
+                const char *kind = cn_json_string(ref, "kind", NULL), *av = cn_json_string(ref, "apiVersion", NULL);
+
+                if (kind && av && streq(kind, "Machine") && strneq(av, "cluster.x-k8s.io/", 17))
+                        return cn_json_string(ref, "name", NULL);
+        }
+        return NULL;
+}
+
+static bool cluster_infra_ready(json_object *cluster) {
+        /* v1beta2 first, v1beta1 as fallback: Cluster API writes both during the transition. */
+        return is_true(cluster, "status", "initialization", "infrastructureProvisioned", NULL) ||
+               is_true(cluster, "status", "infrastructureReady", NULL);
+}
+
+CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
+                                   bool instance_gone) {
+        bool deleting = cn_json_get(infra_machine, "metadata", "deletionTimestamp", NULL) != NULL;
+
+        if (is_true(cluster, "spec", "paused", NULL) ||
+            cn_json_get(infra_machine, "metadata", "annotations", CN_MACHINE_PAUSED_ANNOTATION, NULL))
+                return CN_MACHINE_PAUSED;
+        if (deleting) {
+                /* A Machine or Cluster that is already gone must not block deletion. */
+                if (!has_finalizer(infra_machine))
+                        return CN_MACHINE_GONE;
+                return instance_gone ? CN_MACHINE_REMOVE_FINALIZER : CN_MACHINE_CLEANUP;
+        }
+        if (!has_finalizer(infra_machine))
+                return CN_MACHINE_ADD_FINALIZER;
+        if (cn_json_string(infra_machine, "status", "failureReason", NULL))
+                return CN_MACHINE_FAILED;
+        if (!machine || !cn_machine_owner_name(infra_machine))
+                return CN_MACHINE_WAIT_OWNER;
+        if (!cluster || !cluster_infra_ready(cluster))
+                return CN_MACHINE_WAIT_INFRA;
+        if (!cn_json_string(infra_machine, "status", "instanceID", NULL)) {
+                if (!cn_json_string(machine, "spec", "bootstrap", "dataSecretName", NULL))
+                        return CN_MACHINE_WAIT_BOOTSTRAP;
+                return CN_MACHINE_LOOKUP_OR_CREATE;
+        }
+        if (is_true(infra_machine, "status", "initialization", "provisioned", NULL) &&
+            is_true(infra_machine, "status", "ready", NULL) && cn_json_string(infra_machine, "spec", "providerID", NULL))
+                return CN_MACHINE_READY;
+        return CN_MACHINE_POLL;
+}
+
+CnMachineMatch cn_machine_match(json_object *instances) {
+        size_t n = instances && json_object_is_type(instances, json_type_array) ? json_object_array_length(instances) : 0;
+
+        return n == 0 ? CN_MACHINE_MATCH_NONE : n == 1 ? CN_MACHINE_MATCH_ONE : CN_MACHINE_MATCH_MANY;
+}
+
+int cn_machine_status_patch(const char *instance_id, const char *instance_state, json_object *addresses, bool ready,
+                            const char *reason, const char *message, json_object **ret) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *cond = json_object_new_object(),
+                                   *conds = json_object_new_array();
+        int r;
+
+        if (!p || !cond || !conds)
+                return -ENOMEM;
+        r = cn_json_set_string(cond, "Ready", "type", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(cond, ready ? "True" : "False", "status", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(cond, reason, "reason", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(cond, strempty(message), "message", NULL);
+        if (r < 0)
+                return r;
+        if (json_object_array_add(conds, TAKE_PTR(cond)) < 0)
+                return -ENOMEM;
+        if (instance_id) {
+                r = cn_json_set_string(p, instance_id, "status", "instanceID", NULL);
+                if (r < 0)
+                        return r;
+        }
+        if (instance_state) {
+                r = cn_json_set_string(p, instance_state, "status", "instanceState", NULL);
+                if (r < 0)
+                        return r;
+        }
+        if (addresses) {
+                r = cn_json_set(p, json_object_get(addresses), "status", "addresses", NULL);
+                if (r < 0)
+                        return r;
+        }
+        r = cn_json_set(p, json_object_new_boolean(ready), "status", "ready", NULL);
+        if (r >= 0)
+                r = cn_json_set(p, json_object_new_boolean(ready), "status", "initialization", "provisioned", NULL);
+        if (r >= 0)
+                r = cn_json_set(p, json_object_get(conds), "status", "conditions", NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(p);
+        return 0;
+}

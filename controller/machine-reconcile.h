@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Cluster API infrastructure machine contract as a decision: given a CloudnodeMachine, its
+ * owner Machine and the Cluster (each NULL when not found), what the reconciler does next. Kept
+ * free of I/O so that every branch of the contract is unit-tested; the reconciler performs the
+ * step and comes back when a watch event or a timer says something changed. */
+#pragma once
+
+#include <stdbool.h>
+
+#include <json-c/json.h>
+
+#define CN_MACHINE_FINALIZER "cloudnodemachine.infrastructure.cluster.x-k8s.io"
+#define CN_MACHINE_PAUSED_ANNOTATION "cluster.x-k8s.io/paused"
+#define CN_MACHINE_UID_LABEL "cloudnode.io/machine-uid"
+
+typedef enum CnMachineStep {
+        CN_MACHINE_PAUSED,            /* Cluster spec.paused or the paused annotation: touch nothing */
+        CN_MACHINE_ADD_FINALIZER,
+        CN_MACHINE_WAIT_OWNER,        /* no owner Machine yet */
+        CN_MACHINE_WAIT_INFRA,        /* the Cluster's infrastructure is not provisioned yet */
+        CN_MACHINE_WAIT_BOOTSTRAP,    /* spec.bootstrap.dataSecretName not set yet */
+        CN_MACHINE_FAILED,            /* a terminal failure is recorded: no retries */
+        CN_MACHINE_LOOKUP_OR_CREATE,  /* no instance recorded: look up by UID, adopt or create */
+        CN_MACHINE_POLL,              /* instance recorded, not ready: poll with backoff */
+        CN_MACHINE_READY,             /* nothing to do */
+        CN_MACHINE_CLEANUP,           /* deleting: delete the instance until the cloud confirms */
+        CN_MACHINE_REMOVE_FINALIZER,  /* deleting and the instance is gone */
+        CN_MACHINE_GONE,              /* deleting without our finalizer: nothing to do */
+        _CN_MACHINE_STEP_MAX,
+} CnMachineStep;
+
+const char *cn_machine_step_to_string(CnMachineStep s);
+
+/* instance_gone: during deletion, whether the cloud confirmed that no instance exists. */
+CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
+                                   bool instance_gone);
+
+/* The owner Machine's name from metadata.ownerReferences (kind Machine, group cluster.x-k8s.io). */
+const char *cn_machine_owner_name(json_object *infra_machine);
+
+typedef enum CnMachineMatch {
+        CN_MACHINE_MATCH_NONE,
+        CN_MACHINE_MATCH_ONE,
+        CN_MACHINE_MATCH_MANY,
+} CnMachineMatch;
+
+/* Instances found by the UID label: none (create), one (adopt), several (refuse). */
+CnMachineMatch cn_machine_match(json_object *instances);
+
+/* The merge patch for the status subresource of a provisioned (ready) or still provisioning
+ * machine: v1beta2 status.initialization.provisioned, v1beta1 status.ready, addresses, the
+ * instance id/state and a Ready condition with a reason. */
+int cn_machine_status_patch(const char *instance_id, const char *instance_state, json_object *addresses, bool ready,
+                            const char *reason, const char *message, json_object **ret);

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Incremental parser of a watch response: the API server streams one JSON object per event,
+ * {"type": "ADDED", "object": {...}}, in chunks that split events anywhere. json-c's tokener keeps
+ * the partial state between chunks, so each event is handed out as soon as its last byte arrives
+ * and nothing is buffered beyond the event being parsed (capped at max_event_size). */
+#include <limits.h>
+
+#include "kube-client.h"
+#include "log.h"
+
+struct CnKubeWatchParser {
+        json_tokener *tok;
+        size_t max_event_size;
+        size_t current; /* bytes of the event being parsed */
+        bool in_event;  /* a non-whitespace byte was seen since the last complete event */
+        int error;
+        char *error_message;
+        CnKubeWatchParserFn fn;
+        void *userdata;
+};
+
+int cn_kube_watch_parser_new(size_t max_event_size, CnKubeWatchParserFn fn, void *userdata,
+                             CnKubeWatchParser **ret) {
+        CnKubeWatchParser *p;
+
+        assert(fn);
+        assert(ret);
+
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        /* Kubernetes objects nest deeper than json-c's default depth of 32 (CRD schemas). */
+        p->tok = json_tokener_new_ex(128);
+        if (!p->tok) {
+                free(p);
+                return -ENOMEM;
+        }
+        /* Events follow each other in one chunk: trailing bytes are the next event, not garbage. */
+        json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS | JSON_TOKENER_VALIDATE_UTF8);
+        p->max_event_size = max_event_size > 0 ? max_event_size : CN_KUBE_DEFAULT_MAX_RESPONSE;
+        p->fn = fn;
+        p->userdata = userdata;
+        *ret = p;
+        return 0;
+}
+
+CnKubeWatchParser *cn_kube_watch_parser_free(CnKubeWatchParser *p) {
+        if (!p)
+                return NULL;
+        json_tokener_free(p->tok);
+        free(p->error_message);
+        free(p);
+        return NULL;
+}
+
+bool cn_kube_watch_parser_partial(CnKubeWatchParser *p) {
+        assert(p);
+        return p->in_event;
+}
+
+static int dispatch(CnKubeWatchParser *p, json_object *event) {
+        json_object *type_o, *object;
+        const char *type;
+        CnKubeWatchEventType t;
+
+        if (!json_object_is_type(event, json_type_object) ||
+            !json_object_object_get_ex(event, "type", &type_o) || !json_object_is_type(type_o, json_type_string) ||
+            !json_object_object_get_ex(event, "object", &object) || !json_object_is_type(object, json_type_object))
+                return log_debug_errno(EBADMSG, "Watch event is not {\"type\": ..., \"object\": {...}}.");
+        type = json_object_get_string(type_o);
+
+        if (streq(type, "ERROR")) {
+                const char *message = NULL;
+                int r = cn_kube_status_object_to_errno(0, object, NULL, &message);
+
+                free(p->error_message);
+                p->error_message = message ? strdup(message) : NULL;
+                log_debug_errno(r, "Watch ERROR event: %s", strna(message));
+                return r;
+        }
+
+        t = cn_kube_watch_event_type_from_string(type);
+        if (t < 0)
+                return log_debug_errno(EBADMSG, "Unknown watch event type \"%.32s\".", type);
+        return p->fn(t, object, p->userdata);
+}
+
+static int feed(CnKubeWatchParser *p, const char *data, size_t size) {
+        while (size > 0) {
+                json_object *event;
+                enum json_tokener_error e;
+                size_t used;
+                int chunk, r;
+
+                if (!p->in_event) {
+                        size_t ws = 0;
+
+                        while (ws < size && strchr(" \t\r\n", data[ws]))
+                                ws++;
+                        data += ws;
+                        size -= ws;
+                        if (size == 0)
+                                return 0;
+                        p->in_event = true;
+                }
+
+                chunk = size > INT_MAX ? INT_MAX : (int) size;
+                event = json_tokener_parse_ex(p->tok, data, chunk);
+                e = json_tokener_get_error(p->tok);
+                if (e == json_tokener_continue) {
+                        p->current += (size_t) chunk;
+                        if (p->current > p->max_event_size)
+                                return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.",
+                                                       p->max_event_size);
+                        data += chunk;
+                        size -= (size_t) chunk;
+                        continue;
+                }
+                if (e != json_tokener_success || !event) {
+                        json_object_put(event);
+                        return log_debug_errno(EBADMSG, "Malformed watch stream: %s",
+                                               json_tokener_error_desc(e));
+                }
+
+                used = json_tokener_get_parse_end(p->tok);
+                p->current += used;
+                json_tokener_reset(p->tok);
+                p->in_event = false;
+                if (p->current > p->max_event_size) {
+                        json_object_put(event);
+                        return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.", p->max_event_size);
+                }
+                p->current = 0;
+                data += used;
+                size -= used;
+
+                r = dispatch(p, event);
+                json_object_put(event);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int cn_kube_watch_parser_feed(CnKubeWatchParser *p, const void *data, size_t size, char **reterr_message) {
+        assert(p);
+        assert(data || size == 0);
+
+        if (p->error >= 0)
+                p->error = feed(p, data, size);
+        if (p->error < 0 && reterr_message && p->error_message) {
+                free(*reterr_message);
+                *reterr_message = strdup(p->error_message);
+        }
+        return p->error;
+}

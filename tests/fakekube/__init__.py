@@ -1,0 +1,11 @@
+"""Modules of tests/fake-kube-apiserver, a Kubernetes API server for tests (standard library only).
+
+certs     CA, server and client certificates through the openssl CLI
+errors    metav1.Status bodies phrased as the real API server phrases them
+types     the built-in resource types, defaults and validation
+selectors label and field selectors
+patch     JSON merge patch, JSON patch, strategic merge patch
+store     objects, the global resourceVersion, history, watchers
+rbac      RBAC authorization
+server    HTTP handling, authentication, discovery, watch, faults, audit log
+"""

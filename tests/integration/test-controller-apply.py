@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""cloudnode-controller run against tests/fake-kube-apiserver, under its own ServiceAccount with
+the RBAC of manifests/controller: first install, zero writes on an idempotent pass (counted in the
+audit log), drift reverted, images and cloud config changes rolled out, API faults survived,
+status conditions, leader election and the health endpoints."""
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap, build, src  # noqa: E402
+
+try:
+    import yaml  # noqa: E402
+    from fakekube import FakeKube  # noqa: E402
+except ImportError as e:  # the fake API server is part of the tree; without it nothing can run
+    FakeKube = None
+    IMPORT_ERROR = str(e)
+
+NS = "cloudnode"
+USER = "system:serviceaccount:%s:cloudnode-controller" % NS
+DEPLOY = "/apis/apps/v1/namespaces/%s/deployments/cloudnode-cloud-controller-manager" % NS
+CLOUD_CONF = "/api/v1/namespaces/%s/configmaps/cloud-conf" % NS
+SOURCE = "/api/v1/namespaces/%s/configmaps/cloud-provider-config" % NS
+IMAGES = "/api/v1/namespaces/%s/configmaps/cloud-controller-manager-images" % NS
+CROLE = "/apis/rbac.authorization.k8s.io/v1/clusterroles/cloudnode:node-initializer"
+STATUS = "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators/cloudnode"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+CONFIG_HASH = "cloudnode.io/cloud-config-hash"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(fn, timeout=20.0, step=0.05):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    return last
+
+
+def load_yaml(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+class Controller:
+    def __init__(self, k, tmp, extra=()):
+        self.k, self.port = k, free_port()
+        self.log = open(os.path.join(tmp, "controller-%d.log" % self.port), "w+")
+        self.p = subprocess.Popen(
+            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
+             "--namespace", NS, "--cloud-config-source", NS + "/cloud-provider-config",
+             "--bind-address", "127.0.0.1", "--port", str(self.port), "-v", "4"] + list(extra),
+            stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, HTTP_PROXY="", HTTPS_PROXY="",
+                                                                NO_PROXY=""))
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path), timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError:
+            return None, ""
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+
+def get(k, path):
+    code, obj = k.api("GET", path)
+    return obj if code == 200 else None
+
+
+def container(dep):
+    return dep["spec"]["template"]["spec"]["containers"][0]
+
+
+def condition(k, typ):
+    st = get(k, STATUS)
+    for c in ((st or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == typ:
+            return c
+    return None
+
+
+def converged(k):
+    a, p, d = condition(k, "Available"), condition(k, "Progressing"), condition(k, "Degraded")
+    return bool(a and p and d and a["status"] == "True" and p["status"] == "False" and d["status"] == "False")
+
+
+def writes_by_controller(k, since=0):
+    return [a for a in k.audit()[since:] if a.get("user") == USER and a.get("verb") in WRITE_VERBS]
+
+
+def setup_cluster(k):
+    for doc in load_yaml(src("manifests", "crds", "operator", "operator.cloudnode.io_cloudnodeoperators.yaml")):
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+    k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for doc in load_yaml(src("manifests", "controller", "images-configmap.yaml")):
+        k.api("POST", "/api/v1/namespaces/%s/configmaps" % NS, doc)
+    k.api("POST", "/api/v1/namespaces/%s/configmaps" % NS,
+          {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
+           "data": {"config": "[Global]\nregion = fsn1\n"}})
+    for i in range(3):
+        k.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "cp-%d" % i, "labels": {"node-role.kubernetes.io/control-plane": ""}}})
+    wait_for(lambda: k.api("GET", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators")[0] == 200)
+
+
+def test_first_install(t, k, tmp):
+    c = Controller(k, tmp)
+    try:
+        ok = wait_for(lambda: converged(k), 30)
+        t.ok(ok, "first install converges (Available, not Progressing, not Degraded)", c.output()[-3000:])
+        dep = get(k, DEPLOY)
+        t.ok(dep is not None, "initializer Deployment created")
+        if not dep:
+            return
+        images = json.loads(load_yaml(src("manifests", "controller", "images-configmap.yaml"))[0]["data"]["images.json"])
+        t.eq(container(dep)["image"], images["cloudControllerManager"], "image from images.json")
+        t.eq(dep["spec"]["replicas"], 2, "two replicas with three control-plane nodes")
+        conf = get(k, CLOUD_CONF)
+        t.eq((conf or {}).get("data"), {"cloud.conf": "[Global]\nregion = fsn1\n"},
+             "cloud-conf synced under the key cloud.conf")
+        t.eq(dep["spec"]["template"]["metadata"]["annotations"].get(CONFIG_HASH),
+             hashlib.sha256(b"[Global]\nregion = fsn1\n").hexdigest(), "config hash on the pod template")
+        for path in ["/api/v1/namespaces/%s/serviceaccounts/cloudnode-node-initializer" % NS,
+                     "/api/v1/namespaces/%s/serviceaccounts/cloudnode-cloud-controller-manager" % NS,
+                     CROLE, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cloudnode:node-initializer",
+                     "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles/cloudnode:cloud-controller-manager" % NS,
+                     "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/cloudnode-cloud-controller-manager" % NS]:
+            t.ok(get(k, path) is not None, "created " + path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
+        t.ok(not [a for a in k.audit() if a.get("user") == USER and a.get("code") == 403],
+             "no request of the controller was forbidden by its RBAC")
+        code, body = c.get("/healthz")
+        t.eq(code, 200, "/healthz")
+        t.eq(c.get("/readyz")[0], 200, "/readyz once synced")
+        code, body = c.get("/metrics")
+        t.ok(code == 200 and "cloudnode_controller_reconciles_total" in body, "/metrics", body[:500])
+        events = [e for e in (get(k, "/api/v1/namespaces/%s/events" % NS) or {}).get("items", [])
+                  if e.get("reason") == "Created"]
+        t.ok(events, "Events recorded for creates")
+    finally:
+        t.eq(c.stop(), 0, "SIGTERM exits 0")
+
+
+def test_idempotent(t, k, tmp):
+    before = len(k.audit())
+    c = Controller(k, tmp)
+    try:
+        # Ready means the caches are synced and the first pass has run (it runs on sync).
+        t.ok(wait_for(lambda: c.get("/readyz")[0] == 200, 20), "second instance ready")
+        m = wait_for(lambda: "cloudnode_controller_reconciles_total{result=\"unchanged\"}" in c.get("/metrics")[1], 20)
+        t.ok(m, "second instance completed a pass that changed nothing")
+        time.sleep(1.0)
+        w = writes_by_controller(k, before)
+        t.eq([(a.get("verb"), a.get("path")) for a in w], [], "zero writes on an idempotent pass")
+    finally:
+        c.stop()
+
+
+def test_drift(t, k, tmp):
+    c = Controller(k, tmp)
+    try:
+        wait_for(lambda: converged(k), 20)
+        want = get(k, DEPLOY)
+        want_image = container(want)["image"]
+        want_args = container(want)["args"]
+
+        k.api("PATCH", DEPLOY, {"spec": {"template": {"spec": {"containers": [
+            dict(container(want), image="evil.example/ccm:1")]}}}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: container(get(k, DEPLOY))["image"] == want_image), "image drift reverted")
+
+        k.api("PATCH", DEPLOY, {"spec": {"template": {"spec": {"containers": [
+            dict(container(want), args=want_args[:-1])]}}}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: container(get(k, DEPLOY))["args"] == want_args), "args drift reverted")
+
+        k.api("PATCH", DEPLOY, {"spec": {"replicas": 7}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: get(k, DEPLOY)["spec"]["replicas"] == 2), "replicas drift reverted")
+
+        k.api("PATCH", DEPLOY, {"metadata": {"labels": {"team": "other"}}}, "application/merge-patch+json")
+        time.sleep(1.0)
+        t.eq(get(k, DEPLOY)["metadata"]["labels"].get("team"), "other", "fields we do not own are left alone")
+
+        role = get(k, CROLE)
+        rules = role["rules"]
+        bad = [dict(rules[0], verbs=rules[0]["verbs"] + ["delete"])] + rules[1:]
+        k.api("PATCH", CROLE, {"rules": bad}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: get(k, CROLE)["rules"] == rules), "RBAC rule drift reverted")
+
+        k.api("DELETE", "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/cloudnode-cloud-controller-manager" % NS)
+        t.ok(wait_for(lambda: get(k, "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/"
+                                     "cloudnode-cloud-controller-manager" % NS)), "deleted object recreated")
+    finally:
+        c.stop()
+
+
+def test_rollouts(t, k, tmp):
+    c = Controller(k, tmp)
+    try:
+        wait_for(lambda: converged(k), 20)
+        k.api("PATCH", IMAGES, {"data": {"images.json": json.dumps(
+            {"cloudControllerManager": "registry.example/ccm:2", "cloudNodeManager": "registry.example/cnm:2"})}},
+            "application/merge-patch+json")
+        t.ok(wait_for(lambda: container(get(k, DEPLOY))["image"] == "registry.example/ccm:2"),
+             "images ConfigMap change rolls out the new image")
+
+        old_hash = get(k, DEPLOY)["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH]
+        k.api("PATCH", SOURCE, {"data": {"config": "[Global]\nregion = nbg1\n"}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: (get(k, CLOUD_CONF) or {}).get("data", {}).get("cloud.conf") == "[Global]\nregion = nbg1\n"),
+             "cloud config change updates cloud-conf")
+        t.ok(wait_for(lambda: get(k, DEPLOY)["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH] ==
+                      hashlib.sha256(b"[Global]\nregion = nbg1\n").hexdigest()),
+             "and the pod template hash (old %s)" % old_hash[:12])
+
+        k.api("PATCH", IMAGES, {"data": {"images.json": "{not json"}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: (condition(k, "Degraded") or {}).get("status") == "True"),
+             "invalid images.json reports Degraded")
+        t.eq(container(get(k, DEPLOY))["image"], "registry.example/ccm:2", "and changes nothing")
+        k.api("PATCH", IMAGES, {"data": {"images.json": json.dumps(
+            {"cloudControllerManager": "registry.example/ccm:3", "cloudNodeManager": "registry.example/cnm:3"})}},
+            "application/merge-patch+json")
+        t.ok(wait_for(lambda: converged(k) and container(get(k, DEPLOY))["image"] == "registry.example/ccm:3"),
+             "recovers when images.json is fixed")
+    finally:
+        c.stop()
+
+
+def test_faults(t, k, tmp):
+    # Delete everything we applied, then make the API fail the first writes.
+    for path in [DEPLOY, CROLE, CLOUD_CONF]:
+        k.api("DELETE", path)
+    wait_for(lambda: get(k, DEPLOY) is None)
+    k.inject({"verb": "create", "resource": "deployments", "code": 500, "count": 3})
+    k.inject({"verb": "create", "resource": "clusterroles", "code": 503, "count": 2})
+    k.inject({"verb": "create", "resource": "configmaps", "code": 429, "retryAfter": 1, "count": 1})
+    c = Controller(k, tmp)
+    try:
+        t.ok(wait_for(lambda: get(k, DEPLOY) and get(k, CROLE) and get(k, CLOUD_CONF) and converged(k), 60),
+             "API faults during apply end converged", c.output()[-3000:])
+        failed = [a for a in k.audit() if a.get("user") == USER and a.get("code", 0) >= 500]
+        t.ok(failed, "the faults were hit (%d failed requests)" % len(failed))
+    finally:
+        c.stop()
+
+
+def test_leader_election(t, k, tmp):
+    c1 = Controller(k, tmp, ["--leader-elect=true", "--leader-elect-lease-duration=4s",
+                             "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"])
+    try:
+        lease = wait_for(lambda: get(k, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/cloudnode-controller" % NS))
+        t.ok(lease and lease["spec"].get("holderIdentity"), "the leader holds the Lease")
+        t.ok(wait_for(lambda: "cloudnode_controller_leader 1" in c1.get("/metrics")[1]), "leader gauge is 1")
+    finally:
+        c1.stop()
+    lease = get(k, "/apis/coordination.k8s.io/v1/namespaces/%s/leases/cloudnode-controller" % NS)
+    t.ok(lease and not lease["spec"].get("holderIdentity"), "the Lease is released on SIGTERM")
+
+
+def main():
+    t = Tap()
+    if FakeKube is None:
+        t.skip_all("tests/pylib/fakekube.py is not available: %s" % IMPORT_ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")]) as k:
+            setup_cluster(k)
+            t.run(test_first_install, k, tmp)
+            t.run(test_idempotent, k, tmp)
+            t.run(test_drift, k, tmp)
+            t.run(test_rollouts, k, tmp)
+            t.run(test_faults, k, tmp)
+            t.run(test_leader_election, k, tmp)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

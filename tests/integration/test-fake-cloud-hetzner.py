@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""tests/fake-cloud Hetzner Cloud API: auth, servers, actions over time, selectors, errors,
+rate limiting, and servers showing up in the metadata service."""
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+
+AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
+
+
+def wait_action(c, aid, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        st, _, body = c.get("/v1/actions/%d" % aid, AUTH)
+        if body["action"]["status"] != "running":
+            return body["action"]
+        time.sleep(0.1)
+    return None
+
+
+def test_auth(t, c):
+    st, h, body = c.get("/v1/servers")
+    t.eq(st, 401, "no token: 401")
+    t.eq(body["error"]["code"], "unauthorized", "error code unauthorized")
+    t.ok(set(body["error"]) >= {"code", "message"}, "error body shape", body)
+    st, _, _ = c.get("/v1/servers", {"Authorization": "Bearer wrong"})
+    t.eq(st, 401, "wrong token: 401")
+    st, h, body = c.get("/v1/servers", AUTH)
+    t.eq((st, body["servers"]), (200, []), "empty list")
+    t.eq(body["meta"]["pagination"]["total_entries"], 0, "pagination meta")
+    for k in ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"):
+        t.ok(k in h, "%s header present" % k, h)
+
+
+def test_servers(t, c):
+    body = {"name": "worker-1", "server_type": "cx22", "image": "ubuntu-24.04", "location": "hel1",
+            "labels": {"cluster": "c1", "role": "worker"}, "user_data": "#cloud-config\n", "networks": [4711]}
+    st, h, out = c.api("POST", "/v1/servers", body, AUTH)
+    t.eq(st, 201, "create 201")
+    srv, action = out["server"], out["action"]
+    t.eq((srv["name"], srv["status"], srv["server_type"]["name"], srv["location"]["name"]),
+         ("worker-1", "initializing", "cx22", "hel1"), "created server fields")
+    t.eq(srv["datacenter"]["location"]["network_zone"], "eu-central", "datacenter location network zone")
+    t.eq((action["command"], action["status"]), ("create_server", "running"), "create action running")
+    t.ok(isinstance(out["next_actions"], list) and "root_password" in out, "create envelope keys", out)
+    st, _, dup = c.api("POST", "/v1/servers", body, AUTH)
+    t.ok(st == 409 and dup["error"]["code"] == "uniqueness_error", "same name: uniqueness_error", dup)
+    done = wait_action(c, action["id"])
+    t.ok(done and done["status"] == "success" and done["progress"] == 100 and done["finished"],
+         "action reaches success", done)
+    st, _, got = c.get("/v1/servers/%d" % srv["id"], AUTH)
+    t.eq(got["server"]["status"], "running", "server running after the action")
+    inv = c.get_instance(str(srv["id"]))
+    t.eq([(n["network"], n["ip"]) for n in got["server"]["private_net"]], [(4711, inv["private_ipv4"])],
+         "private_net lists the attached network")
+    t.eq(got["server"]["public_net"]["ipv4"]["ip"], inv["public_ipv4"], "public ipv4 from the inventory")
+
+    # metadata of the created server
+    iid = str(srv["id"])
+    st, _, hostname = c.get("/hetzner/v1/metadata/hostname", base=c.metadata_url(iid))
+    t.eq((st, hostname), (200, "worker-1"), "created server appears in the metadata service")
+    st, _, pn = c.get("/hetzner/v1/metadata/private-networks", base=c.metadata_url(iid))
+    t.ok(got["server"]["private_net"][0]["ip"] in pn, "metadata private-networks matches the API", pn)
+    t.eq(c.get("/hetzner/v1/userdata", base=c.metadata_url(iid))[2], "#cloud-config\n", "userdata")
+
+    c.api("POST", "/v1/servers", {"name": "cp-1", "server_type": "cx32", "image": "debian-12",
+                                  "location": "fsn1", "labels": {"cluster": "c1", "role": "cp"}}, AUTH)
+    c.api("POST", "/v1/servers", {"name": "other", "server_type": "cx22", "image": "debian-12",
+                                  "labels": {"cluster": "c2"}}, AUTH)
+
+    def names(q):
+        st, _, b = c.get("/v1/servers?" + q, AUTH)
+        return sorted(s["name"] for s in b["servers"]) if st == 200 else st
+    t.eq(names("label_selector=cluster%3Dc1"), ["cp-1", "worker-1"], "label_selector k=v")
+    t.eq(names("label_selector=cluster%3Dc1,role!%3Dcp"), ["worker-1"], "label_selector AND with !=")
+    t.eq(names("label_selector=role"), ["cp-1", "worker-1"], "label_selector existence")
+    t.eq(names("label_selector=!role"), ["other"], "label_selector absence")
+    t.eq(names("label_selector=role%20in%20(cp,x)"), ["cp-1"], "label_selector in (...)")
+    t.eq(names("label_selector=cluster%20notin%20(c1)"), ["other"], "label_selector notin")
+    t.eq(names("name=cp-1"), ["cp-1"], "name filter")
+    t.eq(names("name=nope"), [], "name filter no match")
+    t.eq(names("label_selector=%3D%3Dbad"), 400, "bad selector: 400")
+    st, _, b = c.get("/v1/servers?per_page=2&page=2", AUTH)
+    t.eq((len(b["servers"]), b["meta"]["pagination"]["last_page"], b["meta"]["pagination"]["previous_page"]),
+         (1, 2, 1), "pagination")
+
+    # delete returns an action; the server is gone once it completes
+    st, _, d = c.api("DELETE", "/v1/servers/%d" % srv["id"], None, AUTH)
+    t.eq((st, d["action"]["command"]), (200, "delete_server"), "delete returns an action")
+    wait_action(c, d["action"]["id"])
+    st, _, nf = c.get("/v1/servers/%d" % srv["id"], AUTH)
+    t.ok(st == 404 and nf["error"]["code"] == "not_found", "deleted server: not_found", nf)
+    t.eq(c.get("/hetzner/v1/metadata/hostname", base=c.metadata_url(iid))[0], 404, "deleted server leaves metadata")
+    st, _, nf = c.get("/v1/actions/999999", AUTH)
+    t.eq(nf["error"]["code"], "not_found", "unknown action not_found")
+
+
+def test_invalid(t, c):
+    def create(body):
+        return c.api("POST", "/v1/servers", body, AUTH)
+    st, _, b = create({"server_type": "cx22", "image": "debian-12"})
+    t.ok(st == 400 and b["error"]["code"] == "invalid_input" and b["error"]["details"]["fields"][0]["name"] == "name",
+         "missing name: invalid_input naming the field", b)
+    st, _, b = create({"name": "bad_name!", "server_type": "cx22", "image": "debian-12"})
+    t.eq((st, b["error"]["code"]), (400, "invalid_input"), "invalid hostname")
+    st, _, b = create({"name": "x1", "server_type": "nope", "image": "debian-12"})
+    t.eq(b["error"]["details"]["fields"][0]["name"], "server_type", "unknown server type")
+    st, _, b = create({"name": "x1", "server_type": "cx22", "image": "debian-12", "location": "mars"})
+    t.eq(b["error"]["details"]["fields"][0]["name"], "location", "unknown location")
+    st, _, b = create({"name": "x1", "server_type": "cx22", "image": "debian-12", "labels": {"bad key": "v"}})
+    t.eq(b["error"]["details"]["fields"][0]["name"], "labels", "invalid label")
+    st, _, b = c.api("POST", "/v1/servers", "{not json", {**AUTH, "Content-Type": "application/json"})
+    t.eq((st, b["error"]["code"]), (400, "json_error"), "malformed JSON: json_error")
+
+
+def test_catalog(t, c):
+    st, _, b = c.get("/v1/server_types", AUTH)
+    t.ok(st == 200 and any(x["name"] == "cx22" for x in b["server_types"]), "server_types lists cx22")
+    cx22 = next(x for x in b["server_types"] if x["name"] == "cx22")
+    t.ok({"cores", "memory", "disk", "prices", "architecture", "cpu_type"} <= set(cx22), "server type fields")
+    st, _, b = c.get("/v1/server_types?name=cx32", AUTH)
+    t.eq([x["name"] for x in b["server_types"]], ["cx32"], "server_types name filter")
+    st, _, b = c.get("/v1/locations", AUTH)
+    zones = {x["name"]: x["network_zone"] for x in b["locations"]}
+    t.eq((zones.get("fsn1"), zones.get("ash")), ("eu-central", "us-east"), "locations with network zones")
+    st, _, b = c.get("/v1/datacenters", AUTH)
+    t.ok(any(d["name"] == "fsn1-dc14" for d in b["datacenters"]), "datacenters")
+
+
+def test_ratelimit(t, c):
+    c.settings(hetzner_ratelimit_limit=3, hetzner_ratelimit_refill_per_second=0.5)
+    c.clear_requests()
+    # The bucket carries over from earlier requests; start from a fresh token.
+    c.settings(hetzner_tokens=[HETZNER_TOKEN, "second-token"])
+    auth = {"Authorization": "Bearer second-token"}
+    rem = []
+    for _ in range(3):
+        st, h, _ = c.get("/v1/servers", auth)
+        rem.append((st, h["RateLimit-Remaining"], h["RateLimit-Limit"]))
+    t.eq(rem, [(200, "2", "3"), (200, "1", "3"), (200, "0", "3")], "remaining counts down")
+    st, h, b = c.get("/v1/servers", auth)
+    t.ok(st == 429 and b["error"]["code"] == "rate_limit_exceeded", "empty bucket: 429 rate_limit_exceeded", b)
+    t.ok(int(h["RateLimit-Reset"]) > time.time(), "RateLimit-Reset in the future", h)
+    time.sleep(2.1)
+    t.eq(c.get("/v1/servers", auth)[0], 200, "bucket refills over time")
+    c.settings(hetzner_ratelimit_limit=3600, hetzner_ratelimit_refill_per_second=1.0)
+
+
+def test_action_error(t, c):
+    c.settings(hetzner_action_errors=[{"code": "server_error", "message": "no capacity"}])
+    st, _, out = c.api("POST", "/v1/servers", {"name": "fails", "server_type": "cx22", "image": "debian-12"}, AUTH)
+    a = wait_action(c, out["action"]["id"])
+    t.ok(a and a["status"] == "error" and a["error"]["code"] == "server_error", "queued action error", a)
+
+
+def main():
+    t = Tap()
+    with tempfile.TemporaryDirectory(prefix="cn-fake-hetzner-") as tmp:
+        with FakeCloud(tmp, extra_args=["--action-seconds", "0.4"]) as c:
+            for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error):
+                t.run(fn, c)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

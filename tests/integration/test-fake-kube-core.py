@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""tests/fake-kube-apiserver: authentication, CRUD semantics, patches, status subresource,
+finalizers, conflicts and validation, checked through its HTTP API."""
+import json
+import os
+import shutil
+import ssl
+import sys
+import http.client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from fakekube import FakeKube, state_dir  # noqa: E402
+
+TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
+
+
+def node(name, **spec):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
+
+
+def test_auth(t, k):
+    t.ok(k.url.startswith("https://127.0.0.1:") and not k.url.endswith(":0"), "URL has the real port")
+    mode = os.stat(k.kubeconfig).st_mode & 0o777
+    t.eq(mode, 0o600, "admin.kubeconfig is 0600")
+    with open(k.kubeconfig) as f:
+        cfg = json.load(f)
+    t.ok("certificate-authority-data" in cfg["clusters"][0]["cluster"], "CA embedded in kubeconfig")
+    # No credentials: 401 with a Status body.
+    ctx = ssl.create_default_context(cafile=os.path.join(k.state_dir, "ca.crt"))
+    c = http.client.HTTPSConnection(k.host, k.port, context=ctx, timeout=10)
+    c.request("GET", "/api/v1/nodes")
+    r = c.getresponse()
+    body = json.loads(r.read())
+    c.close()
+    t.eq((r.status, body.get("reason"), body.get("kind")), (401, "Unauthorized", "Status"), "no credentials: 401")
+    st, _ = k.api("GET", "/api/v1/nodes", token="not-a-token")
+    t.eq(st, 401, "unknown bearer token: 401")
+    # TLS verification against a wrong CA fails (the CA is the server's own).
+    bad = ssl.create_default_context()
+    c = http.client.HTTPSConnection(k.host, k.port, context=bad, timeout=10)
+    try:
+        c.request("GET", "/version")
+        c.getresponse()
+        t.ok(False, "server certificate not trusted by the system CAs")
+    except ssl.SSLError:
+        t.ok(True, "server certificate not trusted by the system CAs")
+    finally:
+        c.close()
+    tok = k.token_for("system:serviceaccount:kube-system:cn")
+    st, r = k.api("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                  {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=tok)
+    t.eq(st, 201, "selfsubjectreview as service account")
+    ui = (r.get("status") or {}).get("userInfo") or {}
+    t.eq((ui.get("username"), sorted(ui.get("groups") or [])),
+         ("system:serviceaccount:kube-system:cn",
+          ["system:authenticated", "system:serviceaccounts", "system:serviceaccounts:kube-system"]),
+         "service account identity and groups")
+    st, r = k.api("GET", "/version", token=tok)
+    t.eq((st, r.get("major")), (200, "1"), "discovery allowed for authenticated users")
+    st, r = k.api("GET", "/api/v1/nodes", token=tok)
+    t.eq(st, 403, "service account without RBAC cannot list nodes")
+    t.eq(r.get("message"), 'nodes is forbidden: User "system:serviceaccount:kube-system:cn" cannot list resource '
+         '"nodes" in API group "" at the cluster scope', "403 message phrased like the real server")
+    st, r = k.api("POST", "/fakekube/tokens", {"user": "x"}, token=tok)
+    t.eq(st, 403, "admin endpoint refused to non-admin")
+
+
+def test_crud(t, k):
+    st, n = k.api("POST", "/api/v1/nodes", node("n1", taints=[TAINT]))
+    t.eq(st, 201, "create node")
+    md = n["metadata"]
+    t.ok(md.get("uid") and md.get("creationTimestamp") and md.get("resourceVersion"), "uid, timestamp, rv set")
+    t.ok("generation" not in md, "nodes carry no generation (as on the real server)")
+    st, r = k.api("POST", "/api/v1/nodes", node("n1"))
+    t.eq((st, r["reason"], r["message"]), (409, "AlreadyExists", 'nodes "n1" already exists'), "AlreadyExists")
+    st, r = k.api("GET", "/api/v1/nodes/nope")
+    t.eq((st, r["reason"], r["message"], r["details"]), (404, "NotFound", 'nodes "nope" not found',
+                                                          {"name": "nope", "kind": "nodes"}), "NotFound body")
+    st, cm = k.api("POST", "/api/v1/namespaces/default/configmaps",
+                   {"metadata": {"generateName": "cfg-"}, "data": {"a": "1"}})
+    t.ok(st == 201 and cm["metadata"]["name"].startswith("cfg-") and len(cm["metadata"]["name"]) == 9,
+         "generateName", cm)
+    st, r = k.api("POST", "/api/v1/namespaces/nope/configmaps", {"metadata": {"name": "x"}})
+    t.eq((st, r.get("message")), (404, 'namespaces "nope" not found'), "create in a missing namespace")
+    st, r = k.api("POST", "/api/v1/namespaces/kube-system/configmaps",
+                  {"metadata": {"name": "x", "namespace": "default"}})
+    t.eq(st, 400, "namespace in body differs from path")
+    # Global resourceVersion: every write increments, across types.
+    rv1 = int(cm["metadata"]["resourceVersion"])
+    st, s = k.api("POST", "/api/v1/namespaces/default/secrets",
+                  {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
+    t.eq(int(s["metadata"]["resourceVersion"]), rv1 + 1, "one global resourceVersion counter")
+    t.eq((s.get("data"), "stringData" in s, s.get("type")), ({"k": "dg=="}, False, "Opaque"),
+         "secret stringData stored as data")
+    # Update with a stale resourceVersion: 409 Conflict.
+    stale = dict(cm, data={"a": "2"})
+    st, cm2 = k.api("PUT", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"], stale)
+    t.eq(st, 200, "update with current resourceVersion")
+    st, r = k.api("PUT", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"], stale)
+    t.eq((st, r["reason"]), (409, "Conflict"), "update with stale resourceVersion: Conflict")
+    t.eq(r["message"], 'Operation cannot be fulfilled on configmaps "%s": the object has been modified; please '
+         'apply your changes to the latest version and try again' % cm["metadata"]["name"], "Conflict message")
+    # A no-op write changes nothing.
+    st, cm3 = k.api("PATCH", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"],
+                    {"data": {"a": "2"}}, "application/merge-patch+json")
+    t.eq(cm3["metadata"]["resourceVersion"], cm2["metadata"]["resourceVersion"], "no-op patch keeps resourceVersion")
+    st, r = k.api("PUT", "/api/v1/nodes/ghost", node("ghost"))
+    t.eq(st, 404, "update of a missing node is 404 (no create on update)")
+    st, r = k.api("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l1",
+                  {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l1"},
+                   "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})
+    t.eq(st, 201, "leases are created on update, as on the real server")
+
+
+def test_patches(t, k):
+    st, n = k.api("GET", "/api/v1/nodes/n1")
+    rv = n["metadata"]["resourceVersion"]
+    p = {"metadata": {"resourceVersion": rv, "labels": {"topology.kubernetes.io/zone": "z1"}},
+         "spec": {"providerID": "aws:///z1/i-1", "taints": None}}
+    st, n2 = k.api("PATCH", "/api/v1/nodes/n1", p, "application/merge-patch+json")
+    t.eq((st, n2["spec"].get("providerID"), "taints" in n2["spec"]), (200, "aws:///z1/i-1", False),
+         "merge patch with resourceVersion precondition")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", p, "application/merge-patch+json")
+    t.eq((st, r.get("reason")), (409, "Conflict"), "merge patch with stale resourceVersion: Conflict")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", {"spec": {"providerID": "aws:///z1/i-2"}},
+                  "application/merge-patch+json")
+    t.eq((st, r.get("reason")), (422, "Invalid"), "providerID change from non-empty: 422")
+    t.eq(r.get("message"), 'Node "n1" is invalid: spec.providerID: Forbidden: node updates may not change '
+         'providerID except from "" to valid', "providerID message")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", [{"op": "test", "path": "/spec/providerID", "value": "wrong"}],
+                  "application/json-patch+json")
+    t.eq(st, 422, "JSON patch test failure: 422")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", [
+        {"op": "test", "path": "/spec/providerID", "value": "aws:///z1/i-1"},
+        {"op": "add", "path": "/spec/taints", "value": [TAINT]},
+        {"op": "add", "path": "/metadata/labels/x", "value": "y"}], "application/json-patch+json")
+    t.eq((st, r["spec"].get("taints"), r["metadata"]["labels"].get("x")), (200, [TAINT], "y"), "JSON patch")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, "application/x-whatever")
+    t.eq((st, r.get("reason")), (415, "UnsupportedMediaType"), "unknown patch type: 415")
+    # Strategic merge patch: taints are atomic (replaced), addresses merge by type.
+    t2 = {"key": "b", "value": "", "effect": "NoExecute"}
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", {"spec": {"taints": [t2]}}, "application/strategic-merge-patch+json")
+    t.eq(r["spec"]["taints"], [t2], "strategic merge patch replaces spec.taints (atomic list)")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1/status",
+                  {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"},
+                                            {"type": "Hostname", "address": "n1"}]}},
+                  "application/strategic-merge-patch+json")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1/status",
+                  {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}},
+                  "application/strategic-merge-patch+json")
+    t.eq(r["status"]["addresses"], [{"type": "InternalIP", "address": "10.0.0.2"},
+                                    {"type": "Hostname", "address": "n1"}],
+         "strategic merge patch merges status.addresses by type")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {"bad key!": "v"}}},
+                  "application/merge-patch+json")
+    t.eq((st, r["details"]["causes"][0]["field"]), (422, "metadata.labels"), "invalid label key: 422")
+    st, r = k.api("POST", "/api/v1/nodes", node("Bad_Name"))
+    t.ok(st == 422 and r["message"].startswith('Node "Bad_Name" is invalid: metadata.name: Invalid value: '
+                                                '"Bad_Name": a lowercase RFC 1123 subdomain'), "invalid name: 422", r)
+
+
+def test_status(t, k):
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},
+           "spec": {"selector": {"matchLabels": {"app": "x"}},
+                    "template": {"metadata": {"labels": {"app": "x"}},
+                                 "spec": {"containers": [{"name": "c", "image": "img:1"}]}}},
+           "status": {"replicas": 5}}
+    st, d = k.api("POST", "/apis/apps/v1/namespaces/default/deployments", dep)
+    t.eq((st, d["metadata"].get("generation"), d.get("status")), (201, 1, None),
+         "create resets deployment status, generation 1")
+    t.eq((d["spec"]["replicas"], d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"]),
+         (1, "IfNotPresent"), "deployment defaults applied")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1/status",
+                  {"status": {"replicas": 1}, "spec": {"replicas": 7}}, "application/merge-patch+json")
+    t.eq((d["status"], d["spec"]["replicas"], d["metadata"]["generation"]), ({"replicas": 1}, 1, 1),
+         "status write ignores spec and keeps generation")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1",
+                  {"status": {"replicas": 9}, "metadata": {"labels": {"l": "v"}}}, "application/merge-patch+json")
+    t.eq((d["status"], d["metadata"]["generation"]), ({"replicas": 1}, 1),
+         "main write ignores status; metadata change keeps generation")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1",
+                  {"spec": {"replicas": 3}}, "application/merge-patch+json")
+    t.eq(d["metadata"]["generation"], 2, "spec change bumps generation")
+
+
+def test_finalizers(t, k):
+    st, cm = k.api("POST", "/api/v1/namespaces/default/configmaps",
+                   {"metadata": {"name": "fin", "finalizers": ["example.com/hold"]}})
+    st, r = k.api("DELETE", "/api/v1/namespaces/default/configmaps/fin")
+    t.eq((st, bool(r["metadata"].get("deletionTimestamp"))), (200, True), "delete with finalizer sets deletionTimestamp")
+    st, r = k.api("GET", "/api/v1/namespaces/default/configmaps/fin")
+    t.eq(st, 200, "object with finalizer still there")
+    st, r = k.api("PATCH", "/api/v1/namespaces/default/configmaps/fin",
+                  {"metadata": {"finalizers": ["example.com/hold", "example.com/new"]}}, "application/merge-patch+json")
+    t.eq(st, 422, "no new finalizers on a deleting object")
+    st, r = k.api("PATCH", "/api/v1/namespaces/default/configmaps/fin",
+                  {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    t.eq(st, 200, "remove last finalizer")
+    st, r = k.api("GET", "/api/v1/namespaces/default/configmaps/fin")
+    t.eq(st, 404, "removing the last finalizer deletes the object")
+    st, r = k.api("DELETE", "/api/v1/namespaces/default/configmaps/" + "nothere")
+    t.eq(st, 404, "delete missing: 404")
+    k.api("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "plain"}})
+    st, r = k.api("DELETE", "/api/v1/namespaces/default/configmaps/plain")
+    t.eq((st, r.get("kind"), r.get("status"), r["details"]["name"]), (200, "Status", "Success", "plain"),
+         "delete without finalizers returns a success Status")
+
+
+def test_audit(t, k):
+    recs = k.audit()
+    t.ok(len(recs) > 20, "audit log has one line per request")
+    pat = [r for r in recs if r["verb"] == "patch" and r["resource"] == "nodes" and r["subresource"] == "status"]
+    t.ok(pat and all(p["code"] == 200 and p["contentType"] == "application/strategic-merge-patch+json"
+                     and p["name"] == "n1" for p in pat), "audit records verb, subresource, content type, code")
+    keys = {"time", "user", "verb", "resource", "subresource", "namespace", "name", "path", "contentType", "code",
+            "duration"}
+    t.ok(keys <= set(recs[-1]), "audit record fields", sorted(recs[-1]))
+    t.ok(any(r["code"] == 401 and r["user"] is None for r in recs), "401s are audited too")
+
+
+def main():
+    t = Tap()
+    d = state_dir()
+    try:
+        with FakeKube(d) as k:
+            for fn in (test_auth, test_crud, test_patches, test_status, test_finalizers, test_audit):
+                t.run(fn, k)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    sys.exit(t.done())
+
+
+main()

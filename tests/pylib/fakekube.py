@@ -1,0 +1,215 @@
+"""Runs tests/fake-kube-apiserver for a test and talks to it.
+
+    with FakeKube(state_dir, rbac=[manifest yaml paths], extra_args=[]) as k:
+        k.url                      https URL
+        k.kubeconfig               admin kubeconfig (client certificate, group system:masters)
+        k.kubeconfig_for(user, groups=[...]) -> path of a kubeconfig with a bearer token for that
+                                   identity; service accounts are "system:serviceaccount:NS:NAME" and
+                                   get their groups (system:serviceaccounts[:NS]) from the server
+        k.api(method, path, body=None, content_type=None) -> (status, parsed json)  as admin
+        k.audit() -> list of dicts, one per request (user, verb, path, code, ...)
+        k.inject(dict or list) -> the fault rules as stored (see Faults in tests/fakekube/server.py)
+        k.clear_faults()
+        k.watch(path, timeout=...) -> iterator of (type, object) from a watch stream
+        k.kubectl(*args, kubeconfig=None) -> subprocess.CompletedProcess (text)
+
+The server's own documentation: tests/README-fake-kube-apiserver.md."""
+import base64
+import http.client
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+from urllib.parse import urlsplit
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER = os.path.join(os.path.dirname(_HERE), "fake-kube-apiserver")
+
+
+class FakeKube:
+    def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30):
+        self.state_dir = state_dir
+        self.rbac = list(rbac or [])
+        self.load = list(load or [])
+        self.extra_args = list(extra_args or [])
+        self.listen = listen
+        self.timeout = timeout
+        self.proc = None
+        self.url = None
+        self.kubeconfig = os.path.join(state_dir, "admin.kubeconfig")
+        self._n = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self):
+        os.makedirs(self.state_dir, exist_ok=True)
+        args = [sys.executable, "-B", SERVER, "--listen", self.listen, "--state-dir", self.state_dir]
+        for r in self.rbac:
+            args += ["--rbac", r]
+        for f in self.load:
+            args += ["--load", f]
+        args += self.extra_args
+        self._stderr = open(os.path.join(self.state_dir, "server.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+        line = self.proc.stdout.readline().decode().strip()
+        if not line.startswith(("https://", "http://")):
+            self.stop()
+            with open(os.path.join(self.state_dir, "server.log")) as f:
+                raise RuntimeError("fake-kube-apiserver did not start: %r %s" % (line, f.read()))
+        self.url = line
+        u = urlsplit(self.url)
+        self.host, self.port = u.hostname, u.port
+        self.https = u.scheme == "https"
+        self._ctx = None
+        if self.https:
+            self._ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
+            self._ctx.load_cert_chain(os.path.join(self.state_dir, "admin.crt"),
+                                      os.path.join(self.state_dir, "admin.key"))
+        return self
+
+    def stop(self):
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self._stderr.close()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # --- requests ------------------------------------------------------------------------
+
+    def _conn(self, timeout=None):
+        t = timeout or self.timeout
+        if self.https:
+            return http.client.HTTPSConnection(self.host, self.port, context=self._ctx, timeout=t)
+        return http.client.HTTPConnection(self.host, self.port, timeout=t)
+
+    def request(self, method, path, body=None, content_type=None, headers=None, token=None):
+        """Returns (status, headers dict, raw body bytes)."""
+        h = dict(headers or {})
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            if isinstance(data, str):
+                data = data.encode()
+            h.setdefault("Content-Type", content_type or "application/json")
+        h.setdefault("Accept", "application/json")
+        if token:
+            h["Authorization"] = "Bearer " + token
+        c = self._conn()
+        try:
+            if token and self.https:
+                # A token request must not also present the admin certificate.
+                ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
+                c = http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=self.timeout)
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def api(self, method, path, body=None, content_type=None, token=None, headers=None):
+        status, _, raw = self.request(method, path, body, content_type, headers=headers, token=token)
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return status, parsed
+
+    # --- identities ----------------------------------------------------------------------
+
+    def token_for(self, user, groups=None):
+        st, r = self.api("POST", "/fakekube/tokens", {"user": user, "groups": list(groups or [])})
+        if st != 201:
+            raise RuntimeError("token registration failed: %s %s" % (st, r))
+        return r["token"]
+
+    def kubeconfig_for(self, user, groups=None):
+        tok = self.token_for(user, groups)
+        self._n += 1
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
+        path = os.path.join(self.state_dir, "kubeconfig-%s-%d" % (safe, self._n))
+        cluster = {"server": self.url}
+        if self.https:
+            with open(os.path.join(self.state_dir, "ca.crt"), "rb") as f:
+                cluster["certificate-authority-data"] = base64.b64encode(f.read()).decode()
+        cfg = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "fake", "cluster": cluster}],
+               "users": [{"name": safe, "user": {"token": tok}}],
+               "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": safe}}],
+               "current-context": "fake"}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(cfg, f, indent=2)
+        return path
+
+    # --- observation and faults ----------------------------------------------------------
+
+    def audit(self):
+        out = []
+        with open(os.path.join(self.state_dir, "audit.jsonl")) as f:
+            for line in f:
+                if line.strip():
+                    out.append(json.loads(line))
+        return out
+
+    def inject(self, rule):
+        st, r = self.api("POST", "/fakekube/faults", rule)
+        if st != 201:
+            raise RuntimeError("fault injection failed: %s %s" % (st, r))
+        return r["faults"] if isinstance(rule, list) else r["faults"][0]
+
+    def clear_faults(self):
+        self.api("DELETE", "/fakekube/faults")
+
+    def watch(self, path, timeout=10, token=None):
+        """Yields (type, object) for each event of a watch stream until it ends or times out."""
+        c = self._conn(timeout)
+        if token and self.https:
+            ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
+            c = http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=timeout)
+        h = {"Accept": "application/json"}
+        if token:
+            h["Authorization"] = "Bearer " + token
+        try:
+            c.request("GET", path, headers=h)
+            r = c.getresponse()
+            if r.status != 200:
+                raise RuntimeError("watch %s: %s %s" % (path, r.status, r.read()))
+            while True:
+                try:
+                    line = r.readline()
+                except (TimeoutError, OSError):
+                    return
+                if not line:
+                    return
+                ev = json.loads(line)
+                yield ev["type"], ev["object"]
+        finally:
+            c.close()
+
+    def kubectl(self, *args, kubeconfig=None, input=None, timeout=60):
+        env = dict(os.environ, KUBECONFIG=kubeconfig or self.kubeconfig, HOME=self.state_dir)
+        return subprocess.run(["kubectl"] + list(args), env=env, input=input, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def state_dir(prefix="fakekube-"):
+    return tempfile.mkdtemp(prefix=prefix)
+

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Cluster API infrastructure machine contract decisions of cloudnode-controller. */
+#include <string.h>
+
+#include "json-util.h"
+#include "machine-reconcile.h"
+#include "tap.h"
+
+static json_object *parse(const char *s) {
+        json_object *o = NULL;
+
+        assert(cn_json_parse(s, strlen(s), CN_JSON_MAX_SIZE, &o, NULL) == 0);
+        return o;
+}
+
+#define OWNED "\"ownerReferences\":[{\"apiVersion\":\"cluster.x-k8s.io/v1beta2\",\"kind\":\"Machine\",\"name\":\"m1\"}]"
+#define FIN "\"finalizers\":[\"" CN_MACHINE_FINALIZER "\"]"
+
+int main(void) {
+        _cleanup_json_ json_object *bare = parse("{\"metadata\":{\"name\":\"x\"}}");
+        _cleanup_json_ json_object *fin = parse("{\"metadata\":{\"name\":\"x\"," FIN "}}");
+        _cleanup_json_ json_object *owned = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "}}");
+        _cleanup_json_ json_object *created = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
+                                                    "\"status\":{\"instanceID\":\"42\"}}");
+        _cleanup_json_ json_object *ready = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
+                                                  "\"spec\":{\"providerID\":\"hcloud://42\"},"
+                                                  "\"status\":{\"instanceID\":\"42\",\"ready\":true,"
+                                                  "\"initialization\":{\"provisioned\":true}}}");
+        _cleanup_json_ json_object *failed = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
+                                                   "\"status\":{\"failureReason\":\"InvalidConfiguration\"}}");
+        _cleanup_json_ json_object *deleting = parse("{\"metadata\":{\"name\":\"x\",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\","
+                                                     FIN "}}");
+        _cleanup_json_ json_object *deleted = parse("{\"metadata\":{\"name\":\"x\",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}");
+        _cleanup_json_ json_object *paused_anno = parse("{\"metadata\":{\"name\":\"x\",\"annotations\":{\"cluster.x-k8s.io/paused\":\"\"}}}");
+        _cleanup_json_ json_object *machine = parse("{\"spec\":{\"bootstrap\":{}}}");
+        _cleanup_json_ json_object *machine_data = parse("{\"spec\":{\"bootstrap\":{\"dataSecretName\":\"b\"}}}");
+        _cleanup_json_ json_object *cluster = parse("{\"spec\":{},\"status\":{}}");
+        _cleanup_json_ json_object *cluster_ready = parse("{\"spec\":{},\"status\":{\"initialization\":{\"infrastructureProvisioned\":true}}}");
+        _cleanup_json_ json_object *cluster_ready_v1 = parse("{\"spec\":{},\"status\":{\"infrastructureReady\":true}}");
+        _cleanup_json_ json_object *cluster_paused = parse("{\"spec\":{\"paused\":true},\"status\":{\"infrastructureReady\":true}}");
+        _cleanup_json_ json_object *none = parse("[]"), *one = parse("[{}]"), *two = parse("[{},{}]");
+        _cleanup_json_ json_object *patch = NULL, *addrs = parse("[{\"type\":\"InternalIP\",\"address\":\"10.0.0.2\"}]");
+
+        TAP_EQ_INT(cn_machine_next_step(owned, machine_data, cluster_paused, false), CN_MACHINE_PAUSED, "paused Cluster");
+        TAP_EQ_INT(cn_machine_next_step(paused_anno, machine_data, cluster_ready, false), CN_MACHINE_PAUSED,
+                   "paused annotation");
+        TAP_EQ_INT(cn_machine_next_step(bare, NULL, NULL, false), CN_MACHINE_ADD_FINALIZER, "finalizer first");
+        TAP_EQ_INT(cn_machine_next_step(fin, NULL, NULL, false), CN_MACHINE_WAIT_OWNER, "waits for the owner Machine");
+        TAP_EQ_INT(cn_machine_next_step(owned, machine_data, NULL, false), CN_MACHINE_WAIT_INFRA, "waits for the Cluster");
+        TAP_EQ_INT(cn_machine_next_step(owned, machine_data, cluster, false), CN_MACHINE_WAIT_INFRA,
+                   "waits for the Cluster's infrastructure");
+        TAP_EQ_INT(cn_machine_next_step(owned, machine, cluster_ready, false), CN_MACHINE_WAIT_BOOTSTRAP,
+                   "waits for bootstrap data");
+        TAP_EQ_INT(cn_machine_next_step(owned, machine_data, cluster_ready, false), CN_MACHINE_LOOKUP_OR_CREATE,
+                   "creates once everything is there (v1beta2 Cluster)");
+        TAP_EQ_INT(cn_machine_next_step(owned, machine_data, cluster_ready_v1, false), CN_MACHINE_LOOKUP_OR_CREATE,
+                   "v1beta1 infrastructureReady is understood too");
+        TAP_EQ_INT(cn_machine_next_step(created, machine, cluster_ready, false), CN_MACHINE_POLL,
+                   "recorded instance is polled, bootstrap data no longer needed");
+        TAP_EQ_INT(cn_machine_next_step(ready, machine_data, cluster_ready, false), CN_MACHINE_READY, "ready is final");
+        TAP_EQ_INT(cn_machine_next_step(failed, machine_data, cluster_ready, false), CN_MACHINE_FAILED,
+                   "terminal failure is not retried");
+        TAP_EQ_INT(cn_machine_next_step(deleting, NULL, NULL, false), CN_MACHINE_CLEANUP,
+                   "deletion proceeds without Machine and Cluster");
+        TAP_EQ_INT(cn_machine_next_step(deleting, NULL, NULL, true), CN_MACHINE_REMOVE_FINALIZER,
+                   "finalizer removed once the cloud confirms");
+        TAP_EQ_INT(cn_machine_next_step(deleted, NULL, NULL, false), CN_MACHINE_GONE, "without our finalizer: nothing");
+
+        TAP_EQ_STR(cn_machine_owner_name(owned), "m1", "owner Machine name");
+        TAP_OK(!cn_machine_owner_name(fin), "no owner");
+        TAP_EQ_INT(cn_machine_match(none), CN_MACHINE_MATCH_NONE, "no instance: create");
+        TAP_EQ_INT(cn_machine_match(one), CN_MACHINE_MATCH_ONE, "one instance: adopt");
+        TAP_EQ_INT(cn_machine_match(two), CN_MACHINE_MATCH_MANY, "several: refuse");
+
+        TAP_EQ_INT(cn_machine_status_patch("42", "running", addrs, true, "Provisioned", NULL, &patch), 0, "status patch");
+        TAP_OK(cn_json_get(patch, "status", "ready", NULL) && json_object_get_boolean(cn_json_get(patch, "status", "ready", NULL)),
+               "v1beta1 status.ready");
+        TAP_OK(json_object_get_boolean(cn_json_get(patch, "status", "initialization", "provisioned", NULL)),
+               "v1beta2 status.initialization.provisioned");
+        TAP_EQ_STR(cn_json_string(patch, "status", "instanceID", NULL), "42", "instance id recorded");
+        TAP_OK(cn_json_equal(cn_json_get(patch, "status", "addresses", NULL), addrs), "addresses");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(cn_json_get(patch, "status", "conditions", NULL), 0), "reason",
+                                  NULL), "Provisioned", "Ready condition reason");
+        return tap_done();
+}

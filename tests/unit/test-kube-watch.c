@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Watch stream parsing: the same events whatever the chunking (whole, byte by byte, odd sizes),
+ * streams cut mid-object, ERROR events (410 Gone mid-watch), malformed and oversized input. */
+#include "kube-client.h"
+#include "tap.h"
+
+#define EV_ADDED "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"10\"}}}"
+#define EV_MODIFIED                                                                                    \
+        "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"11\"," \
+        "\"labels\":{\"a\":\"x}{\\\"y\"}}}}"
+#define EV_BOOKMARK "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"resourceVersion\":\"15\"}}}"
+#define EV_DELETED "{\"type\":\"DELETED\",\"object\":{\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"16\"}}}"
+#define EV_GONE                                                                                        \
+        "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","   \
+        "\"message\":\"too old resource version: 5 (10)\",\"reason\":\"Expired\",\"code\":410}}"
+
+static const char stream[] = EV_ADDED "\n" EV_MODIFIED "\n\n" EV_BOOKMARK "\r\n  " EV_DELETED "\n";
+
+typedef struct Seen {
+        char log[1024];
+        int n;
+        int fail_at;
+} Seen;
+
+static int on_event(CnKubeWatchEventType type, json_object *object, void *userdata) {
+        Seen *s = userdata;
+        json_object *md = NULL, *rv = NULL;
+
+        s->n++;
+        if (s->fail_at && s->n == s->fail_at)
+                return -ECANCELED;
+        (void) json_object_object_get_ex(object, "metadata", &md);
+        (void) json_object_object_get_ex(md, "resourceVersion", &rv);
+        snprintf(s->log + strlen(s->log), sizeof(s->log) - strlen(s->log), "%s:%s ",
+                 cn_kube_watch_event_type_to_string(type), rv ? json_object_get_string(rv) : "-");
+        return 0;
+}
+
+static int feed_in_chunks(const char *data, size_t size, size_t chunk, Seen *s, CnKubeWatchParser **ret_p,
+                          char **msg) {
+        CnKubeWatchParser *p = NULL;
+        int r = 0;
+
+        assert(cn_kube_watch_parser_new(4096, on_event, s, &p) == 0);
+        for (size_t i = 0; i < size && r >= 0; i += chunk)
+                r = cn_kube_watch_parser_feed(p, data + i, MIN(chunk, size - i), msg);
+        if (ret_p)
+                *ret_p = p;
+        else
+                cn_kube_watch_parser_free(p);
+        return r;
+}
+
+static void test_chunking(void) {
+        static const size_t chunks[] = { sizeof(stream), 1, 2, 3, 7, 64, 100 };
+        const char *want = "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 ";
+
+        for (size_t i = 0; i < ELEMENTSOF(chunks); i++) {
+                Seen s = {};
+                _cleanup_(cn_kube_watch_parser_freep) CnKubeWatchParser *p = NULL;
+
+                TAP_EQ_INT(feed_in_chunks(stream, strlen(stream), chunks[i], &s, &p, NULL), 0, "stream parses");
+                tap_ok(streq(s.log, want), "chunks of %zu bytes give the same four events in order", chunks[i]);
+                if (!streq(s.log, want))
+                        printf("# got %s\n", s.log);
+                TAP_OK(!cn_kube_watch_parser_partial(p), "nothing left over after complete events");
+        }
+}
+
+static void test_cut(void) {
+        _cleanup_(cn_kube_watch_parser_freep) CnKubeWatchParser *p = NULL;
+        size_t cut = strlen(EV_ADDED "\n") + 30;
+        Seen s = {};
+
+        TAP_EQ_INT(feed_in_chunks(stream, cut, 1, &s, &p, NULL), 0, "stream cut mid-object is not an error by itself");
+        TAP_EQ_STR(s.log, "ADDED:10 ", "events before the cut are delivered, the cut one is not");
+        TAP_OK(cn_kube_watch_parser_partial(p), "parser reports the partial event");
+
+        /* The rest arrives later: the partial event completes. */
+        TAP_EQ_INT(cn_kube_watch_parser_feed(p, stream + cut, strlen(stream) - cut, NULL), 0, "rest of the stream");
+        TAP_EQ_STR(s.log, "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 ", "partial event completes with more bytes");
+}
+
+static void test_gone(void) {
+        static const char gone_stream[] = EV_ADDED "\n" EV_GONE "\n" EV_DELETED "\n";
+        _cleanup_(cn_kube_watch_parser_freep) CnKubeWatchParser *p = NULL;
+        _cleanup_free_ char *msg = NULL;
+        Seen s = {};
+        int r;
+
+        r = feed_in_chunks(gone_stream, strlen(gone_stream), 5, &s, &p, &msg);
+        TAP_EQ_INT(r, -CN_KUBE_EGONE, "410 ERROR event mid-watch ends it with CN_KUBE_EGONE");
+        TAP_EQ_STR(s.log, "ADDED:10 ", "events before the error are delivered, none after it");
+        TAP_EQ_STR(msg, "too old resource version: 5 (10)", "Status message of the ERROR event");
+        TAP_EQ_INT(cn_kube_watch_parser_feed(p, EV_DELETED, strlen(EV_DELETED), NULL), -CN_KUBE_EGONE,
+                   "parser refuses input after an error");
+}
+
+static void test_bad(void) {
+        Seen s = {};
+        char big[8192];
+        int n;
+
+        TAP_EQ_INT(feed_in_chunks("{\"type\":\"ADDED\",\"object\":{]}", 29, 1, &s, NULL, NULL), -EBADMSG,
+                   "malformed JSON");
+        TAP_EQ_INT(feed_in_chunks("{\"type\":\"NOPE\",\"object\":{}}", 27, 4, &s, NULL, NULL), -EBADMSG,
+                   "unknown event type");
+        TAP_EQ_INT(feed_in_chunks("{\"type\":\"ADDED\",\"object\":\"x\"}", 29, 100, &s, NULL, NULL), -EBADMSG,
+                   "object is not an object");
+        TAP_EQ_INT(feed_in_chunks("[1,2,3]", 7, 100, &s, NULL, NULL), -EBADMSG, "array instead of an event");
+        TAP_EQ_INT(feed_in_chunks("{\"type\":\"ADDED\",\"object\":{}} garbage", 36, 3, &s, NULL, NULL), -EBADMSG,
+                   "garbage after an event");
+
+        n = snprintf(big, sizeof(big), "{\"type\":\"ADDED\",\"object\":{\"data\":\"");
+        memset(big + n, 'x', 5000);
+        strcpy(big + n + 5000, "\"}}");
+        s = (Seen){};
+        TAP_EQ_INT(feed_in_chunks(big, strlen(big), 512, &s, NULL, NULL), -E2BIG, "event over the size cap, chunked");
+        s = (Seen){};
+        TAP_EQ_INT(feed_in_chunks(big, strlen(big), strlen(big), &s, NULL, NULL), -E2BIG,
+                   "event over the size cap, in one piece");
+
+        s = (Seen){ .fail_at = 2 };
+        TAP_EQ_INT(feed_in_chunks(stream, strlen(stream), 1000, &s, NULL, NULL), -ECANCELED,
+                   "callback error stops parsing");
+        TAP_EQ_INT(s.n, 2, "no event after the callback's error");
+}
+
+int main(void) {
+        test_chunking();
+        test_cut();
+        test_gone();
+        test_bad();
+        return tap_done();
+}
