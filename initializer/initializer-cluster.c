@@ -75,6 +75,12 @@ static int on_reconcile(sd_event_source *source, uint64_t usec, void *userdata) 
         return cn_kube_informer_foreach(m->nodes, manager_enqueue_reconcile, m);
 }
 
+static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+
+        (void) cn_metric_inc(m->metrics.cloud_requests, CN_LABELS(provider, operation, result));
+}
+
 int cluster_mode_start(Manager *m) {
         _cleanup_json_ json_object *cfg = NULL;
         _cleanup_free_ char *error = NULL;
@@ -92,7 +98,7 @@ int cluster_mode_start(Manager *m) {
                                        m->config->cloud_provider);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up cloud provider %s: %m", m->config->cloud_provider);
-        cn_provider_set_request_metric(m->provider, m->metrics.cloud_requests);
+        cn_provider_set_request_counter(m->provider, count_cloud_request, m);
 
         if (m->config->controllers & CONTROLLER_CLOUD_NODE) {
                 r = sd_event_add_time_relative(m->event, &m->reconcile_timer, CLOCK_MONOTONIC,

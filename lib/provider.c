@@ -7,7 +7,6 @@
 #include "json-util.h"
 #include "log.h"
 #include "metadata.h"
-#include "metrics.h"
 #include "provider.h"
 #include "string-util.h"
 
@@ -27,7 +26,8 @@ const CnProviderOps *const cn_provider_table[] = {
 struct CnProvider {
         const CnProviderOps *ops;
         CnHttp *http;
-        CnMetric *requests;
+        CnProviderRequestCounter counter;
+        void *counter_userdata;
         void *data;
 };
 
@@ -220,8 +220,9 @@ const char *cn_provider_name(const CnProvider *p) {
         return p && p->ops ? p->ops->name : NULL;
 }
 
-void cn_provider_set_request_metric(CnProvider *p, CnMetric *m) {
-        p->requests = m;
+void cn_provider_set_request_counter(CnProvider *p, CnProviderRequestCounter fn, void *userdata) {
+        p->counter = fn;
+        p->counter_userdata = userdata;
 }
 
 void *cn_provider_data(CnProvider *p) {
@@ -444,11 +445,11 @@ static usec_t reply_retry_after(CnHttpRequest *req) {
 }
 
 static void count_request(CnProviderCall *c, int error) {
-        if (!c->provider->requests || !c->operation)
+        if (!c->provider->counter || !c->operation)
                 return;
-        (void) cn_metric_inc(c->provider->requests,
-                             CN_LABELS(c->provider->ops->name, c->operation,
-                                       cn_provider_error_class_to_string(cn_provider_error_class(error))));
+        c->provider->counter(c->provider->ops->name, c->operation,
+                             cn_provider_error_class_to_string(cn_provider_error_class(error)),
+                             c->provider->counter_userdata);
 }
 
 static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
