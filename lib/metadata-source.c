@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "json-util.h"
 #include "metadata-source.h"
+#include "yaml-util.h"
 
 void cn_metadata_docs_done(CnMetadataDocs *d) {
         for (size_t i = 0; i < d->n; i++) {
@@ -67,27 +69,37 @@ int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **
         return 0;
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
-
 int cn_metadata_docs_get_json(const CnMetadataDocs *d, const char *path, json_object **ret) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
+        _cleanup_free_ char *error = NULL;
         size_t size;
         const char *s = cn_metadata_docs_get(d, path, &size);
-        json_object *o;
+        int r;
 
         *ret = NULL;
         if (!s)
                 return 0;
-        tok = json_tokener_new();
-        if (!tok)
-                return -ENOMEM;
-        o = json_tokener_parse_ex(tok, s, (int) size);
-        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
-            json_tokener_get_parse_end(tok) != size) {
-                json_object_put(o);
-                return log_debug_errno(EBADMSG, "Metadata document %s is not valid JSON.", path);
-        }
-        *ret = o;
+        r = cn_json_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
+        if (r < 0)
+                return log_debug_errno(r == -ENOMEM ? r : -EBADMSG, "Metadata document %s: %s", path,
+                                       strna(error));
+        return 0;
+}
+
+int cn_metadata_docs_get_yaml(const CnMetadataDocs *d, const char *path, json_object **ret) {
+        _cleanup_free_ char *error = NULL;
+        size_t size;
+        const char *s = cn_metadata_docs_get(d, path, &size);
+        int r;
+
+        *ret = NULL;
+        if (!s)
+                return 0;
+        r = cn_yaml_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
+        if (r == -ENODATA)
+                return 0;
+        if (r < 0)
+                return log_debug_errno(r == -ENOMEM ? r : -EBADMSG, "Metadata document %s: %s", path,
+                                       strna(error));
         return 0;
 }
 
@@ -163,7 +175,7 @@ static int strv_append(char ***l, const char *s) {
 
         for (char **i = *l; i && *i; i++) {
                 if (streq(*i, s))
-                        return 0;
+                        return 1;
                 n++;
         }
         c = strdup(s);
@@ -222,7 +234,8 @@ const char *cn_metadata_basename(const char *s) {
 
 static const CnMetadataSource *const sources[] = {
         &cn_metadata_source_aws,   &cn_metadata_source_openstack,    &cn_metadata_source_gcp,
-        &cn_metadata_source_azure, &cn_metadata_source_digitalocean,
+        &cn_metadata_source_azure, &cn_metadata_source_digitalocean, &cn_metadata_source_hetzner,
+        &cn_metadata_source_proxmoxve, &cn_metadata_source_file,
 };
 
 const CnMetadataSource *cn_metadata_source_find(const char *platform) {

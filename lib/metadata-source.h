@@ -25,6 +25,8 @@ int cn_metadata_docs_put(CnMetadataDocs *d, const char *path, const char *data, 
 const char *cn_metadata_docs_get(const CnMetadataDocs *d, const char *path, size_t *ret_size);
 /* The document's text with surrounding whitespace removed; *ret NULL when absent or empty. */
 int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **ret);
+/* A YAML (or JSON) document as a json-c tree, through the strict YAML loader; *ret NULL when absent. */
+int cn_metadata_docs_get_yaml(const CnMetadataDocs *d, const char *path, json_object **ret);
 /* A JSON document; *ret NULL when absent; -EBADMSG when not JSON. */
 int cn_metadata_docs_get_json(const CnMetadataDocs *d, const char *path, json_object **ret);
 
@@ -54,6 +56,8 @@ typedef struct CnMetadataSource {
         const char *token_header;      /* request header carrying the token on every key */
         const char *drive;             /* default config drive mount point, NULL: none */
         const CnMetadataKey *drive_keys;
+        const CnMetadataKey *host_keys; /* local files read next to a drive, relative to the root */
+        const char *file;              /* platform "file": default path of its one local document */
         int (*parse)(const CnMetadataDocs *d, CnInstanceMetadata *m);
 } CnMetadataSource;
 
@@ -64,6 +68,9 @@ extern const CnMetadataSource cn_metadata_source_openstack;
 extern const CnMetadataSource cn_metadata_source_gcp;
 extern const CnMetadataSource cn_metadata_source_azure;
 extern const CnMetadataSource cn_metadata_source_digitalocean;
+extern const CnMetadataSource cn_metadata_source_hetzner;
+extern const CnMetadataSource cn_metadata_source_proxmoxve;
+extern const CnMetadataSource cn_metadata_source_file;
 
 /* Runs the source's parser and validates the result. */
 int cn_metadata_parse(const CnMetadataSource *s, const CnMetadataDocs *d, CnInstanceMetadata **ret);
@@ -72,7 +79,8 @@ int cn_metadata_parse(const CnMetadataSource *s, const CnMetadataDocs *d, CnInst
 /* Copies a string member (NULL or absent leaves *dst alone; an empty string is absent). */
 int cn_metadata_json_string(json_object *o, const char *key, char **dst);
 /* Appends s to *l when it is an address of the family (prefix length "/64" stripped), skipping
- * duplicates; anything else is ignored: a value that is not an address is no node address. */
+ * duplicates; anything else is ignored: a value that is not an address is no node address.
+ * Returns 1 when s is an address (added, or already listed), 0 when it is not. */
 int cn_metadata_add_address(char ***l, const char *s, int family);
 int cn_metadata_add_label(char ***l, const char *key, const char *value);
 /* The last "/"-separated component ("projects/1/zones/us-central1-a" -> "us-central1-a"). */

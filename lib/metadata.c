@@ -5,6 +5,7 @@
 
 #include "labels.h"
 #include "metadata.h"
+#include "string-util.h"
 
 const char *const cn_metadata_platforms[] = {
         "aws", "azure", "digitalocean", "file", "gcp", "hetzner", "openstack", "proxmoxve", NULL,
@@ -51,39 +52,14 @@ void cn_instance_metadata_free(CnInstanceMetadata *m) {
 /* Valid UTF-8 without control characters (C0, DEL, C1): such a value can be carried by every output
  * format after quoting, and cannot break a line-oriented one. */
 static bool value_is_safe(const char *s, size_t max) {
-        const unsigned char *p = (const unsigned char *) s;
-        size_t n = 0;
+        size_t n = strlen(s);
 
-        while (*p) {
-                unsigned c = *p, len, cp;
-
-                if (++n > max)
+        if (n > max || !cn_utf8_is_valid(s, n) || cn_string_has_cc(s, false))
+                return false;
+        /* C1 controls U+0080..U+009F are encoded as C2 80..C2 9F in (valid) UTF-8. */
+        for (const char *p = s; (p = strchr(p, '\xc2')); p++)
+                if ((unsigned char) p[1] >= 0x80 && (unsigned char) p[1] <= 0x9f)
                         return false;
-                if (c < 0x80) {
-                        if (c < 0x20 || c == 0x7f)
-                                return false;
-                        p++;
-                        continue;
-                }
-                if ((c & 0xe0) == 0xc0)
-                        len = 2, cp = c & 0x1f;
-                else if ((c & 0xf0) == 0xe0)
-                        len = 3, cp = c & 0x0f;
-                else if ((c & 0xf8) == 0xf0)
-                        len = 4, cp = c & 0x07;
-                else
-                        return false;
-                for (unsigned i = 1; i < len; i++) {
-                        if ((p[i] & 0xc0) != 0x80)
-                                return false;
-                        cp = (cp << 6) | (p[i] & 0x3f);
-                }
-                /* overlong forms, surrogates, beyond Unicode, C1 controls */
-                if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-                    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff || (cp >= 0x80 && cp < 0xa0))
-                        return false;
-                p += len;
-        }
         return true;
 }
 

@@ -83,10 +83,13 @@ typedef void (*CnMetadataCallback)(int r, CnInstanceMetadata *m, void *userdata)
 int cn_metadata_fetch(sd_event *e, CnHttp *http, const CnMetadataOptions *o, CnMetadataCallback cb,
                       void *userdata, CnMetadataFetch **ret);
 CnMetadataFetch *cn_metadata_fetch_free(CnMetadataFetch *f);
+/* A one-line description of why the fetch failed (for the log), or NULL. Valid in the callback. */
+const char *cn_metadata_fetch_error(CnMetadataFetch *f);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnMetadataFetch *, cn_metadata_fetch_free);
 
-/* Blocking convenience: its own event loop and HTTP client; returns when the fetch is done. */
-int cn_metadata_fetch_sync(const CnMetadataOptions *o, CnInstanceMetadata **ret);
+/* Blocking convenience: its own event loop and HTTP client; returns when the fetch is done.
+ * ret_error (optional) receives the failure description, malloc'd. */
+int cn_metadata_fetch_sync(const CnMetadataOptions *o, CnInstanceMetadata **ret, char **ret_error);
 
 /* Platform ids this build can read, NULL-terminated. */
 extern const char *const cn_metadata_platforms[];

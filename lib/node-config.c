@@ -4,7 +4,10 @@
  * mistake names the key it is about. */
 #include <limits.h>
 
+#include "fileio.h"
 #include "node-config.h"
+#include "time-util.h"
+#include "yaml-util.h"
 #include "metadata.h"
 
 static const char *const role_table[_CN_ROLE_MAX] = {
@@ -112,49 +115,20 @@ static int get_bool(ParseContext *ctx, const char *key, json_object *v, bool *ds
 
 /* A Go-style duration ("2s", "500ms", "1m30s") or an integer number of seconds. */
 static int get_duration(ParseContext *ctx, const char *key, json_object *v, uint64_t *dst) {
-        static const struct {
-                const char *suffix;
-                uint64_t usec;
-        } units[] = {
-                { "ms", 1000ULL }, { "us", 1ULL }, { "s", 1000000ULL }, { "m", 60000000ULL }, { "h", 3600000000ULL },
-        };
-        const char *p;
-        uint64_t total = 0;
+        usec_t t;
 
         if (json_object_is_type(v, json_type_int)) {
                 int64_t i = json_object_get_int64(v);
                 if (i <= 0 || i > 86400)
                         return fail(ctx, "'%s' must be between 1 and 86400 seconds", key);
-                *dst = (uint64_t) i * 1000000ULL;
+                *dst = (uint64_t) i * USEC_PER_SEC;
                 return 0;
         }
-        if (!json_object_is_type(v, json_type_string))
+        if (!json_object_is_type(v, json_type_string) || cn_parse_duration(json_object_get_string(v), &t) < 0)
                 return fail(ctx, "'%s' must be a duration like \"2s\" or \"500ms\"", key);
-        p = json_object_get_string(v);
-        if (!*p)
-                return fail(ctx, "'%s' must be a duration like \"2s\" or \"500ms\"", key);
-        while (*p) {
-                char *end;
-                unsigned long long n;
-                size_t i;
-
-                if (*p < '0' || *p > '9')
-                        return fail(ctx, "'%s': invalid duration '%s'", key, json_object_get_string(v));
-                errno = 0;
-                n = strtoull(p, &end, 10);
-                if (errno || n > 86400000000ULL)
-                        return fail(ctx, "'%s': invalid duration '%s'", key, json_object_get_string(v));
-                for (i = 0; i < ELEMENTSOF(units); i++)
-                        if (strneq(end, units[i].suffix, strlen(units[i].suffix)))
-                                break;
-                if (i == ELEMENTSOF(units))
-                        return fail(ctx, "'%s': invalid duration '%s'", key, json_object_get_string(v));
-                total += n * units[i].usec;
-                p = end + strlen(units[i].suffix);
-        }
-        if (total == 0 || total > 86400ULL * 1000000ULL)
+        if (t == 0 || t > USEC_PER_DAY)
                 return fail(ctx, "'%s' must be between 1us and 24h", key);
-        *dst = total;
+        *dst = t;
         return 0;
 }
 
@@ -302,4 +276,29 @@ int cn_node_config_from_json(json_object *doc, CnNodeConfig **ret, char **ret_er
         }
         *ret = TAKE_PTR(c);
         return 0;
+}
+
+int cn_node_config_load(const char *root, const char *path, bool allow_missing, CnNodeConfig **ret,
+                        char **ret_error) {
+        _cleanup_json_ json_object *doc = NULL;
+        _cleanup_free_ char *error = NULL, *msg = NULL;
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+        path = path ?: CN_NODE_CONFIG_PATH;
+        r = cn_yaml_parse_file(root, path, 1024 * 1024, &doc, &error);
+        if (r == -ENOENT && allow_missing)
+                return cn_node_config_new(ret);
+        if (r == -ENODATA)
+                doc = NULL; /* an empty file: every default */
+        else if (r < 0) {
+                if (ret_error && asprintf(ret_error, "%s: %s", path, error ?: strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        r = cn_node_config_from_json(doc, ret, &msg);
+        if (r < 0 && ret_error && asprintf(ret_error, "%s: %s", path, strna(msg)) < 0)
+                *ret_error = NULL;
+        return r;
 }

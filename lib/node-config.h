@@ -71,7 +71,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnNodeConfig *, cn_node_config_free);
  * ret_error is non-NULL, a malloc'd one-line message naming the key ("unknown key 'metadata.foo'"). */
 int cn_node_config_from_json(json_object *doc, CnNodeConfig **ret, char **ret_error);
 
-/* Reads a YAML (or JSON) file (implemented once the core YAML loader lib/yaml-util.h lands). path NULL: CN_NODE_CONFIG_PATH. root prefixes path (NULL = "/").
+/* Reads a YAML (or JSON) file. path NULL: CN_NODE_CONFIG_PATH. root prefixes path (NULL = "/").
  * A missing file is -ENOENT unless allow_missing, which yields defaults. */
 int cn_node_config_load(const char *root, const char *path, bool allow_missing, CnNodeConfig **ret,
                         char **ret_error);

@@ -15,11 +15,19 @@ CONFIG2_VERSIONS = ("2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "201
                     "2016-10-06", "2017-02-22", "2018-08-27", "2020-10-14", "latest")
 
 
-def _flatten_ec2(tree):
-    """meta-data.json on a config drive: the EC2 tree as nested JSON."""
+def _ec2_json(tree):
+    """meta-data.json on a config drive: the EC2 tree as nested JSON, with the types Nova
+    writes there (a list of security groups, an integer launch index)."""
     out = {}
     for k, v in tree.items():
-        out[k] = _flatten_ec2(v) if isinstance(v, dict) else v
+        if isinstance(v, dict):
+            out[k] = _ec2_json(v)
+        elif k == "security-groups":
+            out[k] = v.split("\n")
+        elif k == "ami-launch-index":
+            out[k] = int(v)
+        else:
+            out[k] = v
     return out
 
 
@@ -33,7 +41,7 @@ def config2_files(inst):
             if version != "latest" and name == "vendor_data2.json" and version < "2016-10-06":
                 continue
             files["openstack/%s/%s" % (version, name)] = body
-    ec2 = json.dumps(_flatten_ec2(metadata.ec2_meta_tree(inst, nova=True)))
+    ec2 = json.dumps(_ec2_json(metadata.ec2_meta_tree(inst, nova=True)))
     for version in ("2009-04-04", "latest"):
         files["ec2/%s/meta-data.json" % version] = ec2
         if "user_data" in docs:

@@ -96,7 +96,8 @@ def ec2_meta_tree(inst, nova=False):
         "ami-id": inst["image"] if not nova else "ami-00000001",
         "ami-launch-index": "0",
         "ami-manifest-path": "FIXME" if nova else "(unknown)",
-        "block-device-mapping": {"ami": "/dev/xvda" if not nova else "vda", "root": "/dev/xvda" if not nova else "/dev/vda"},
+        "block-device-mapping": ({"ami": "/dev/xvda", "root": "/dev/xvda"} if not nova
+                                 else {"ami": "vda", "ebs0": "/dev/vda", "root": "/dev/vda"}),
         "hostname": inst["hostname"],
         "instance-action": "none",
         "instance-id": ec2_id,
@@ -143,9 +144,10 @@ def ec2_meta_tree(inst, nova=False):
             tree["tags"] = {"instance": dict(inst["labels"])}
     else:
         tree["placement"] = {"availability-zone": inst["zone"]}
-    if pub:
+    if pub or nova:
+        # Nova always lists both keys, empty when there is no floating IP.
         tree["public-hostname"] = public_hostname
-        tree["public-ipv4"] = pub
+        tree["public-ipv4"] = pub or ""
     if inst.get("ssh_keys"):
         tree["public-keys"] = {"%d=key%d" % (i, i): {"openssh-key": k} for i, k in enumerate(inst["ssh_keys"])}
     tree["reservation-id"] = "r-%s" % hashlib.sha1(inst["id"].encode()).hexdigest()[:17]

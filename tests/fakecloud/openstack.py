@@ -321,6 +321,7 @@ class Nova:
             "OS-EXT-STS:power_state": power,
             "os-extended-volumes:volumes_attached": [],
             "security_groups": [{"name": "default"}],
+            "locked": False,
         }
         if inst.get("error"):
             e = inst["error"]

@@ -222,3 +222,69 @@ class FakeCloud:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *a, **kw):
         return None
+
+
+class Netns:
+    """A network namespace for one instance, with the metadata address on a namespace-local
+    interface:
+
+        with Netns(instance=inst) as ns, \\
+             FakeCloud(state_dir, instance=inst["id"], netns=ns.name, listen="169.254.169.254:80"):
+            ns.run(["cloudnode-agent", ...])
+
+    Inside: lo up; a veth pair eth0 <-> mds0 (both ends in the namespace); mds0 holds
+    169.254.169.254/32; eth0 has the instance's MAC, private IPv4 (/24) and IPv6 (/64), so
+    netlink sees the addresses the metadata reports. Needs root (ip netns)."""
+
+    METADATA_ADDR = "169.254.169.254"
+    _seq = 0
+
+    def __init__(self, name=None, instance=None):
+        Netns._seq += 1
+        self.name = name or "cn-fc-%d-%d" % (os.getpid(), Netns._seq)
+        self.instance = instance
+        self.created = False
+
+    def _ip(self, *args):
+        subprocess.run(["ip", "-n", self.name] + list(args), check=True, capture_output=True)
+
+    def create(self):
+        subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True)
+        self.created = True
+        try:
+            self._ip("link", "set", "lo", "up")
+            self._ip("link", "add", "eth0", "type", "veth", "peer", "name", "mds0")
+            self._ip("addr", "add", self.METADATA_ADDR + "/32", "dev", "mds0")
+            inst = self.instance or {}
+            if inst.get("mac"):
+                self._ip("link", "set", "eth0", "address", inst["mac"])
+            if inst.get("private_ipv4"):
+                self._ip("addr", "add", inst["private_ipv4"] + "/24", "dev", "eth0")
+            if inst.get("ipv6"):
+                self._ip("addr", "add", inst["ipv6"] + "/64", "dev", "eth0", "nodad")
+            self._ip("link", "set", "mds0", "up")
+            self._ip("link", "set", "eth0", "up")
+        except subprocess.CalledProcessError:
+            self.delete()
+            raise
+        return self
+
+    def delete(self):
+        if self.created:
+            subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+            self.created = False
+
+    def __enter__(self):
+        return self.create()
+
+    def __exit__(self, *exc):
+        self.delete()
+
+    def argv(self, argv):
+        return ["ip", "netns", "exec", self.name] + list(argv)
+
+    def run(self, argv, **kw):
+        return subprocess.run(self.argv(argv), **kw)
+
+    def popen(self, argv, **kw):
+        return subprocess.Popen(self.argv(argv), **kw)

@@ -247,6 +247,103 @@ static void test_digitalocean(void) {
         TAP_EQ_STR(first(m->ipv6), "2604:a880:800:10::17d:2001", "digitalocean: ipv6 in canonical form");
 }
 
+static void test_hetzner(void) {
+        _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+        CnMetadataDocs d = {};
+
+        if (have_fixtures("hetzner")) {
+                put_fixture(&d, "hetzner/v1/metadata", "hetzner/metadata.yaml");
+                put_fixture(&d, "hetzner/v1/metadata/private-networks", "hetzner/private-networks.yaml");
+        } else
+                put(&d, "hetzner/v1/metadata",
+                    "availability-zone: hel1-dc2\nhostname: my-server\ninstance-id: 42\nlocal-ipv4: ''\n"
+                    "public-ipv4: 1.2.3.4\nregion: eu-central\n");
+        TAP_EQ_INT(parse("hetzner", &d, &m), 0, "hetzner: YAML metadata parses");
+        if (!m)
+                return;
+        TAP_EQ_STR(m->instance_id, "42", "hetzner: integer instance id as text");
+        TAP_EQ_STR(m->provider_id, "hcloud://42", "hetzner: providerID form");
+        TAP_EQ_STR(m->zone, "hel1-dc2", "hetzner: zone is the datacenter");
+        TAP_EQ_STR(m->region, "hel1", "hetzner: region is the location");
+        TAP_EQ_STR(first(m->ipv4_public), "1.2.3.4", "hetzner: public IPv4");
+        TAP_EQ_STR(first(m->extra_labels), "hcloud.cloudnode.io/network-zone=eu-central", "hetzner: network zone label");
+        if (have_fixtures("hetzner")) {
+                TAP_OK(m->ipv4_private && streq(m->ipv4_private[0], "10.0.0.2") && m->ipv4_private[1] &&
+                               streq(m->ipv4_private[1], "10.128.0.2"),
+                       "hetzner: private networks in order");
+                TAP_EQ_STR(first(m->ipv6), "a00:a0:a000:a000::1", "hetzner: IPv6 from network-config, canonical");
+        }
+}
+
+static void test_hetzner_yaml_attack(void) {
+        _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+        CnMetadataDocs d = {};
+
+        put(&d, "hetzner/v1/metadata", "a: &x [1]\nb: *x\ninstance-id: 1\n");
+        TAP_EQ_INT(parse("hetzner", &d, &m), -EBADMSG, "hetzner: YAML aliases rejected");
+}
+
+static void test_proxmoxve(void) {
+        static const char *const cases[] = { "static", "dhcp", "static-no-gateway", "invalid-user-data" };
+
+        if (!have_fixtures("proxmoxve")) {
+                tap_ok(1, "# SKIP proxmoxve fixtures absent");
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+                _cleanup_free_ char *dir = NULL;
+                CnMetadataDocs d = {};
+
+                if (asprintf(&dir, "%s/metadata/proxmoxve/%s", fixtures, cases[i]) < 0)
+                        abort();
+                TAP_EQ_INT(cn_metadata_docs_read_dir(&d, -EBADF, dir, cn_metadata_source_proxmoxve.drive_keys), 0,
+                           "proxmoxve: drive read");
+                TAP_EQ_INT(parse("proxmoxve", &d, &m), 0, "proxmoxve: fixture parses");
+                TAP_EQ_STR(m ? m->provider_id : NULL, "proxmox://15a9919cb91024fbd1d70fa07f0efa749cbba03b",
+                           "proxmoxve: providerID from the instance id without DMI");
+                if (streq(cases[i], "static")) {
+                        TAP_EQ_STR(m ? m->hostname : NULL, "dummy.local.com", "proxmoxve: fqdn from #cloud-config");
+                        TAP_OK(m && m->ipv4_private && streq(m->ipv4_private[0], "192.168.1.1") &&
+                                       m->ipv4_private[1] && streq(m->ipv4_private[1], "192.168.42.1"),
+                               "proxmoxve: static v1 addresses of both interfaces");
+                        TAP_EQ_STR(m ? first(m->ipv6) : NULL, "2001:db8:85a3::8a2e:370:0", "proxmoxve: static6 address");
+                }
+                if (streq(cases[i], "invalid-user-data"))
+                        TAP_OK(m && !m->hostname, "proxmoxve: broken user-data gives no hostname, no error");
+        }
+        {
+                _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+                CnMetadataDocs d = {};
+
+                put(&d, "meta-data", "instance-id: abc\n");
+                put(&d, "sys/class/dmi/id/product_uuid", "4C4C4544-0042-3510-8052-B4C04F4E3732\n");
+                TAP_EQ_INT(parse("proxmoxve", &d, &m), 0, "proxmoxve: with DMI uuid");
+                TAP_EQ_STR(m ? m->provider_id : NULL, "proxmox://4c4c4544-0042-3510-8052-b4c04f4e3732",
+                           "proxmoxve: providerID from the SMBIOS uuid, lower case");
+        }
+}
+
+static void test_file(void) {
+        _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL, *m2 = NULL, *m3 = NULL;
+        CnMetadataDocs d = {};
+
+        put(&d, "metadata.yaml",
+            "instanceID: node-17\nproviderID: baremetal://node-17\nregion: dc1\nzone: dc1-row3\n"
+            "hostname: node-17.example.net\nipv4Private: [10.0.0.17, 10.0.1.17]\nipv4Public: 192.0.2.17\n"
+            "labels: {example.com/rack: r3}\n");
+        TAP_EQ_INT(parse("file", &d, &m), 0, "file: document parses");
+        TAP_EQ_STR(m ? m->provider_id : NULL, "baremetal://node-17", "file: providerID as given");
+        TAP_OK(m && m->ipv4_private && m->ipv4_private[1] && streq(m->ipv4_private[1], "10.0.1.17"),
+               "file: address list");
+        TAP_EQ_STR(m ? first(m->extra_labels) : NULL, "example.com/rack=r3", "file: labels");
+
+        put(&d, "metadata.yaml", "instanceID: x\nipv4Private: [not-an-address]\n");
+        TAP_EQ_INT(parse("file", &d, &m2), -EBADMSG, "file: a wrong address is an error");
+        put(&d, "metadata.yaml", "instanceID: x\ninstanceId: y\n");
+        TAP_EQ_INT(parse("file", &d, &m3), -EBADMSG, "file: an unknown key is an error");
+}
+
 static void test_hostile(void) {
         _cleanup_instance_metadata_ CnInstanceMetadata *m1 = NULL, *m2 = NULL, *m3 = NULL, *m4 = NULL;
         CnMetadataDocs d = {};
@@ -303,6 +400,10 @@ int main(void) {
         test_gcp_slash_in_name();
         test_azure();
         test_digitalocean();
+        test_hetzner();
+        test_hetzner_yaml_attack();
+        test_proxmoxve();
+        test_file();
         test_hostile();
         test_size_cap();
         return tap_done();

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cloudnode-agent internals: the Manager that owns the event loop, and the output step. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "http.h"
+#include "metadata.h"
+#include "node-config.h"
+
+/* Exit codes (also in --help and cloudnode-agent(8)). */
+enum {
+        AGENT_EXIT_SUCCESS = 0,
+        AGENT_EXIT_FAILURE = 1,     /* metadata could not be fetched (network, deadline, HTTP errors) */
+        AGENT_EXIT_USAGE = 2,       /* bad command line or node config */
+        AGENT_EXIT_PLATFORM = 3,    /* platform not detected, or not supported */
+        AGENT_EXIT_METADATA = 4,    /* metadata malformed, oversized or unsafe: rejected */
+        AGENT_EXIT_OUTPUT = 5,      /* an output file could not be rendered or written */
+};
+
+typedef struct AgentArgs {
+        const char *config;
+        const char *root;
+        const char *platform;
+        bool once;
+        bool dry_run;
+        bool afterburn_compat;
+} AgentArgs;
+
+typedef struct Manager {
+        sd_event *event;
+        CnHttp *http;
+        CnMetadataFetch *fetch;
+        CnNodeConfig *config;
+        const AgentArgs *args;
+        CnInstanceMetadata *metadata;
+        int result;                  /* exit code */
+        void (*on_metadata)(struct Manager *m);
+        void *handoff;               /* daemon mode state (agent-handoff.c) */
+} Manager;
+
+/* Renders every output for the role, then writes those whose content changed. Nothing is written
+ * when any rendering fails. Returns the number of files changed, or negative errno (logged). */
+int agent_write_outputs(Manager *m, unsigned *ret_written);
+
+/* Maps a metadata error to the exit code. */
+int agent_exit_code_for(int r);

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""tests/fake-cloud config drive trees: the OpenStack config-2 layout and the NoCloud drive
+Proxmox VE attaches, written by the admin API and by the command line."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from fakecloud import FAKE_CLOUD, FakeCloud  # noqa: E402
+
+
+def read(*p):
+    with open(os.path.join(*p), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_config2(t, tmp, c):
+    inst = c.add_instance({"platform": "openstack", "name": "os-1", "user_data": "#cloud-config\n",
+                           "labels": {"k": "v"}, "ssh_keys": ["ssh-ed25519 AAAA test"]})
+    dest = os.path.join(tmp, "config-2")
+    files = c.write_config_drive(inst["id"], dest)
+    for f in ("openstack/latest/meta_data.json", "openstack/latest/network_data.json",
+              "openstack/latest/user_data", "openstack/2012-08-10/meta_data.json", "ec2/latest/meta-data.json"):
+        t.ok(f in files and os.path.isfile(os.path.join(dest, f)), "config-2 has %s" % f)
+    t.ok("openstack/2012-08-10/network_data.json" not in files, "no network_data.json before 2015-10-15")
+    md = json.loads(read(dest, "openstack/latest/meta_data.json"))
+    _, _, served = c.get("/openstack/latest/meta_data.json", base=c.metadata_url(inst["id"]))
+    t.eq(md, served, "drive meta_data.json equals the metadata service's")
+    t.eq((md["uuid"], md["name"], md["meta"], md["public_keys"]),
+         (inst["id"], "os-1", {"k": "v"}, {"key0": "ssh-ed25519 AAAA test"}), "meta_data.json content")
+    nd = json.loads(read(dest, "openstack/latest/network_data.json"))
+    t.ok(any(n.get("ip_address") == inst["private_ipv4"] for n in nd["networks"]), "network_data.json address")
+    t.eq(read(dest, "openstack/latest/user_data"), "#cloud-config\n", "user_data")
+    ec2 = json.loads(read(dest, "ec2/latest/meta-data.json"))
+    t.eq((ec2["local-ipv4"], ec2["placement"]["availability-zone"], ec2["ami-launch-index"]),
+         (inst["private_ipv4"], inst["zone"], 0), "ec2 meta-data.json")
+    t.ok(isinstance(ec2["security-groups"], list), "ec2 security-groups is a list")
+
+
+def test_nocloud(t, tmp, c):
+    inst = c.add_instance({"platform": "proxmoxve", "name": "pve-1"})
+    dest = os.path.join(tmp, "nocloud")
+    files = c.write_config_drive(inst["id"], dest)
+    t.eq(sorted(files), ["meta-data", "network-config", "user-data", "vendor-data"], "NoCloud file set")
+    t.eq(read(dest, "meta-data"), "instance-id: %s\n" % inst["id"], "meta-data")
+    nc = read(dest, "network-config")
+    t.ok(nc.startswith("version: 1\nconfig:\n"), "network-config version 1", nc)
+    t.ok("mac_address: %s" % inst["mac"] in nc and "address: %s" % inst["private_ipv4"] in nc
+         and "type: static6" in nc and "type: nameserver" in nc, "network-config content", nc)
+    t.ok(read(dest, "user-data").startswith("#cloud-config\nhostname: pve-1\n"), "generated user-data")
+    st, _, err = c._admin("POST", "/instances/%s/config-drive" % inst["id"], {"path": dest, "format": "iso"})
+    t.eq(st, 400, "unknown format rejected")
+    t.eq(c.get("/", base=c.metadata_url(inst["id"]))[0], 404, "proxmoxve has no HTTP metadata service")
+
+
+def test_cli(t, tmp, c):
+    inst = c.add_instance({"platform": "openstack", "name": "cli-1"})
+    dest = os.path.join(tmp, "cli-drive")
+    r = subprocess.run([sys.executable, FAKE_CLOUD, "--state-dir", c.state_dir, "--instance", inst["id"],
+                        "--write-config-drive", dest], capture_output=True, text=True, timeout=30)
+    t.eq((r.returncode, r.stdout.strip()), (0, os.path.abspath(dest)), "--write-config-drive writes and exits")
+    t.eq(json.loads(read(dest, "openstack/latest/meta_data.json"))["name"], "cli-1", "CLI drive content")
+    r = subprocess.run([sys.executable, FAKE_CLOUD, "--state-dir", c.state_dir, "--instance", "nope",
+                        "--write-config-drive", dest], capture_output=True, text=True, timeout=30)
+    t.ok(r.returncode != 0 and "no instance nope" in r.stderr and len(r.stderr.splitlines()) == 1,
+         "unknown instance: one clear error line", r.stderr)
+    pve_state = os.path.join(tmp, "pve-state")
+    pdest = os.path.join(tmp, "pve-drive")
+    with FakeCloud(pve_state, platform="proxmoxve", extra_args=["--config-drive", pdest]) as p:
+        t.eq(read(pdest, "meta-data"), "instance-id: %s\n" % p.instance["id"], "--config-drive at start")
+
+
+def main():
+    t = Tap()
+    with tempfile.TemporaryDirectory(prefix="cn-fake-drive-") as tmp:
+        with FakeCloud(os.path.join(tmp, "state")) as c:
+            for fn in (test_config2, test_nocloud, test_cli):
+                t.run(fn, tmp, c)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

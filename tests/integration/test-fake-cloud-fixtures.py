@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Compare tests/fake-cloud's responses with real captured ones in ../shared/fixtures (see its
+SOURCES.md): same paths answer, and every key a captured document has exists in ours with a
+compatible type. Our data is our own; only shapes are compared. Skipped when the fixtures
+folder is absent."""
+import json
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import FIXTURES, Tap  # noqa: E402
+from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForShapeComparison test@example"
+
+
+def fx(*p):
+    return os.path.join(FIXTURES, *p)
+
+
+def load(*p):
+    with open(fx(*p), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def text(*p):
+    with open(fx(*p), encoding="utf-8") as f:
+        return f.read()
+
+
+def _kind(v):
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    return type(v).__name__
+
+
+def shape_diff(want, got, path="", ignore=(), maps=()):
+    """Places where `got` lacks a key of `want` or has an incompatible type (null matches any).
+    Objects named in maps are keyed by data (e.g. key names), so only their values are compared."""
+    out = []
+    if isinstance(want, dict) and isinstance(got, dict) and path.rsplit("/", 1)[-1] in maps:
+        if want and got:
+            out.extend(shape_diff(next(iter(want.values())), next(iter(got.values())), path + "/*", ignore, maps))
+        elif want and not got:
+            out.append("empty " + path)
+    elif isinstance(want, dict) and isinstance(got, dict):
+        for k, v in want.items():
+            p = path + "/" + k
+            if k in ignore or p in ignore:
+                continue
+            if k not in got:
+                out.append("missing " + p)
+            else:
+                out.extend(shape_diff(v, got[k], p, ignore, maps))
+    elif isinstance(want, list) and isinstance(got, list):
+        if want and got:
+            out.extend(shape_diff(want[0], got[0], path + "[0]", ignore, maps))
+    elif _kind(want) and _kind(got) and _kind(want) != _kind(got):
+        out.append("type of %s: want %s, got %s" % (path, _kind(want), _kind(got)))
+    return out
+
+
+def yaml_keys(s):
+    """Mapping keys used anywhere in a block-style YAML text (enough to compare shapes)."""
+    return set(re.findall(r"^\s*(?:-\s+)?([A-Za-z_][A-Za-z0-9_-]*):", s, re.M))
+
+
+def check_shape(t, want, got, name, ignore=(), maps=("public_keys",)):
+    diff = shape_diff(want, got, ignore=ignore, maps=maps)
+    t.ok(not diff, name, "\n".join(diff))
+
+
+# -- metadata ---------------------------------------------------------------------------
+
+
+def test_aws(t, tmp):
+    idx = load("metadata", "aws", "index.json")
+    with FakeCloud(os.path.join(tmp, "aws"), platform="aws") as c:
+        c.update_instance(c.instance["id"], {"ssh_keys": [KEY]})
+        _, _, token = c.api("PUT", "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+        for ep in idx["endpoints"]:
+            if ep["method"] == "PUT":
+                if ep["status"] == 200:
+                    st, _, body = c.api("PUT", ep["path"], headers=ep["request_headers"])
+                    t.ok(st == 200 and body, "aws PUT %s answers like the capture" % ep["path"])
+                continue
+            st, _, body = c.get(ep["path"], {"X-aws-ec2-metadata-token": token})
+            t.eq(st, ep["status"], "aws GET %s status" % ep["path"])
+            if ep["path"].endswith("instance-identity/document"):
+                check_shape(t, json.loads(text("metadata", "aws", ep["file"])), json.loads(body),
+                            "aws identity document has the captured keys")
+
+
+def test_gcp(t, tmp):
+    idx = load("metadata", "gcp", "index.json")
+    with FakeCloud(os.path.join(tmp, "gcp"), platform="gcp") as c:
+        for ep in idx["endpoints"]:
+            st, _, body = c.get(ep["path"], idx["request_headers"])
+            t.ok(st == ep["status"] and body and "\n" not in body, "gcp GET %s: a one-line leaf" % ep["path"], body)
+
+
+def test_azure(t, tmp):
+    idx = load("metadata", "azure", "index.json")
+    with FakeCloud(os.path.join(tmp, "az"), platform="azure") as c:
+        c.update_instance(c.instance["id"], {"ssh_keys": [KEY]})
+        for ep in idx["endpoints"]:
+            if not ep["host"].startswith("IMDS") or ep["file"] is None or ep["file"].endswith((".empty.json", "only")):
+                continue
+            st, h, body = c.get(ep["url"], ep.get("request_headers"))
+            t.eq(st, ep["status"], "azure GET %s status" % ep["url"])
+            want_ct = (ep.get("response_headers") or {}).get("content-type")
+            if want_ct:
+                t.ok(h.get("Content-Type", "").startswith(want_ct), "azure %s content type %s" % (ep["url"], want_ct), h)
+            if ep["file"].endswith(".json"):
+                check_shape(t, load("metadata", "azure", ep["file"]), body, "azure %s shape" % ep["url"])
+
+
+def test_hetzner(t, tmp):
+    with FakeCloud(os.path.join(tmp, "hz"), platform="hetzner") as c:
+        c.update_instance(c.instance["id"], {"ssh_keys": [KEY]})
+        for ep in load("metadata", "hetzner", "index.json")["endpoints"]:
+            st, _, body = c.get(ep["path"])
+            t.eq(st, 200, "hetzner GET %s" % ep["path"])
+            want = yaml_keys(text("metadata", "hetzner", ep["file"]))
+            t.ok(want <= yaml_keys(body), "hetzner %s has the captured keys" % ep["path"],
+                 "missing: %s" % sorted(want - yaml_keys(body)))
+            top_want = re.findall(r"^([a-z][a-z_-]*):", text("metadata", "hetzner", ep["file"]), re.M)
+            top_got = re.findall(r"^([a-z][a-z_-]*):", body, re.M)
+            t.ok(set(top_want) <= set(top_got), "hetzner %s top-level keys" % ep["path"])
+
+
+def test_openstack(t, tmp):
+    with FakeCloud(os.path.join(tmp, "os"), platform="openstack") as c:
+        c.update_instance(c.instance["id"], {"ssh_keys": [KEY]})
+        _, _, md = c.get("/openstack/2012-08-10/meta_data.json")
+        check_shape(t, load("metadata", "openstack-metadata", "openstack", "2012-08-10", "meta_data.json"), md,
+                    "openstack meta_data.json (metadata service) shape")
+        # admin_pass appears only when Nova injects a password.
+        check_shape(t, load("metadata", "openstack-config-drive", "openstack", "meta_data.json"), md,
+                    "openstack meta_data.json (config drive) shape", ignore=("admin_pass",))
+        _, _, nd = c.get("/openstack/latest/network_data.json")
+        want = load("metadata", "kubevirt", "config_drive", "openstack", "latest", "network_data.json")
+        # KubeVirt names its links; Nova's links carry no name.
+        check_shape(t, want, nd, "network_data.json shape", ignore=("/links[0]/name",))
+        drive = os.path.join(tmp, "os-drive")
+        c.write_config_drive(c.instance["id"], drive)
+        with open(os.path.join(drive, "ec2", "latest", "meta-data.json")) as f:
+            ec2 = json.load(f)
+        check_shape(t, load("metadata", "openstack-config-drive", "ec2", "meta-data.json"), ec2,
+                    "config drive ec2 meta-data.json shape")
+
+
+def test_proxmoxve(t, tmp):
+    with FakeCloud(os.path.join(tmp, "pve"), platform="proxmoxve") as c:
+        drive = os.path.join(tmp, "pve-drive")
+        files = c.write_config_drive(c.instance["id"], drive)
+        want_files = sorted(os.listdir(fx("metadata", "proxmoxve", "static")))
+        t.eq(sorted(files), want_files, "proxmoxve drive has the captured file set")
+        for name in ("meta-data", "network-config"):
+            with open(os.path.join(drive, name)) as f:
+                got = yaml_keys(f.read())
+            for variant in ("static", "dhcp"):
+                want = yaml_keys(text("metadata", "proxmoxve", variant, name))
+                t.ok(want <= got | {"dhcp"}, "proxmoxve %s keys (vs %s)" % (name, variant),
+                     "missing: %s" % sorted(want - got))
+        with open(os.path.join(drive, "user-data")) as f:
+            t.ok(f.read().startswith("#cloud-config\n") and
+                 text("metadata", "proxmoxve", "static", "user-data").startswith("#cloud-config\n"),
+                 "proxmoxve user-data is #cloud-config like the capture")
+
+
+# -- cloud APIs -------------------------------------------------------------------------
+
+
+def test_hetzner_api(t, tmp):
+    auth = {"Authorization": "Bearer " + HETZNER_TOKEN}
+    with FakeCloud(os.path.join(tmp, "hapi")) as c:
+        # The older hcloud-python sample gives images a "rebuild" protection flag; the API
+        # reference and hcloud-go's newer capture protect images against delete only.
+        old_image = ("/server/image/protection/rebuild", "/servers[0]/image/protection/rebuild")
+        st, _, created = c.api("POST", "/v1/servers", {"name": "fx-1", "server_type": "cx22", "image": "debian-13",
+                                                       "location": "hel1", "networks": [4711]}, auth)
+        want = load("cloud-api", "hetzner", "POST_v1_servers.json")
+        t.eq(st, 201, "POST /v1/servers status as documented")
+        check_shape(t, want, created, "POST /v1/servers shape", ignore=old_image)
+        sid = created["server"]["id"]
+        _, _, got = c.get("/v1/servers/%d" % sid, auth)
+        check_shape(t, load("cloud-api", "hetzner", "GET_v1_servers_id.json"), got, "GET /v1/servers/{id} shape")
+        _, _, lst = c.get("/v1/servers", auth)
+        check_shape(t, load("cloud-api", "hetzner", "GET_v1_servers.json"), lst, "GET /v1/servers shape",
+                    ignore=old_image)
+        _, _, a = c.get("/v1/actions/%d" % created["action"]["id"], auth)
+        # The captured action carries an error object; ours has error null until one fails.
+        check_shape(t, load("cloud-api", "hetzner", "action_object.json"), a["action"], "action object shape")
+        st, _, err = c.api("POST", "/v1/servers", {"name": "fx-2", "server_type": "cx22", "image": "debian-13",
+                                                   "labels": {"bad key": "x"}}, auth)
+        check_shape(t, load("cloud-api", "hetzner", "error_422_invalid_input.json"), err, "invalid_input error shape")
+        c.throttle("hetzner", count=1)
+        st, _, err = c.get("/v1/servers", auth)
+        t.eq(st, 429, "throttled status")
+        for f in ("error_429_rate_limit_exceeded.json", "error_429_rate_limit_exceeded.minimal.json"):
+            check_shape(t, load("cloud-api", "hetzner", f), err, "%s shape" % f)
+            t.eq(err["error"]["code"], load("cloud-api", "hetzner", f)["error"]["code"], "%s code" % f)
+
+
+def test_openstack_api(t, tmp):
+    # A project member does not see Nova's admin-only OS-EXT-SRV-ATTR attributes.
+    admin_only = ("OS-EXT-SRV-ATTR:host", "OS-EXT-SRV-ATTR:hypervisor_hostname", "OS-EXT-SRV-ATTR:instance_name")
+    with FakeCloud(os.path.join(tmp, "osapi"), extra_args=["--build-seconds", "0"]) as c:
+        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": OPENSTACK_USER["name"], "domain": {"name": OPENSTACK_USER["domain"]},
+            "password": OPENSTACK_USER["password"]}}},
+            "scope": {"project": {"name": OPENSTACK_USER["project"], "domain": {"name": OPENSTACK_USER["domain"]}}}}}
+        st, h, tok = c.api("POST", "/v3/auth/tokens", body)
+        t.eq(st, 201, "token status as captured")
+        check_shape(t, load("cloud-api", "openstack", "POST_v3_auth_tokens.json"), tok, "Keystone token shape")
+        st, _, ac = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
+            "methods": ["application_credential"],
+            "application_credential": {"id": "appcred-demo", "secret": "appcred-secret"}}}})
+        # The captured credential lists access rules; ours is unrestricted by rules.
+        check_shape(t, load("cloud-api", "openstack", "POST_v3_auth_tokens.application_credential.json"), ac,
+                    "application credential token shape", ignore=("access_rules",))
+        H = {"X-Auth-Token": h["X-Subject-Token"]}
+        nova = "/compute/v2.1"
+        st, _, cr = c.api("POST", nova + "/servers", {"server": {"name": "derp", "imageRef": "img", "flavorRef": "1"}}, H)
+        t.eq(st, 202, "create status as captured")
+        _, _, s = c.get(nova + "/servers/" + cr["server"]["id"], H)
+        check_shape(t, load("cloud-api", "openstack", "GET_servers_id.json"), s, "GET /servers/{id} shape",
+                    ignore=admin_only)
+        _, _, d = c.get(nova + "/servers/detail", H)
+        check_shape(t, load("cloud-api", "openstack", "GET_servers_detail.json"), d, "GET /servers/detail shape",
+                    ignore=admin_only)
+        c.settings(nova_build_errors=[{"code": 500, "message": "boom", "details": "x"}])
+        _, _, cr = c.api("POST", nova + "/servers", {"server": {"name": "bad", "imageRef": "img", "flavorRef": "1"}}, H)
+        _, _, s = c.get(nova + "/servers/" + cr["server"]["id"], H)
+        # The captured server failed after its port was bound; ours fails at scheduling
+        # ("No valid host"), before Nova allocates any address.
+        check_shape(t, load("cloud-api", "openstack", "GET_servers_id.fault.json"), s, "ERROR server with fault shape",
+                    ignore=admin_only + ("/server/addresses/private",))
+
+
+def main():
+    t = Tap()
+    if not os.path.isdir(FIXTURES):
+        t.skip_all("fixtures folder %s absent" % FIXTURES)
+    with tempfile.TemporaryDirectory(prefix="cn-fake-fixtures-") as tmp:
+        for fn in (test_aws, test_gcp, test_azure, test_hetzner, test_openstack, test_proxmoxve,
+                   test_hetzner_api, test_openstack_api):
+            t.run(fn, tmp)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
