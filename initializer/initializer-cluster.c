@@ -92,12 +92,14 @@ int cluster_mode_start(Manager *m) {
                         return log_error_errno(r, "Failed to read cloud config %s: %s", m->config->cloud_config,
                                                error ?: strerror(-r));
         }
-        r = cn_provider_new(m->config->cloud_provider, m->http, cfg, &m->provider);
+        free(error);
+        error = NULL;
+        r = cn_provider_new(m->config->cloud_provider, m->http, cfg, &m->provider, &error);
         if (r == -EPROTONOSUPPORT)
                 return log_error_errno(r, "Unknown cloud provider '%s' (this build knows hetzner and openstack).",
                                        m->config->cloud_provider);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up cloud provider %s: %m", m->config->cloud_provider);
+                return log_error_errno(r, "Cloud provider %s: %s", m->config->cloud_provider, error ?: strerror(-r));
         cn_provider_set_request_counter(m->provider, count_cloud_request, m);
 
         if (m->config->controllers & CONTROLLER_CLOUD_NODE) {

@@ -42,7 +42,7 @@ def test_initialize(t, k, c, d):
     conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
     kc = k.kubeconfig_for(CLUSTER_SA)
     args = ["--kubeconfig=" + kc, "--cloud-provider=hetzner", "--cloud-config=" + conf, "--leader-elect=false",
-            "--controllers=cloud-node", "--port=0", "--bind-address=127.0.0.1", "--concurrent-node-syncs=2",
+            "--controllers=cloud-node", "--bind-address=127.0.0.1", "--concurrent-node-syncs=2",
             "--node-status-update-frequency=2s", "-v", "4"]
     with Initializer(args, state_dir=d, name="cluster") as i:
         done = wait_for(lambda: all(initialized(k, "w%d" % n) for n in range(1, 6)), 60)
@@ -136,7 +136,7 @@ def test_lifecycle(t, k, c, d):
     make_node(k, "lc-stop", tainted=False, provider_id="hcloud://%s" % b["id"], ready=False)
     conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
     args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
-            "--leader-elect=false", "--controllers=*,-cloud-node", "--port=0", "--bind-address=127.0.0.1",
+            "--leader-elect=false", "--controllers=*,-cloud-node", "--bind-address=127.0.0.1",
             "--node-monitor-period=1s", "--node-startup-grace-period=0s", "-v", "4"]
     c.remove_instance(a["id"])
     c.stop(b["id"])

@@ -137,13 +137,16 @@ class Initializer:
         self.notify.bind(self.notify_path)
         self.notify.setblocking(False)
         self.env["NOTIFY_SOCKET"] = self.notify_path
+        if not any(a.startswith("--port") for a in self.args):
+            self.port = free_port()
+            self.args.append("--port=%d" % self.port)
         cmd = [BINARY] + self.args
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
-        if "--port=0" in self.args or "--port" not in " ".join(self.args):
-            self.port = wait_for(self._find_port, 20)
+        if self.port and not wait_for(self._find_port, 20):
+            raise RuntimeError("cloudnode-initializer did not start serving:\n" + self.log())
         return self
 
     def _find_port(self):
@@ -174,7 +177,7 @@ class Initializer:
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
-    def signal(self, sig):
+    def send_signal(self, sig):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
 
@@ -201,6 +204,15 @@ class Initializer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def free_port():
+    """A port that was free a moment ago (--port=0 turns the server off, as upstream)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def name_sock(name):
