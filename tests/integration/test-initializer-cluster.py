@@ -62,7 +62,7 @@ def test_initialize(t, k, c, d):
             w = writes(k, CLUSTER_SA, name)
             t.eq(w, [("patch", "status", name, 200), ("patch", "", name, 200)],
                  "%s: exactly two writes, status first" % name)
-            t.ok(events(k, name, "Synced"), "%s: Synced event" % name)
+            t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "%s: Synced event" % name)
         w2 = get_node(k, "w2")
         t.eq([x["key"] for x in w2["spec"]["taints"]], ["dedicated"], "w2: other taints are kept")
         t.eq(get_node(k, "w4")["metadata"]["labels"].get("kubernetes.io/hostname"), "w4",
