@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import certs, errors, patch as patchmod, proto
 from .admission import admit
@@ -133,7 +133,8 @@ def request_info(method, path, query):
     ri = ReqInfo()
     ri.path = path
     m = method.lower()
-    parts = [p for p in path.strip("/").split("/") if p != ""] if path != "/" else []
+    # Segments are percent-decoded as Go's net/http does for the real server ("cloudnode%3Ax").
+    parts = [unquote(p) for p in path.strip("/").split("/") if p != ""] if path != "/" else []
     if not parts or parts[0] not in ("api", "apis"):
         ri.verb = m if m != "head" else "get"
         return ri
