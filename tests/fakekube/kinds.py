@@ -612,13 +612,45 @@ def _validate_binding(obj, old):
 
 
 def _validate_event(obj, old):
+    """legacyValidateEvent (core/v1) and the events.k8s.io/v1 create rules."""
     errs = []
-    io = obj.get("involvedObject")
     md = obj.get("metadata") or {}
-    if obj.get("apiVersion", "v1") == "v1" and isinstance(io, dict):
-        if io.get("namespace") and md.get("namespace") and io["namespace"] != md["namespace"]:
-            errs.append(FieldError("involvedObject.namespace", "Invalid value", io["namespace"],
-                                   "does not match event.namespace"))
+    ns = md.get("namespace", "")
+    new_api = obj.get("apiVersion") == "events.k8s.io/v1"
+    ref_field = "regarding" if new_api else "involvedObject"
+    ctl_field = "reportingController" if new_api else "reportingComponent"
+    ref = obj.get(ref_field) or {}
+    ref_ns = ref.get("namespace") or ""
+    if new_api and not obj.get("eventTime") and old is None:
+        errs.append(FieldError("eventTime", "Required value"))
+    if not obj.get("eventTime"):
+        if (not ref_ns and ns not in ("", "default")) or (ref_ns and ns != ref_ns):
+            errs.append(FieldError(ref_field + ".namespace", "Invalid value", ref_ns, "does not match event.namespace"))
+    else:
+        if not ref_ns and ns not in ("default", "kube-system"):
+            errs.append(FieldError(ref_field + ".namespace", "Invalid value", ref_ns, "does not match event.namespace"))
+        ctl = obj.get(ctl_field) or ""
+        if not ctl:
+            errs.append(FieldError(ctl_field, "Required value"))
+        else:
+            for m in qualified_name_errors(ctl):
+                errs.append(FieldError(ctl_field, "Invalid value", ctl, m))
+        inst = obj.get("reportingInstance") or ""
+        if not inst:
+            errs.append(FieldError("reportingInstance", "Required value"))
+        elif len(inst) > 128:
+            errs.append(FieldError("reportingInstance", "Invalid value", "", "can have at most 128 characters"))
+        if not obj.get("action"):
+            errs.append(FieldError("action", "Required value"))
+        if not obj.get("reason"):
+            errs.append(FieldError("reason", "Required value"))
+    note = obj.get("note" if new_api else "message") or ""
+    if len(note) > 1024 and obj.get("eventTime"):
+        errs.append(FieldError("note" if new_api else "message", "Invalid value", "",
+                               "can have at most 1024 characters"))
+    if new_api and obj.get("type") not in ("Normal", "Warning"):
+        errs.append(FieldError("type", "Invalid value", obj.get("type") or "",
+                               "has invalid value: %s" % (obj.get("type") or "")))
     return errs
 
 
@@ -707,6 +739,7 @@ VALIDATORS = {
     ("", "ConfigMap"): _validate_configmap,
     ("", "Secret"): _validate_secret,
     ("", "Event"): _validate_event,
+    ("events.k8s.io", "Event"): _validate_event,
     ("apps", "Deployment"): _validate_workload,
     ("apps", "DaemonSet"): _validate_workload,
     ("apps", "ReplicaSet"): _validate_workload,

@@ -209,6 +209,21 @@ def test_finalizers(t, k):
          "delete without finalizers returns a success Status")
 
 
+def test_events(t, k):
+    ev = {"metadata": {"generateName": "n1."}, "involvedObject": {"kind": "Node", "name": "n1", "apiVersion": "v1"},
+          "reason": "Synced", "message": "ok", "type": "Normal", "source": {"component": "cloudnode"},
+          "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z", "count": 1}
+    st, r = k.api("POST", "/api/v1/namespaces/default/events", ev)
+    t.eq(st, 201, "core event about a cluster-scoped object in default")
+    st, r = k.api("POST", "/api/v1/namespaces/kube-system/events", ev)
+    t.ok(st == 422 and "involvedObject.namespace" in r["message"], "legacy event outside default about a "
+         "cluster-scoped object: 422", r)
+    st, r = k.api("POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+                  {"metadata": {"generateName": "n1."}, "regarding": {"kind": "Node", "name": "n1"},
+                   "reason": "Synced", "type": "Normal"})
+    t.ok(st == 422 and "eventTime: Required value" in r["message"], "events.k8s.io event needs eventTime", r)
+
+
 def test_audit(t, k):
     recs = k.audit()
     t.ok(len(recs) > 20, "audit log has one line per request")
@@ -223,7 +238,7 @@ def test_audit(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_audit))
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_events, test_audit))
     sys.exit(t.done())
 
 
