@@ -280,6 +280,30 @@ def test_rollouts(t, k, tmp):
         c.stop()
 
 
+def test_selector_recreate(t, k, tmp):
+    # A Deployment left by an older version with another selector: the selector is immutable, so
+    # the controller must delete and create it rather than patch.
+    k.api("DELETE", DEPLOY)
+    wait_for(lambda: get(k, DEPLOY) is None)
+    old = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "cloudnode-cloud-controller-manager", "namespace": NS},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-ccm"}},
+                    "template": {"metadata": {"labels": {"app": "old-ccm"}},
+                                 "spec": {"containers": [{"name": "cloud-controller-manager", "image": "old:1"}]}}}}
+    code, created = k.api("POST", "/apis/apps/v1/namespaces/%s/deployments" % NS, old)
+    t.eq(code, 201, "old Deployment with another selector in place")
+    c = Controller(k, tmp)
+    try:
+        ok = wait_for(lambda: (get(k, DEPLOY) or {}).get("spec", {}).get("selector", {}).get("matchLabels", {})
+                      .get("app.kubernetes.io/component") == "cloud-controller-manager", 30)
+        t.ok(ok, "selector change recreates the Deployment", c.output()[-2000:])
+        t.ok(ok and get(k, DEPLOY)["metadata"]["uid"] != created["metadata"]["uid"], "it is a new object")
+        verbs = [a["verb"] for a in writes_by_controller(k) if a.get("resource") == "deployments"]
+        t.ok("delete" in verbs, "by delete and create, not by patch")
+    finally:
+        c.stop()
+
+
 def test_faults(t, k, tmp):
     # Delete everything we applied, then make the API fail the first writes.
     for path in [DEPLOY, CROLE, CLOUD_CONF]:
@@ -322,6 +346,7 @@ def main():
             t.run(test_idempotent, k, tmp)
             t.run(test_drift, k, tmp)
             t.run(test_rollouts, k, tmp)
+            t.run(test_selector_recreate, k, tmp)
             t.run(test_faults, k, tmp)
             t.run(test_leader_election, k, tmp)
     return t.done()
