@@ -8,6 +8,7 @@
 #include "json-util.h"
 #include "kube-client.h"
 #include "log.h"
+#include "metrics.h"
 #include "string-util.h"
 #include "time-util.h"
 
@@ -44,6 +45,7 @@ struct CnKubeClient {
 
         Counter *counters;
         size_t n_counters;
+        CnMetric *requests_metric;
 };
 
 struct CnKubeRequest {
@@ -94,6 +96,8 @@ static void count_request(CnKubeClient *c, const char *verb, long status) {
                 snprintf(code, sizeof(code), "%ld", status);
         else
                 snprintf(code, sizeof(code), "<error>");
+        if (c->requests_metric)
+                (void) cn_metric_inc(c->requests_metric, CN_LABELS(code, verb));
 
         for (size_t i = 0; i < c->n_counters; i++)
                 if (streq(c->counters[i].verb, verb) && streq(c->counters[i].code, code)) {
@@ -111,6 +115,13 @@ static void count_request(CnKubeClient *c, const char *verb, long status) {
         *n = (Counter){ .count = 1 };
         snprintf(n->verb, sizeof(n->verb), "%s", verb);
         snprintf(n->code, sizeof(n->code), "%s", code);
+}
+
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m) {
+        assert(c);
+        assert(m);
+        return cn_metrics_counter(m, "rest_client_requests", "Number of HTTP requests to the Kubernetes API, by status code and method.",
+                                  CN_LABELS("code", "method"), &c->requests_metric);
 }
 
 void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata) {
@@ -164,7 +175,7 @@ CnKubeRequest *cn_kube_request_free(CnKubeRequest *r) {
         if (!r)
                 return NULL;
         if (r->dispatching > 0) {
-                /* Inside a watch event of this very request: finish unwinding first. */
+                /* Inside a callback of this very request: finish unwinding first. */
                 r->zombie = true;
                 r->cb = NULL;
                 r->handler = NULL;
@@ -174,7 +185,7 @@ CnKubeRequest *cn_kube_request_free(CnKubeRequest *r) {
         return NULL;
 }
 
-/* Delivers the result once. The caller must not touch r afterwards: its owner may free it. */
+/* Delivers the result once. The caller must not touch r afterwards: it may be gone. */
 static void request_complete(CnKubeRequest *r, int error, long status, json_object *object, const char *reason,
                              const char *message) {
         CnKubeResult result = {
@@ -197,14 +208,14 @@ static void request_complete(CnKubeRequest *r, int error, long status, json_obje
                 log_debug_errno(error, "%s %s failed (HTTP %ld%s%s): %s", r->method, r->path, status,
                                 reason ? ", " : "", strempty(reason), result.message);
 
-        if (r->floating) {
-                r->dispatching++;
-                if (cb && !r->zombie)
-                        cb(c, &result, userdata);
-                r->dispatching--;
-                request_destroy(r);
-        } else if (cb)
+        /* The result may point into r (list_all's list, a watch's error message): an owner freeing
+         * its handle inside the callback only marks it, and it goes when the callback returns. */
+        r->dispatching++;
+        if (cb && !r->zombie)
                 cb(c, &result, userdata);
+        r->dispatching--;
+        if (r->floating || r->zombie)
+                request_destroy(r);
 }
 
 static int request_send(CnKubeRequest *r);
@@ -518,10 +529,11 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
                                 cn_backoff_reset(&r->backoff);
                                 r->retries = 0;
                                 k = request_schedule(r, 0);
-                        }
-                        if (k < 0)
+                                if (k < 0)
+                                        request_complete(r, k, status, NULL, NULL, NULL);
+                        } else if (k < 0)
                                 request_complete(r, k, status, NULL, NULL, NULL);
-                        else if (k == 0)
+                        else
                                 request_complete(r, 0, status, r->accumulated, NULL, NULL);
                         return;
                 }

@@ -2,10 +2,15 @@
 
 certs     CA, server and client certificates through the openssl CLI
 errors    metav1.Status bodies phrased as the real API server phrases them
-types     the built-in resource types, defaults and validation
-selectors label and field selectors
+kinds     the built-in resource types, defaults and validation
+selection label and field selectors
 patch     JSON merge patch, JSON patch, strategic merge patch
 store     objects, the global resourceVersion, history, watchers
 rbac      RBAC authorization
 server    HTTP handling, authentication, discovery, watch, faults, audit log
+cel       a subset of CEL for ValidatingAdmissionPolicies
+admission ValidatingAdmissionPolicy enforcement
+proto     protobuf request bodies of kubectl's typed clients
+schema    custom resources against their openAPIV3Schema
+registry  resource types and discovery documents
 """

@@ -17,13 +17,14 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import certs, errors, patch as patchmod, proto
+from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
-from .selectors import parse_field_selector, parse_label_selector
+from .selection import parse_field_selector, parse_label_selector
 from .store import Store, deep, now_iso
 
 MAX_BODY = 3 * 1024 * 1024
@@ -132,7 +133,8 @@ def request_info(method, path, query):
     ri = ReqInfo()
     ri.path = path
     m = method.lower()
-    parts = [p for p in path.strip("/").split("/") if p != ""] if path != "/" else []
+    # Segments are percent-decoded as Go's net/http does for the real server ("cloudnode%3Ax").
+    parts = [unquote(p) for p in path.strip("/").split("/") if p != ""] if path != "/" else []
     if not parts or parts[0] not in ("api", "apis"):
         ri.verb = m if m != "head" else "get"
         return ri
@@ -206,6 +208,13 @@ class State:
         self.url = ""
         self.host_port = ""
         self.store.on_change.append(self._controllers)
+        self.store.admission = self._admit
+
+    def _admit(self, op, rt, sub, ns, name, obj, old, dry_run):
+        ident = getattr(REQ, "ident", None)
+        if ident is None:
+            return  # writes by the fake's own controllers
+        admit(self.store, op, rt, sub, ns, name, obj, old, ident[0], ident[1], dry_run)
 
     # --- identities ------------------------------------------------------------------------
 
@@ -385,6 +394,9 @@ class State:
             self.load_object(d, rbac_only)
 
 
+REQ = threading.local()  # the identity of the request a handler thread is serving
+
+
 def _later(fn, delay=0.01):
     t = threading.Timer(delay, fn)
     t.daemon = True
@@ -481,6 +493,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- the request -------------------------------------------------------------------------
 
     def dispatch(self, method):
+        REQ.ident = None
         t0 = time.monotonic()
         self.audit_id = str(uuid.uuid4())
         self.code = 0
@@ -503,6 +516,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.unauthorized()
             user, groups = ident
             self.ident = ident
+            REQ.ident = ident
             accept = self.headers.get("Accept") or ""
             if accept and not any(a in accept for a in ("application/json", "*/*", "application/*",
                                                          "application/yaml", "text/plain")):
@@ -1109,6 +1123,12 @@ class Server(ThreadingHTTPServer):
         return sock, addr
 
     def finish_request(self, request, client_address):
+        # Small responses go out at once: with Nagle's algorithm a response written in two parts
+        # waits for the client's delayed ACK (40 ms) before its second part.
+        try:
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         # The TLS handshake runs in the request thread so one slow client cannot stall accept().
         if self.ctx is not None:
             try:

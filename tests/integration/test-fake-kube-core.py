@@ -166,7 +166,7 @@ def test_status(t, k):
                                  "spec": {"containers": [{"name": "c", "image": "img:1"}]}}},
            "status": {"replicas": 5}}
     st, d = k.api("POST", "/apis/apps/v1/namespaces/default/deployments", dep)
-    t.eq((st, d["metadata"].get("generation"), d.get("status")), (201, 1, None),
+    t.eq((st, d["metadata"].get("generation"), d.get("status")), (201, 1, {}),
          "create resets deployment status, generation 1")
     t.eq((d["spec"]["replicas"], d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"]),
          (1, "IfNotPresent"), "deployment defaults applied")

@@ -5,7 +5,7 @@ import binascii
 import re
 
 from .errors import FieldError
-from .selectors import label_value_errors, qualified_name_errors
+from .selection import label_value_errors, qualified_name_errors
 
 _SUB_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -221,8 +221,32 @@ def _default_template(spec):
         default_podspec(tpl.get("spec"))
 
 
+# Kinds whose spec/status are non-pointer Go structs: always serialized, if only as {}.
+_SPEC_STRUCT = {("", "Node"), ("", "Namespace"), ("", "Pod"), ("", "Service"), ("apps", "Deployment"),
+                ("apps", "DaemonSet"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
+                ("policy", "PodDisruptionBudget"), ("coordination.k8s.io", "Lease"),
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")}
+_STATUS_STRUCT = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")}
+
+
 def apply_defaults(rt, obj):
     k = (rt.group, rt.kind)
+    if k in _SPEC_STRUCT:
+        obj.setdefault("spec", {})
+    if k in _STATUS_STRUCT:
+        obj.setdefault("status", {})
+    if k == ("", "Node"):
+        st = obj.setdefault("status", {})
+        st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
+        ni = st.setdefault("nodeInfo", {})
+        for f in ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+                  "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"):
+            ni.setdefault(f, "")
+    if k == ("apps", "DaemonSet"):
+        st = obj.setdefault("status", {})
+        for f in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"):
+            st.setdefault(f, 0)
     spec = obj.get("spec")
     if k == ("apps", "Deployment") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
