@@ -660,7 +660,49 @@ def _validate_crd(obj, old):
     return errs
 
 
+def _validate_vap(obj, old):
+    from .cel import CelError, compile_expr
+    errs = []
+    spec = obj.get("spec") or {}
+    for field in ("matchConditions", "variables", "validations"):
+        for i, item in enumerate(spec.get(field) or []):
+            if not isinstance(item, dict):
+                continue
+            for key in ("expression", "messageExpression"):
+                expr = item.get(key)
+                if expr is None:
+                    if key == "expression":
+                        errs.append(FieldError("spec.%s[%d].expression" % (field, i), "Required value"))
+                    continue
+                try:
+                    compile_expr(expr)
+                except CelError as e:
+                    errs.append(FieldError("spec.%s[%d].%s" % (field, i, key), "Invalid value", expr,
+                                           "compilation failed: ERROR: <input>: %s" % e))
+    if spec.get("failurePolicy") not in (None, "Fail", "Ignore"):
+        errs.append(FieldError("spec.failurePolicy", "Unsupported value", spec.get("failurePolicy"),
+                               'supported values: "Fail", "Ignore"'))
+    return errs
+
+
+def _validate_vapb(obj, old):
+    errs = []
+    spec = obj.get("spec") or {}
+    if not spec.get("policyName"):
+        errs.append(FieldError("spec.policyName", "Required value"))
+    acts = spec.get("validationActions") or []
+    if not acts:
+        errs.append(FieldError("spec.validationActions", "Required value"))
+    for i, a in enumerate(acts):
+        if a not in ("Deny", "Warn", "Audit"):
+            errs.append(FieldError("spec.validationActions[%d]" % i, "Unsupported value", a,
+                                   'supported values: "Audit", "Deny", "Warn"'))
+    return errs
+
+
 VALIDATORS = {
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): _validate_vap,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): _validate_vapb,
     ("", "Node"): _validate_node,
     ("", "ConfigMap"): _validate_configmap,
     ("", "Secret"): _validate_secret,

@@ -100,6 +100,9 @@ def test_crud(t, k):
     t.eq((st, r["reason"]), (409, "Conflict"), "update with stale resourceVersion: Conflict")
     t.eq(r["message"], 'Operation cannot be fulfilled on configmaps "%s": the object has been modified; please '
          'apply your changes to the latest version and try again' % cm["metadata"]["name"], "Conflict message")
+    st, r = k.api("PUT", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"],
+                  dict(cm2, metadata=dict(cm2["metadata"], uid="00000000-0000-0000-0000-000000000000")))
+    t.eq((st, r.get("reason")), (409, "Conflict"), "update with another uid: precondition Conflict")
     # A no-op write changes nothing.
     st, cm3 = k.api("PATCH", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"],
                     {"data": {"a": "2"}}, "application/merge-patch+json")
