@@ -18,7 +18,8 @@ from . import errors
 from .errors import ApiError
 from .schema import prune, schema_for
 from .selection import fields_match, labels_match
-from .kinds import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
+from .kinds import (VIRTUAL, apply_defaults, decode_secret_data, normalize_times, omit_empty, secret_string_data,
+                    spec_of, validate)
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -286,6 +287,9 @@ class Store:
             obj = self._prune_cr(rt, obj)
         else:
             obj = omit_empty(rt, obj)
+            bad = normalize_times(rt, obj)
+            if bad:
+                raise errors.bad_request(bad)
         if (rt.group, rt.kind) == ("", "Secret"):
             secret_string_data(obj)
             bad = decode_secret_data(obj)
@@ -413,6 +417,9 @@ class Store:
                 else:
                     out.pop("status", None)
                 out = self._prune_cr(rt, out) if rt.crd is not None else omit_empty(rt, out)
+                bad = normalize_times(rt, out) if rt.crd is None else None
+                if bad:
+                    raise errors.bad_request(bad)
             else:
                 out = new
                 if "status" in rt.sub:
