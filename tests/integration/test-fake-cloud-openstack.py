@@ -50,6 +50,14 @@ def test_keystone(t, c, ctx):
     t.eq(st, 201, "application credential auth 201")
     t.eq(body["token"]["application_credential"]["id"], OPENSTACK_APP_CREDENTIAL["id"], "token names the credential")
     t.ok(compute_url(body["token"]["catalog"]), "application credential token has a catalog")
+    by_name = {"name": "cloudnode", "secret": OPENSTACK_APP_CREDENTIAL["secret"],
+               "user": {"name": "demo", "domain": {"name": "Default"}}}
+    st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
+        "methods": ["application_credential"], "application_credential": by_name}}})
+    t.eq(st, 201, "application credential by name and owner")
+    st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
+        "methods": ["application_credential"], "application_credential": dict(by_name, user={})}}})
+    t.eq(st, 401, "application credential by name without its owner: 401")
     bad = dict(OPENSTACK_APP_CREDENTIAL, secret="nope")
     st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
         "methods": ["application_credential"], "application_credential": bad}}})
@@ -146,12 +154,12 @@ def test_nova(t, c, ctx):
 
 
 def test_expiry(t, c, ctx):
-    c.settings(token_ttl=1)
+    c.settings(token_ttl=2)
     st, h, _ = c.api("POST", "/v3/auth/tokens", password_auth())
     tok = h["X-Subject-Token"]
     nova = ctx["nova"][len(c.url):]
     t.eq(c.get(nova + "/servers", {"X-Auth-Token": tok})[0], 200, "fresh token works")
-    time.sleep(1.5)
+    time.sleep(2.5)
     t.eq(c.get(nova + "/servers", {"X-Auth-Token": tok})[0], 401, "expired token: 401")
     c.settings(token_ttl=3600)
 
@@ -159,7 +167,7 @@ def test_expiry(t, c, ctx):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory(prefix="cn-fake-openstack-") as tmp:
-        with FakeCloud(tmp, extra_args=["--build-seconds", "0.4"]) as c:
+        with FakeCloud(tmp, extra_args=["--build-seconds", "2"]) as c:
             ctx = {}
             for fn in (test_keystone, test_nova, test_expiry):
                 t.run(fn, c, ctx)
