@@ -565,9 +565,12 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
         r = cn_http_new(e, &mc->http);
         if (r < 0)
                 return r;
-        r = cn_provider_new(provider, mc->http, cfg, &mc->provider);
+        free(err);
+        err = NULL;
+        r = cn_provider_new(provider, mc->http, cfg, &mc->provider, &err);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the %s provider for machines: %m", provider);
+                return log_error_errno(r, "Failed to set up the %s provider for machines: %s", provider,
+                                       err ?: strerror(-r));
         r = cn_metrics_gauge(metrics, "cloudnode_machines", "CloudnodeMachines by provider and phase.",
                              CN_LABELS("provider", "phase"), &mc->m_phase);
         if (r >= 0)
