@@ -34,7 +34,7 @@ static int region_from_zone(const char *zone, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-static int aws_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int aws_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *identity = NULL;
         _cleanup_free_ char *local4 = NULL, *public4 = NULL, *ipv6 = NULL, *zone_id = NULL;
         int r;

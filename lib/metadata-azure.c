@@ -40,7 +40,7 @@ static int add_interface_addresses(CnInstanceMetadata *m, json_object *iface) {
         return 0;
 }
 
-static int azure_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int azure_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *doc = NULL;
         _cleanup_free_ char *resource_id = NULL, *zone = NULL, *fault_domain = NULL;
         json_object *compute, *network, *ifaces, *os;

@@ -25,7 +25,7 @@ static int add_addresses(char ***l, json_object *ifaces, const char *family_key,
         return 0;
 }
 
-static int digitalocean_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int digitalocean_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *doc = NULL;
         json_object *ifaces, *priv = NULL, *pub = NULL;
         int r;

@@ -90,11 +90,12 @@ const char *cn_metadata_fetch_error(CnMetadataFetch *f) {
 static int on_defer(sd_event_source *s, void *userdata) {
         CnMetadataFetch *f = ASSERT_PTR(userdata);
         CnInstanceMetadata *m = TAKE_PTR(f->result);
+        int error = f->error;
 
         f->defer = sd_event_source_disable_unref(f->defer);
         /* Last thing done with f: the callback may free it. */
-        f->callback(f->error < 0 ? f->error : 0, f->error < 0 ? NULL : m, f->userdata);
-        if (f->error < 0)
+        f->callback(error < 0 ? error : 0, error < 0 ? NULL : m, f->userdata);
+        if (error < 0)
                 cn_instance_metadata_free(m);
         return 0;
 }
@@ -135,6 +136,9 @@ static void finish(CnMetadataFetch *f, int r, const char *fmt, ...) {
                                 (void) asprintf(&f->error_message,
                                                 "%s metadata rejected: missing or unsafe value for '%s'",
                                                 f->source->platform, field);
+                        else if (f->docs.error)
+                                (void) asprintf(&f->error_message, "%s metadata rejected: %s",
+                                                f->source->platform, f->docs.error);
                         else
                                 (void) asprintf(&f->error_message, "%s metadata is malformed: %s",
                                                 f->source->platform, strerror(-r));

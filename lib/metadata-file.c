@@ -19,30 +19,30 @@
 #include "metadata-source.h"
 #include "string-util.h"
 
-static int add_one(char ***l, json_object *a, int family) {
+static int add_one(CnMetadataDocs *d, char ***l, json_object *a, int family) {
         int r;
 
         if (!json_object_is_type(a, json_type_string))
-                return -EBADMSG;
+                return cn_metadata_docs_error(d, "addresses must be strings");
         r = cn_metadata_add_address(l, json_object_get_string(a), family);
         if (r == 0)
-                return log_debug_errno(EBADMSG, "'%s' is not an IPv%c address.", json_object_get_string(a),
-                                       family == AF_INET ? '4' : '6');
+                return cn_metadata_docs_error(d, "'%s' is not an IPv%c address", json_object_get_string(a),
+                                              family == AF_INET ? '4' : '6');
         return r < 0 ? r : 0;
 }
 
-static int add_list(char ***l, json_object *v, int family) {
+static int add_list(CnMetadataDocs *d, char ***l, json_object *v, int family) {
         int r;
 
         if (!json_object_is_type(v, json_type_array))
-                return add_one(l, v, family);
+                return add_one(d, l, v, family);
         for (size_t i = 0; i < json_object_array_length(v); i++)
-                if ((r = add_one(l, json_object_array_get_idx(v, i), family)) < 0)
+                if ((r = add_one(d, l, json_object_array_get_idx(v, i), family)) < 0)
                         return r;
         return 0;
 }
 
-static int file_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int file_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *doc = NULL;
         int r;
 
@@ -52,7 +52,7 @@ static int file_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
         if (r < 0)
                 return r;
         if (!json_object_is_type(doc, json_type_object))
-                return log_debug_errno(EBADMSG, "The metadata file must be a mapping.");
+                return cn_metadata_docs_error(d, "the metadata file must be a mapping");
         json_object_object_foreach(doc, key, v) {
                 if (streq(key, "platform"))
                         continue; /* what `metadata --format json` printed; this platform is "file" */
@@ -69,17 +69,17 @@ static int file_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
                 else if (streq(key, "hostname"))
                         r = cn_metadata_json_string(doc, key, &m->hostname);
                 else if (streq(key, "ipv4Private"))
-                        r = add_list(&m->ipv4_private, v, AF_INET);
+                        r = add_list(d, &m->ipv4_private, v, AF_INET);
                 else if (streq(key, "ipv4Public"))
-                        r = add_list(&m->ipv4_public, v, AF_INET);
+                        r = add_list(d, &m->ipv4_public, v, AF_INET);
                 else if (streq(key, "ipv6"))
-                        r = add_list(&m->ipv6, v, AF_INET6);
+                        r = add_list(d, &m->ipv6, v, AF_INET6);
                 else if (streq(key, "labels")) {
                         if (!json_object_is_type(v, json_type_object))
-                                return log_debug_errno(EBADMSG, "'labels' must be a mapping.");
+                                return cn_metadata_docs_error(d, "'labels' must be a mapping");
                         json_object_object_foreach(v, lk, lv) {
                                 if (!json_object_is_type(lv, json_type_string))
-                                        return log_debug_errno(EBADMSG, "Label '%s' must be a string.", lk);
+                                        return cn_metadata_docs_error(d, "label '%s' must be a string", lk);
                                 /* An empty label value is valid Kubernetes syntax, so keep it. */
                                 _cleanup_free_ char *kv = NULL;
                                 if (asprintf(&kv, "%s=%s", lk, json_object_get_string(lv)) < 0 ||
@@ -88,7 +88,7 @@ static int file_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
                         }
                         r = 0;
                 } else
-                        return log_debug_errno(EBADMSG, "Unknown key '%s' in the metadata file.", key);
+                        return cn_metadata_docs_error(d, "unknown key '%s' in the metadata file", key);
                 if (r < 0)
                         return r;
         }

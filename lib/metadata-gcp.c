@@ -28,7 +28,7 @@ static int region_from_zone(const char *zone, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-static int gcp_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int gcp_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_free_ char *name = NULL, *zone_path = NULL, *project = NULL, *machine_type = NULL,
                             *ip = NULL, *external = NULL, *ipv6s = NULL;
         int r;

@@ -37,7 +37,7 @@ static int add_ipv6_from_network_config(CnInstanceMetadata *m, json_object *nc) 
         return 0;
 }
 
-static int hetzner_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int hetzner_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *meta = NULL, *networks = NULL;
         _cleanup_free_ char *public4 = NULL, *local4 = NULL, *network_zone = NULL;
         json_object *nc;

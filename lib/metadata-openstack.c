@@ -20,7 +20,7 @@ static const CnMetadataKey openstack_drive_keys[] = {
         {},
 };
 
-static int openstack_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int openstack_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *meta = NULL, *ec2 = NULL;
         _cleanup_free_ char *local4 = NULL, *public4 = NULL;
         json_object *placement;

@@ -73,7 +73,7 @@ static int add_network_config(CnInstanceMetadata *m, json_object *nc) {
         return 0;
 }
 
-static int proxmoxve_parse(const CnMetadataDocs *d, CnInstanceMetadata *m) {
+static int proxmoxve_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *meta = NULL, *user = NULL, *nc = NULL;
         _cleanup_free_ char *uuid = NULL;
         const char *ud;

@@ -15,7 +15,20 @@ void cn_metadata_docs_done(CnMetadataDocs *d) {
                 free(d->docs[i].data);
         }
         free(d->docs);
+        free(d->error);
         *d = (CnMetadataDocs) {};
+}
+
+int cn_metadata_docs_error(CnMetadataDocs *d, const char *fmt, ...) {
+        va_list ap;
+
+        if (!d->error) {
+                va_start(ap, fmt);
+                if (vasprintf(&d->error, fmt, ap) < 0)
+                        d->error = NULL;
+                va_end(ap);
+        }
+        return -EBADMSG;
 }
 
 int cn_metadata_docs_put(CnMetadataDocs *d, const char *path, const char *data, size_t size) {
@@ -34,7 +47,7 @@ int cn_metadata_docs_put(CnMetadataDocs *d, const char *path, const char *data, 
         return 0;
 }
 
-const char *cn_metadata_docs_get(const CnMetadataDocs *d, const char *path, size_t *ret_size) {
+const char *cn_metadata_docs_get(CnMetadataDocs *d, const char *path, size_t *ret_size) {
         for (size_t i = 0; i < d->n; i++)
                 if (streq(d->docs[i].path, path)) {
                         if (ret_size)
@@ -44,7 +57,7 @@ const char *cn_metadata_docs_get(const CnMetadataDocs *d, const char *path, size
         return NULL;
 }
 
-int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **ret) {
+int cn_metadata_docs_get_text(CnMetadataDocs *d, const char *path, char **ret) {
         size_t size;
         const char *s = cn_metadata_docs_get(d, path, &size), *e;
         char *t;
@@ -54,7 +67,7 @@ int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **
                 return 0;
         /* An embedded NUL would silently cut the value short. */
         if (strlen(s) != size)
-                return -EBADMSG;
+                return cn_metadata_docs_error(d, "%s: contains a NUL byte", path);
         while (*s && strchr(" \t\r\n", *s))
                 s++;
         e = s + strlen(s);
@@ -69,7 +82,7 @@ int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **
         return 0;
 }
 
-int cn_metadata_docs_get_json(const CnMetadataDocs *d, const char *path, json_object **ret) {
+int cn_metadata_docs_get_json(CnMetadataDocs *d, const char *path, json_object **ret) {
         _cleanup_free_ char *error = NULL;
         size_t size;
         const char *s = cn_metadata_docs_get(d, path, &size);
@@ -79,13 +92,14 @@ int cn_metadata_docs_get_json(const CnMetadataDocs *d, const char *path, json_ob
         if (!s)
                 return 0;
         r = cn_json_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
+        if (r == -ENOMEM)
+                return r;
         if (r < 0)
-                return log_debug_errno(r == -ENOMEM ? r : -EBADMSG, "Metadata document %s: %s", path,
-                                       strna(error));
+                return cn_metadata_docs_error(d, "%s: not valid JSON: %s", path, strna(error));
         return 0;
 }
 
-int cn_metadata_docs_get_yaml(const CnMetadataDocs *d, const char *path, json_object **ret) {
+int cn_metadata_docs_get_yaml(CnMetadataDocs *d, const char *path, json_object **ret) {
         _cleanup_free_ char *error = NULL;
         size_t size;
         const char *s = cn_metadata_docs_get(d, path, &size);
@@ -97,9 +111,10 @@ int cn_metadata_docs_get_yaml(const CnMetadataDocs *d, const char *path, json_ob
         r = cn_yaml_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
         if (r == -ENODATA)
                 return 0;
+        if (r == -ENOMEM)
+                return r;
         if (r < 0)
-                return log_debug_errno(r == -ENOMEM ? r : -EBADMSG, "Metadata document %s: %s", path,
-                                       strna(error));
+                return cn_metadata_docs_error(d, "%s: not valid YAML: %s", path, strna(error));
         return 0;
 }
 
@@ -245,7 +260,7 @@ const CnMetadataSource *cn_metadata_source_find(const char *platform) {
         return NULL;
 }
 
-int cn_metadata_parse(const CnMetadataSource *s, const CnMetadataDocs *d, CnInstanceMetadata **ret) {
+int cn_metadata_parse(const CnMetadataSource *s, CnMetadataDocs *d, CnInstanceMetadata **ret) {
         _cleanup_instance_metadata_ CnInstanceMetadata *m = cn_instance_metadata_new(s->platform);
         const char *field = NULL;
         int r;

@@ -17,18 +17,21 @@ typedef struct CnMetadataDoc {
 typedef struct CnMetadataDocs {
         CnMetadataDoc *docs;
         size_t n;
+        char *error; /* what was wrong with a document, for the user; set by the getters */
 } CnMetadataDocs;
 
 void cn_metadata_docs_done(CnMetadataDocs *d);
+/* Records the first error description (printf-style); returns -EBADMSG. */
+int cn_metadata_docs_error(CnMetadataDocs *d, const char *fmt, ...) _printf_(2, 3);
 int cn_metadata_docs_put(CnMetadataDocs *d, const char *path, const char *data, size_t size);
 /* NULL when absent. */
-const char *cn_metadata_docs_get(const CnMetadataDocs *d, const char *path, size_t *ret_size);
+const char *cn_metadata_docs_get(CnMetadataDocs *d, const char *path, size_t *ret_size);
 /* The document's text with surrounding whitespace removed; *ret NULL when absent or empty. */
-int cn_metadata_docs_get_text(const CnMetadataDocs *d, const char *path, char **ret);
+int cn_metadata_docs_get_text(CnMetadataDocs *d, const char *path, char **ret);
 /* A YAML (or JSON) document as a json-c tree, through the strict YAML loader; *ret NULL when absent. */
-int cn_metadata_docs_get_yaml(const CnMetadataDocs *d, const char *path, json_object **ret);
+int cn_metadata_docs_get_yaml(CnMetadataDocs *d, const char *path, json_object **ret);
 /* A JSON document; *ret NULL when absent; -EBADMSG when not JSON. */
-int cn_metadata_docs_get_json(const CnMetadataDocs *d, const char *path, json_object **ret);
+int cn_metadata_docs_get_json(CnMetadataDocs *d, const char *path, json_object **ret);
 
 enum {
         CN_METADATA_KEY_OPTIONAL = 1 << 0, /* 404 / missing file: absent, not an error */
@@ -58,7 +61,7 @@ typedef struct CnMetadataSource {
         const CnMetadataKey *drive_keys;
         const CnMetadataKey *host_keys; /* local files read next to a drive, relative to the root */
         const char *file;              /* platform "file": default path of its one local document */
-        int (*parse)(const CnMetadataDocs *d, CnInstanceMetadata *m);
+        int (*parse)(CnMetadataDocs *d, CnInstanceMetadata *m);
 } CnMetadataSource;
 
 const CnMetadataSource *cn_metadata_source_find(const char *platform);
@@ -73,7 +76,7 @@ extern const CnMetadataSource cn_metadata_source_proxmoxve;
 extern const CnMetadataSource cn_metadata_source_file;
 
 /* Runs the source's parser and validates the result. */
-int cn_metadata_parse(const CnMetadataSource *s, const CnMetadataDocs *d, CnInstanceMetadata **ret);
+int cn_metadata_parse(const CnMetadataSource *s, CnMetadataDocs *d, CnInstanceMetadata **ret);
 
 /* Helpers for parsers. */
 /* Copies a string member (NULL or absent leaves *dst alone; an empty string is absent). */

@@ -26,12 +26,14 @@ typedef struct OpenStack {
         char *token;
         char *compute_url;
         usec_t token_expires;  /* CLOCK_REALTIME */
+        json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
 } OpenStack;
 
 typedef struct Lookup {
         char *id;
         char *name;
         bool reauthenticated;
+        CnProviderInstance *instance; /* parsed, waiting for its flavor's name */
 } Lookup;
 
 static const char *setting(json_object *cfg, const char *key, const char *env) {
@@ -62,6 +64,7 @@ static void openstack_done(CnProvider *p) {
         free(o->region);
         free(o->ca_file);
         json_object_put(o->auth);
+        json_object_put(o->flavors);
 }
 
 /* {"name": n} or {"id": i} for users, projects and domains. */
@@ -303,6 +306,7 @@ static void lookup_free(void *p) {
                 return;
         free(l->id);
         free(l->name);
+        cn_provider_instance_free(l->instance);
         free(l);
 }
 
@@ -313,6 +317,67 @@ static void finish_error(CnProviderCall *call, int error, usec_t retry_after, co
         CnProviderResult res = { .error = error, .retry_after = retry_after, .message = message };
 
         cn_provider_call_finish_instance(call, &res, NULL);
+}
+
+/* Bounds the flavor cache: a cloud has a few dozen flavors, not thousands. */
+#define OPENSTACK_FLAVOR_CACHE_MAX 1024
+
+static void on_flavor(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        Lookup *l = cn_provider_call_get_state(call);
+        CnProviderResult res = {};
+        const char *name = reply->error >= 0 ? cn_json_string(reply->body, "flavor", "name", NULL) : NULL;
+
+        /* Without the name the flavor id is still a usable instance type: no failure here. */
+        if (name) {
+                char *copy = strdup(name);
+
+                if (copy) {
+                        free(l->instance->instance_type);
+                        l->instance->instance_type = copy;
+                        if (o->flavors && json_object_object_length(o->flavors) < OPENSTACK_FLAVOR_CACHE_MAX)
+                                json_object_object_add(o->flavors, cn_json_string(reply->body, "flavor", "id", NULL) ?: "",
+                                                       json_object_new_string(name));
+                }
+        }
+        cn_provider_call_finish_instance(call, &res, TAKE_PTR(l->instance));
+}
+
+/* Novas before microversion 2.47 name only the flavor's id; the label wants its name. Returns 1
+ * when a flavor request was started (the call finishes from on_flavor()). */
+static int resolve_flavor(CnProviderCall *call, json_object *server, CnProviderInstance **instance) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        Lookup *l = cn_provider_call_get_state(call);
+        const char *id = cn_json_string(server, "flavor", "id", NULL);
+        _cleanup_free_ char *url = NULL, *esc = NULL;
+        json_object *cached;
+        CnProviderHttpOptions opts = {
+                .auth_token = o->token,
+                .ca_file = o->ca_file,
+                .error_parser = openstack_error_message,
+                .operation = "flavor",
+        };
+
+        if (!id || cn_json_string(server, "flavor", "original_name", NULL))
+                return 0;
+        if (!o->flavors && !(o->flavors = json_object_new_object()))
+                return 0;
+        if (json_object_object_get_ex(o->flavors, id, &cached)) {
+                char *copy = strdup(json_object_get_string(cached));
+
+                if (copy) {
+                        free((*instance)->instance_type);
+                        (*instance)->instance_type = copy;
+                }
+                return 0;
+        }
+        esc = cn_provider_escape(id);
+        if (!esc || asprintf(&url, "%s/flavors/%s", o->compute_url, esc) < 0)
+                return 0;
+        if (cn_provider_call_http(call, "GET", url, &opts, on_flavor, NULL) < 0)
+                return 0;
+        l->instance = TAKE_PTR(*instance);
+        return 1;
 }
 
 static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
@@ -355,6 +420,8 @@ static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, vo
                         res.error = cn_provider_openstack_parse_server(server, o->region, &instance);
                         if (res.error < 0)
                                 res.message = "unexpected server object from the Nova API";
+                        else if (resolve_flavor(call, server, &instance) > 0)
+                                return;
                 }
         }
         cn_provider_call_finish_instance(call, &res, instance);

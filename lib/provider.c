@@ -7,7 +7,6 @@
 #include "json-util.h"
 #include "log.h"
 #include "metadata.h"
-#include "metrics.h"
 #include "provider.h"
 #include "string-util.h"
 
@@ -27,7 +26,8 @@ const CnProviderOps *const cn_provider_table[] = {
 struct CnProvider {
         const CnProviderOps *ops;
         CnHttp *http;
-        CnMetric *requests;
+        CnProviderRequestCounter counter;
+        void *counter_userdata;
         void *data;
 };
 
@@ -143,6 +143,30 @@ int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderIn
         return 0;
 }
 
+int cn_provider_instance_copy(const CnProviderInstance *i, CnProviderInstance **ret) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *c = cn_provider_instance_new();
+        int r;
+
+        assert(i);
+        assert(ret);
+        if (!c)
+                return -ENOMEM;
+        if (strdup_or_null(i->instance_id, &c->instance_id) < 0 || strdup_or_null(i->provider_id, &c->provider_id) < 0 ||
+            strdup_or_null(i->name, &c->name) < 0 || strdup_or_null(i->instance_type, &c->instance_type) < 0 ||
+            strdup_or_null(i->region, &c->region) < 0 || strdup_or_null(i->zone, &c->zone) < 0)
+                return -ENOMEM;
+        for (size_t k = 0; k < i->addresses.n; k++) {
+                r = cn_node_address_list_add(&c->addresses, i->addresses.items[k].type, i->addresses.items[k].address);
+                if (r < 0)
+                        return r;
+        }
+        if (i->extra_labels && strv_copy(i->extra_labels, &c->extra_labels) < 0)
+                return -ENOMEM;
+        c->shutdown = i->shutdown;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
 const CnProviderOps *cn_provider_find(const char *name) {
         if (!name)
                 return NULL;
@@ -196,8 +220,9 @@ const char *cn_provider_name(const CnProvider *p) {
         return p && p->ops ? p->ops->name : NULL;
 }
 
-void cn_provider_set_request_metric(CnProvider *p, CnMetric *m) {
-        p->requests = m;
+void cn_provider_set_request_counter(CnProvider *p, CnProviderRequestCounter fn, void *userdata) {
+        p->counter = fn;
+        p->counter_userdata = userdata;
 }
 
 void *cn_provider_data(CnProvider *p) {
@@ -420,11 +445,11 @@ static usec_t reply_retry_after(CnHttpRequest *req) {
 }
 
 static void count_request(CnProviderCall *c, int error) {
-        if (!c->provider->requests || !c->operation)
+        if (!c->provider->counter || !c->operation)
                 return;
-        (void) cn_metric_inc(c->provider->requests,
-                             CN_LABELS(c->provider->ops->name, c->operation,
-                                       cn_provider_error_class_to_string(cn_provider_error_class(error))));
+        c->provider->counter(c->provider->ops->name, c->operation,
+                             cn_provider_error_class_to_string(cn_provider_error_class(error)),
+                             c->provider->counter_userdata);
 }
 
 static void on_http_done(CnHttpRequest *req, int error, void *userdata) {

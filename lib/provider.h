@@ -23,7 +23,6 @@
 #include "time-util.h"
 
 typedef struct CnHttp CnHttp;
-typedef struct CnMetric CnMetric;
 typedef struct CnInstanceMetadata CnInstanceMetadata;
 typedef struct CnProvider CnProvider;
 typedef struct CnProviderCall CnProviderCall;
@@ -55,6 +54,7 @@ typedef struct CnProviderInstance {
 CnProviderInstance *cn_provider_instance_new(void);
 CnProviderInstance *cn_provider_instance_free(CnProviderInstance *i);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProviderInstance *, cn_provider_instance_free);
+int cn_provider_instance_copy(const CnProviderInstance *i, CnProviderInstance **ret);
 /* Node mode: the same view built from the local metadata service. InternalIP: ipv4_private and
  * ipv6; ExternalIP: ipv4_public; Hostname: hostname. */
 int cn_provider_instance_from_metadata(const CnInstanceMetadata *m, CnProviderInstance **ret);
@@ -132,8 +132,11 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
 CnProvider *cn_provider_free(CnProvider *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProvider *, cn_provider_free);
 const char *cn_provider_name(const CnProvider *p);
-/* Counter with labels (provider, operation, result) for cloud requests; may be NULL. */
-void cn_provider_set_request_metric(CnProvider *p, CnMetric *m);
+/* Called once per cloud API request with its provider, operation and result class (the labels
+ * of a cloud request counter). */
+typedef void (*CnProviderRequestCounter)(const char *provider, const char *operation, const char *result,
+                                         void *userdata);
+void cn_provider_set_request_counter(CnProvider *p, CnProviderRequestCounter fn, void *userdata);
 
 /* InstancesV2: InstanceMetadata, InstanceExists (a not-found answer is "false", not an error),
  * InstanceShutdown. */

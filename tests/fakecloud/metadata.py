@@ -515,9 +515,9 @@ def gcp(req, inst, path):
     if req.header("X-Forwarded-For") is not None:
         return _gcp_html(403, "Forbidden", "Your client does not have permission to get URL "
                          "<code>%s</code> from this server. Request had a X-Forwarded-For header." % path)
-    flavor = (req.header("Metadata-Flavor") or "")
-    legacy = (req.header("X-Google-Metadata-Request") or "")
-    if flavor.lower() != "google" and legacy.lower() != "true":
+    # v1 takes only the documented header and value (the X-Google-Metadata-Request header
+    # belonged to the retired v1beta1 endpoint).
+    if req.header("Metadata-Flavor") != "Google":
         return _gcp_html(403, "Forbidden", "Your client does not have permission to get URL "
                          "<code>%s</code> from this server. Missing Metadata-Flavor:Google header." % path)
     if req.method not in ("GET", "HEAD"):

@@ -336,6 +336,10 @@ class Nova:
             rx = re.compile(name) if name else None
         except re.error:
             return nova_error(400, "Invalid regular expression in name filter")
+        try:
+            ip_rx = re.compile(req.query["ip"]) if req.query.get("ip") else None
+        except re.error:
+            return nova_error(400, "Invalid regular expression in ip filter")
         status = req.query.get("status")
         out = []
         for inst in self.state.instances():
@@ -345,6 +349,9 @@ class Nova:
                 continue
             j = self.server_json(inst, base, now)
             if status and j["status"] != status.upper():
+                continue
+            if ip_rx and not any(ip_rx.search(a["addr"]) for net in j["addresses"].values() for a in net
+                                 if a["version"] == 4):
                 continue
             out.append(j)
         # Nova lists newest first.

@@ -244,14 +244,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self):
         app = self.server.app
-        length = self.headers.get("Content-Length")
-        body = b""
-        if length:
-            try:
-                body = self.rfile.read(int(length))
-            except ValueError:
-                self.send_error(400)
-                return
+        try:
+            body = self._read_body()
+        except ValueError:
+            self.close_connection = True
+            self.send_error(400, "bad request body framing")
+            return
         req = Request(self.command, self.path, self.headers, body, app.state)
         req.service = None
         host = self.headers.get("Host") or "%s:%d" % self.server.server_address[:2]
@@ -282,6 +280,20 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(resp.body)
+
+    def _read_body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"x", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = self.headers.get("Content-Length")
+        return self.rfile.read(int(length)) if length else b""
 
     def _reset(self):
         # SO_LINGER with a zero timeout makes close() send a TCP RST: the client sees

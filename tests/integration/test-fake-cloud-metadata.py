@@ -132,6 +132,8 @@ def test_gcp(t, tmp):
         G = {"Metadata-Flavor": "Google"}
         st, h, body = c.get("/computeMetadata/v1/instance/hostname")
         t.ok(st == 403 and "Missing Metadata-Flavor:Google header" in body, "no header: 403", (st, body))
+        st, h, body = c.get("/computeMetadata/v1/instance/hostname", {"X-Google-Metadata-Request": "True"})
+        t.eq(st, 403, "v1beta1's legacy header is not enough for v1")
         st, h, body = c.get("/computeMetadata/v1/instance/hostname", G)
         t.eq((st, body), (200, inst["hostname"]), "hostname with header")
         t.eq(h.get("Metadata-Flavor"), "Google", "response carries Metadata-Flavor")

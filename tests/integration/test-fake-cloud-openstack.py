@@ -103,6 +103,9 @@ def test_nova(t, c, ctx):
     t.eq(names, ["cn-cp-1", "cn-worker-1"], "name filter is a regex")
     names = sorted(x["name"] for x in c.get(nova + "/servers/detail?name=worker", H)[2]["servers"])
     t.eq(names, ["cn-worker-1"], "name regex matches anywhere")
+    names = [x["name"] for x in c.get(nova + "/servers/detail?ip=%5E" + inv["private_ipv4"].replace(".", "%5C.") + "%24",
+                                      H)[2]["servers"]]
+    t.eq(names, ["cn-worker-1"], "ip filter")
     st, _, page = c.get(nova + "/servers/detail?limit=2", H)
     t.ok(len(page["servers"]) == 2 and page.get("servers_links"), "limit gives a next link", page)
     st, _, brief = c.get(nova + "/servers", H)

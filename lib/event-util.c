@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sd-event and sd_notify helpers. See event-util.h. */
+#include <signal.h>
+#include <stdarg.h>
+#include <systemd/sd-daemon.h>
+
+#include "event-util.h"
+#include "time-util.h"
+
+static int exit_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int cn_event_add_signal(sd_event *e, sd_event_source **ret, int sig, sd_event_signal_handler_t cb,
+                        void *userdata) {
+        sigset_t mask;
+        sd_event_source *s = NULL;
+        char desc[32];
+        int r;
+
+        assert(e);
+        if (sigemptyset(&mask) < 0 || sigaddset(&mask, sig) < 0)
+                return -EINVAL;
+        r = pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        if (r != 0)
+                return -r;
+        r = sd_event_add_signal(e, ret ? &s : NULL, sig, cb ?: exit_on_signal, userdata);
+        if (r < 0)
+                return r;
+        if (s) {
+                (void) snprintf(desc, sizeof(desc), "signal-%s", sigabbrev_np(sig) ?: "?");
+                (void) sd_event_source_set_description(s, desc);
+                *ret = s;
+        }
+        return 0;
+}
+
+int cn_event_setup_daemon(sd_event *e, sd_event_signal_handler_t on_exit, sd_event_signal_handler_t on_reload,
+                          void *userdata) {
+        int r;
+
+        assert(e);
+        r = cn_event_add_signal(e, NULL, SIGTERM, on_exit, userdata);
+        if (r < 0)
+                return r;
+        r = cn_event_add_signal(e, NULL, SIGINT, on_exit, userdata);
+        if (r < 0)
+                return r;
+        if (on_reload)
+                r = cn_event_add_signal(e, NULL, SIGHUP, on_reload, userdata);
+        else
+                /* A stray SIGHUP must not kill a daemon whose terminal went away. */
+                r = signal(SIGHUP, SIG_IGN) == SIG_ERR ? -errno : 0;
+        if (r < 0)
+                return r;
+        r = sd_event_set_watchdog(e, true);
+        return r < 0 ? r : 0;
+}
+
+int cn_notify_ready(const char *status) {
+        if (status)
+                return sd_notifyf(false, "READY=1\nSTATUS=%s", status);
+        return sd_notify(false, "READY=1");
+}
+
+int cn_notify_status(const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        return sd_notifyf(false, "STATUS=%s", s);
+}
+
+int cn_notify_stopping(void) {
+        return sd_notify(false, "STOPPING=1");
+}
+
+int cn_notify_reloading(void) {
+        /* MONOTONIC_USEC lets Type=notify-reload (systemd 253+) match this to the reload request. */
+        return sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                          (unsigned long long) cn_now(CLOCK_MONOTONIC));
+}

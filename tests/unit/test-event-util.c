@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Daemon wiring: SIGHUP reaches the reload callback, SIGTERM ends the loop cleanly, sd_notify
+ * messages arrive on NOTIFY_SOCKET as systemd would read them. */
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "event-util.h"
+#include "tap.h"
+#include "time-util.h"
+
+static int reloads;
+
+static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        reloads++;
+        (void) cn_notify_reloading();
+        /* The test sends SIGTERM only after the reload was handled. */
+        (void) kill(getpid(), SIGTERM);
+        return 0;
+}
+
+static int send_hup(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) kill(getpid(), SIGHUP);
+        return 0;
+}
+
+static int safety(sd_event_source *s, uint64_t usec, void *userdata) {
+        return sd_event_exit(sd_event_source_get_event(s), 99);
+}
+
+static char *recv_notify(int fd) {
+        char buf[512];
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        if (n < 0)
+                return NULL;
+        buf[n] = 0;
+        return strdup(buf);
+}
+
+int main(void) {
+        _cleanup_(sd_event_unrefp) sd_event *e = NULL;
+        _cleanup_(sd_event_source_unrefp) sd_event_source *hup = NULL, *guard = NULL;
+        _cleanup_free_ char *m1 = NULL, *m2 = NULL, *m3 = NULL;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char dir[] = "/tmp/cn-test-event-XXXXXX";
+        int fd, r;
+
+        if (!mkdtemp(dir))
+                return 1;
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", dir);
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return 1;
+        setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+        unsetenv("WATCHDOG_USEC");
+
+        TAP_EQ_INT(sd_event_new(&e), 0, "event loop");
+        TAP_EQ_INT(cn_event_setup_daemon(e, NULL, on_reload, NULL), 0, "daemon signal setup");
+        (void) sd_event_add_time_relative(e, &hup, CLOCK_MONOTONIC, 10 * USEC_PER_MSEC, 0, send_hup, NULL);
+        (void) sd_event_add_time_relative(e, &guard, CLOCK_MONOTONIC, 5 * USEC_PER_SEC, 0, safety, NULL);
+
+        TAP_OK(cn_notify_ready("Initialized node n1") > 0, "READY sent to NOTIFY_SOCKET");
+        m1 = recv_notify(fd);
+        TAP_EQ_STR(m1, "READY=1\nSTATUS=Initialized node n1", "READY message content");
+
+        r = sd_event_loop(e);
+        TAP_EQ_INT(reloads, 1, "SIGHUP called the reload callback once");
+        TAP_EQ_INT(r, 0, "SIGTERM exits the loop with 0 (not the safety timeout)");
+        m2 = recv_notify(fd);
+        TAP_OK(m2 && strncmp(m2, "RELOADING=1\nMONOTONIC_USEC=", 27) == 0, "RELOADING message with MONOTONIC_USEC sent");
+        TAP_OK(cn_notify_stopping() > 0 && (m3 = recv_notify(fd)) && streq(m3, "STOPPING=1"), "STOPPING message");
+
+        unsetenv("NOTIFY_SOCKET");
+        TAP_EQ_INT(cn_notify_ready(NULL), 0, "outside systemd notify is a no-op");
+        close(fd);
+        unlink(sa.sun_path);
+        rmdir(dir);
+        return tap_done();
+}
