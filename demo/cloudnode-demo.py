@@ -170,6 +170,14 @@ class Demo:
         os.chmod(out, 0o600)
         return out
 
+    def images(self):
+        r = self.kube.kubectl("create", "--dry-run=client", "-o", "json", "-f",
+                              os.path.join(SRC, "manifests", "controller", "images-configmap.yaml"))
+        try:
+            return json.loads(json.loads(r.stdout)["data"]["images.json"])
+        except (ValueError, KeyError):
+            return {"cloudControllerManager": "ghcr.io/cloudnode/cloudnode-initializer:latest"}
+
     def boot(self, node):
         """One simulated VM: instance in the cloud, metadata service, agent, kubelet stand-in,
         node-mode initializer."""
@@ -184,6 +192,10 @@ class Demo:
         kubeconfig = self.node_kubeconfig(node)
         config = {"platform": node.platform, "role": node.role, "nodeName": node.name,
                   "kubeconfig": kubeconfig, "metadata": {"endpoint": endpoint, "timeout": "2s", "retries": 5}}
+        if node.role == "bootstrap":
+            # The image list an installer ships with the bootstrap Ignition config.
+            with open(os.path.join(node.root, "etc", "cloudnode", "images.json"), "w") as f:
+                json.dump(self.images(), f)
         cfg = os.path.join(node.root, "etc", "cloudnode", "cloudnode.yaml")
         with open(cfg, "w") as f:
             json.dump(config, f, indent=2)  # JSON is YAML
