@@ -11,6 +11,7 @@
  *   5  an output file could not be rendered or written
  * On any failure the files of the previous good run stay in place. */
 #include <getopt.h>
+#include <signal.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 
@@ -58,6 +59,7 @@ int agent_exit_code_for(int r) {
 static Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
+        agent_handoff_free(m);
         cn_metadata_fetch_free(m->fetch);
         cn_http_free(m->http);
         sd_event_unref(m->event);
@@ -84,6 +86,12 @@ static int manager_new(const AgentArgs *args, Manager **ret) {
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate event loop: %m");
+        /* SIGTERM and SIGINT end the loop cleanly (the default handler of a NULL callback). */
+        sigset_t mask;
+        (void) sigemptyset(&mask);
+        (void) sigaddset(&mask, SIGTERM);
+        (void) sigaddset(&mask, SIGINT);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGINT, NULL, NULL);
         r = cn_http_new(m->event, &m->http);
@@ -149,6 +157,14 @@ static void on_metadata_run(Manager *m) {
         (void) sd_notifyf(false, "READY=1\nSTATUS=%s instance %s: %u file(s) updated", md->platform,
                           md->instance_id, written);
         m->result = AGENT_EXIT_SUCCESS;
+        /* Daemon mode: a node running the bootstrap static pod waits to hand over. Without a static
+         * pod (workers, --dry-run) there is nothing to wait for. */
+        if (!m->args->once && !m->args->dry_run && m->config->role != CN_ROLE_WORKER) {
+                (void) sd_notify(false, "STATUS=Waiting for the in-cluster initializer to hand over");
+                if (agent_handoff_start(m) >= 0)
+                        return;
+                m->result = AGENT_EXIT_FAILURE;
+        }
         (void) sd_event_exit(m->event, 0);
 }
 

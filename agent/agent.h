@@ -43,5 +43,10 @@ typedef struct Manager {
  * when any rendering fails. Returns the number of files changed, or negative errno (logged). */
 int agent_write_outputs(Manager *m, unsigned *ret_written);
 
+/* Daemon mode on bootstrap/control-plane: wait for the in-cluster initializer, then remove the
+ * static pod (agent-handoff.c). */
+int agent_handoff_start(Manager *m);
+void agent_handoff_free(Manager *m);
+
 /* Maps a metadata error to the exit code. */
 int agent_exit_code_for(int r);

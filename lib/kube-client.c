@@ -164,7 +164,7 @@ CnKubeRequest *cn_kube_request_free(CnKubeRequest *r) {
         if (!r)
                 return NULL;
         if (r->dispatching > 0) {
-                /* Inside a watch event of this very request: finish unwinding first. */
+                /* Inside a callback of this very request: finish unwinding first. */
                 r->zombie = true;
                 r->cb = NULL;
                 r->handler = NULL;
@@ -174,7 +174,7 @@ CnKubeRequest *cn_kube_request_free(CnKubeRequest *r) {
         return NULL;
 }
 
-/* Delivers the result once. The caller must not touch r afterwards: its owner may free it. */
+/* Delivers the result once. The caller must not touch r afterwards: it may be gone. */
 static void request_complete(CnKubeRequest *r, int error, long status, json_object *object, const char *reason,
                              const char *message) {
         CnKubeResult result = {
@@ -197,14 +197,14 @@ static void request_complete(CnKubeRequest *r, int error, long status, json_obje
                 log_debug_errno(error, "%s %s failed (HTTP %ld%s%s): %s", r->method, r->path, status,
                                 reason ? ", " : "", strempty(reason), result.message);
 
-        if (r->floating) {
-                r->dispatching++;
-                if (cb && !r->zombie)
-                        cb(c, &result, userdata);
-                r->dispatching--;
-                request_destroy(r);
-        } else if (cb)
+        /* The result may point into r (list_all's list, a watch's error message): an owner freeing
+         * its handle inside the callback only marks it, and it goes when the callback returns. */
+        r->dispatching++;
+        if (cb && !r->zombie)
                 cb(c, &result, userdata);
+        r->dispatching--;
+        if (r->floating || r->zombie)
+                request_destroy(r);
 }
 
 static int request_send(CnKubeRequest *r);
@@ -518,10 +518,11 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
                                 cn_backoff_reset(&r->backoff);
                                 r->retries = 0;
                                 k = request_schedule(r, 0);
-                        }
-                        if (k < 0)
+                                if (k < 0)
+                                        request_complete(r, k, status, NULL, NULL, NULL);
+                        } else if (k < 0)
                                 request_complete(r, k, status, NULL, NULL, NULL);
-                        else if (k == 0)
+                        else
                                 request_complete(r, 0, status, r->accumulated, NULL, NULL);
                         return;
                 }

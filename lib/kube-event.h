@@ -37,6 +37,7 @@ typedef struct CnKubeObjectRef {
         const char *uid;
         const char *resource_version;
         const char *field_path;
+        char _api_version_buf[256]; /* private: "group/version" built by cn_kube_object_ref_from_json() */
 } CnKubeObjectRef;
 
 /* Fill a reference from an object (borrowed pointers into it): namespace, name, uid,

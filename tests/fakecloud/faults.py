@@ -84,9 +84,10 @@ def throttle_response(platform, service, st=None):
 def error_response(platform, service, status):
     """The body a fault with only a status sends: shaped like that cloud's errors."""
     if platform == "hetzner":
-        codes = {400: "invalid_input", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                 409: "conflict", 412: "precondition_failed", 422: "invalid_input", 423: "locked",
-                 429: "rate_limit_exceeded", 503: "unavailable", 504: "timeout"}
+        codes = {400: "json_error", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 409: "conflict", 412: "resource_unavailable",
+                 422: "invalid_input", 423: "locked", 429: "rate_limit_exceeded", 503: "unavailable",
+                 504: "timeout"}
         return json_response({"error": {"code": codes.get(status, "server_error"),
                                         "message": "injected failure", "details": {}}}, status)
     if platform == "openstack" and service == "compute":

@@ -66,7 +66,7 @@ def error(status, code, message, details=None):
 
 
 def invalid_field(name, msg):
-    return ApiError(400, "invalid_input", "invalid input in field '%s': %s" % (name, msg),
+    return ApiError(422, "invalid_input", "invalid input in field '%s': %s" % (name, msg),
                     {"fields": [{"name": name, "messages": [msg]}]})
 
 
@@ -228,7 +228,7 @@ class Api:
             except ApiError as e:
                 resp = error(e.status, e.code, e.message, e.details)
             except StateError as e:
-                resp = error(e.status, "invalid_input", e.message)
+                resp = error(422, "invalid_input", e.message)
         resp.add("RateLimit-Limit", limit).add("RateLimit-Remaining", remaining).add("RateLimit-Reset", reset)
         return resp
 

@@ -678,6 +678,9 @@ def azure(req, inst, path):
         return text(str(node), content_type="text/plain; charset=utf-8")
     if fmt != "json":
         return _azure_err(400, "Bad request. Format %s is not supported." % fmt)
+    if not isinstance(node, (dict, list)):
+        # IMDS documents that format=json does not work for leaf nodes; text must be asked for.
+        return _azure_err(400, "Bad request. Querying leaf nodes requires format=text.")
     return json_response(node, content_type="application/json; charset=utf-8")
 
 

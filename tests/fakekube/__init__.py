@@ -8,4 +8,9 @@ patch     JSON merge patch, JSON patch, strategic merge patch
 store     objects, the global resourceVersion, history, watchers
 rbac      RBAC authorization
 server    HTTP handling, authentication, discovery, watch, faults, audit log
+cel       a subset of CEL for ValidatingAdmissionPolicies
+admission ValidatingAdmissionPolicy enforcement
+proto     protobuf request bodies of kubectl's typed clients
+schema    custom resources against their openAPIV3Schema
+registry  resource types and discovery documents
 """

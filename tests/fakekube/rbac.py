@@ -186,3 +186,112 @@ def rules_for(authz, user, groups, namespace):
                 out.extend(authz._role_rules(b, errs))
     return out
 
+
+
+def _atomic(rule):
+    """Breaks a rule into single (group, resource, name, verb) / (url, verb) rules, as
+    rbac validation.Covers does before checking each against the owner's rules."""
+    out = []
+    verbs = rule.get("verbs") or []
+    if rule.get("nonResourceURLs"):
+        for u in rule["nonResourceURLs"]:
+            for v in verbs:
+                out.append({"nonResourceURLs": [u], "verbs": [v]})
+        return out
+    names = rule.get("resourceNames") or [None]
+    for g in rule.get("apiGroups") or []:
+        for r in rule.get("resources") or []:
+            for n in names:
+                for v in verbs:
+                    a = {"apiGroups": [g], "resources": [r], "verbs": [v]}
+                    if n is not None:
+                        a["resourceNames"] = [n]
+                    out.append(a)
+    return out
+
+
+def _covers(owner, sub):
+    for o in owner:
+        vs = o.get("verbs") or []
+        if not ("*" in vs or sub["verbs"][0] in vs):
+            continue
+        if "nonResourceURLs" in sub:
+            u = sub["nonResourceURLs"][0]
+            if any(x == "*" or x == u or (x.endswith("*") and u.startswith(x[:-1]))
+                   for x in o.get("nonResourceURLs") or []):
+                return True
+            continue
+        gs = o.get("apiGroups") or []
+        if not ("*" in gs or sub["apiGroups"][0] in gs):
+            continue
+        r = sub["resources"][0]
+        rs = o.get("resources") or []
+        sr = r.split("/", 1)
+        if not ("*" in rs or r in rs or (len(sr) == 2 and "*/" + sr[1] in rs)):
+            continue
+        ons = o.get("resourceNames") or []
+        if ons and not (sub.get("resourceNames") and sub["resourceNames"][0] in ons):
+            continue
+        return True
+    return False
+
+
+def _go_q(items):
+    import json
+    return "[" + " ".join(json.dumps(i) for i in items) + "]"
+
+
+def compact(rule):
+    parts = []
+    for key, label in (("apiGroups", "APIGroups"), ("resources", "Resources"),
+                       ("nonResourceURLs", "NonResourceURLs"), ("resourceNames", "ResourceNames"),
+                       ("verbs", "Verbs")):
+        if rule.get(key):
+            parts.append("%s:%s" % (label, _go_q(rule[key])))
+    return "{" + ", ".join(parts) + "}"
+
+
+def check_escalation(authz, user, groups, kind, ns, obj):
+    """The RBAC API's escalation prevention: a Role/ClusterRole may only grant what its writer
+    holds (unless the writer may 'escalate'); a binding only to a role whose permissions the
+    writer holds (unless the writer may 'bind' it). Returns None or an ApiError."""
+    from . import errors
+    if "system:masters" in groups:
+        return None
+    md = obj.get("metadata") or {}
+    name = md.get("name", "")
+    plural = {"Role": "roles", "ClusterRole": "clusterroles", "RoleBinding": "rolebindings",
+              "ClusterRoleBinding": "clusterrolebindings"}[kind]
+    scope_ns = ns if kind in ("Role", "RoleBinding") else ""
+    if kind in ("Role", "ClusterRole"):
+        ok, _ = authz.authorize(Attrs(user, groups, "escalate", True, "rbac.authorization.k8s.io", plural, "",
+                                      scope_ns, name))
+        if ok:
+            return None
+        wanted = obj.get("rules") or []
+    else:
+        ref = obj.get("roleRef") or {}
+        rplural = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+        ok, _ = authz.authorize(Attrs(user, groups, "bind", True, "rbac.authorization.k8s.io", rplural, "",
+                                      scope_ns, ref.get("name", "")))
+        if ok:
+            return None
+        errs = []
+        with authz.store.lock:
+            if ref.get("kind") == "ClusterRole":
+                if ("", ref.get("name")) not in authz._objs("rbac.authorization.k8s.io", "clusterroles"):
+                    return errors.not_found("rbac.authorization.k8s.io", "clusterroles", ref.get("name", ""))
+            elif (scope_ns, ref.get("name")) not in authz._objs("rbac.authorization.k8s.io", "roles"):
+                return errors.not_found("rbac.authorization.k8s.io", "roles", ref.get("name", ""))
+            wanted = authz._role_rules({"roleRef": ref, "metadata": {"namespace": scope_ns}}, errs)
+    owner = rules_for(authz, user, groups, scope_ns)
+    missing = []
+    for r in wanted:
+        for a in _atomic(r):
+            if not _covers(owner, a) and a not in missing:
+                missing.append(a)
+    if not missing:
+        return None
+    msg = 'user "%s" (groups=%s) is attempting to grant RBAC permissions not currently held:\n%s' % (
+        user, _go_q(groups), "\n".join(compact(m) for m in missing))
+    return errors.forbidden("rbac.authorization.k8s.io", plural, name, msg)

@@ -37,6 +37,9 @@ def _prune(v, s, root=False):
         preserve = s.get("x-kubernetes-preserve-unknown-fields")
         out = {}
         for k, x in v.items():
+            sub = props.get(k) if props is not None else None
+            if x is None and not (isinstance(sub, dict) and sub.get("nullable")) and not preserve:
+                continue  # nulls are pruned unless the schema says nullable
             if root and k in ("apiVersion", "kind", "metadata"):
                 out[k] = x
             elif props is not None and k in props:

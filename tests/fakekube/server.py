@@ -19,9 +19,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import certs, errors, patch as patchmod
+from . import certs, errors, patch as patchmod, proto
+from .admission import admit
 from .errors import ApiError
-from .rbac import BOOTSTRAP, Attrs, Authorizer, forbidden_message, rules_for
+from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
 from .selectors import parse_field_selector, parse_label_selector
 from .store import Store, deep, now_iso
@@ -206,6 +207,13 @@ class State:
         self.url = ""
         self.host_port = ""
         self.store.on_change.append(self._controllers)
+        self.store.admission = self._admit
+
+    def _admit(self, op, rt, sub, ns, name, obj, old, dry_run):
+        ident = getattr(REQ, "ident", None)
+        if ident is None:
+            return  # writes by the fake's own controllers
+        admit(self.store, op, rt, sub, ns, name, obj, old, ident[0], ident[1], dry_run)
 
     # --- identities ------------------------------------------------------------------------
 
@@ -385,6 +393,9 @@ class State:
             self.load_object(d, rbac_only)
 
 
+REQ = threading.local()  # the identity of the request a handler thread is serving
+
+
 def _later(fn, delay=0.01):
     t = threading.Timer(delay, fn)
     t.daemon = True
@@ -481,6 +492,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- the request -------------------------------------------------------------------------
 
     def dispatch(self, method):
+        REQ.ident = None
         t0 = time.monotonic()
         self.audit_id = str(uuid.uuid4())
         self.code = 0
@@ -502,6 +514,8 @@ class Handler(BaseHTTPRequestHandler):
             if ident is None:
                 raise errors.unauthorized()
             user, groups = ident
+            self.ident = ident
+            REQ.ident = ident
             accept = self.headers.get("Accept") or ""
             if accept and not any(a in accept for a in ("application/json", "*/*", "application/*",
                                                          "application/yaml", "text/plain")):
@@ -693,6 +707,13 @@ class Handler(BaseHTTPRequestHandler):
                 return json.loads(body)
             except ValueError as e:
                 raise errors.bad_request("couldn't get version/kind; json parse error: %s" % e)
+        if ct == "application/vnd.kubernetes.protobuf":
+            try:
+                obj = proto.decode(body)
+            except (ValueError, IndexError, UnicodeDecodeError):
+                obj = None
+            if obj is not None:
+                return obj
         if ct == "application/yaml" and _yaml() is not None:
             try:
                 return _yaml().safe_load(body)
@@ -775,6 +796,7 @@ class Handler(BaseHTTPRequestHandler):
                                          ("authorization.k8s.io", "selfsubjectrulesreviews")):
                 self.send_obj(201, self.review(rt, obj))
                 return
+            self.escalation(rt, ns, obj)
             created = store.create(rt, ns, obj, dry_run, v)
             self.send_obj(201, self.out(rt, created, v))
         elif info.verb == "update":
@@ -785,7 +807,8 @@ class Handler(BaseHTTPRequestHandler):
             if obj["metadata"].get("name") and obj["metadata"]["name"] != info.name:
                 raise errors.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                          % (obj["metadata"]["name"], info.name))
-            res, created = store.update(rt, ns, info.name, lambda cur: obj, info.subresource or None, dry_run,
+            res, created = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, lambda cur: obj),
+                                        info.subresource or None, dry_run,
                                         put_body=obj, version=v)
             self.send_obj(201 if created else 200, self.out(rt, res, v))
         elif info.verb == "patch":
@@ -813,7 +836,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 meta = patchmod.SMP_META.get((rt.group, rt.kind), {})
                 fn = lambda cur: patchmod.strategic_merge(cur, p, meta)
-            res, _ = store.update(rt, ns, info.name, fn, info.subresource or None, dry_run, version=v)
+            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, fn), info.subresource or None,
+                                  dry_run, version=v)
             self.send_obj(200, self.out(rt, res, v))
         elif info.verb == "delete":
             opts = {}
@@ -856,6 +880,22 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise errors.method_not_allowed()
 
+    def escalation(self, rt, ns, obj):
+        if rt.group == "rbac.authorization.k8s.io" and isinstance(obj, dict):
+            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj)
+            if err is not None:
+                raise err
+
+    def escalation_checked(self, rt, ns, fn):
+        if rt.group != "rbac.authorization.k8s.io":
+            return fn
+
+        def wrapped(cur):
+            new = fn(cur)
+            self.escalation(rt, ns, new)
+            return new
+        return wrapped
+
     def review(self, rt, obj):
         spec = obj.get("spec") or {}
         out = deep(obj)
@@ -864,6 +904,15 @@ class Handler(BaseHTTPRequestHandler):
         user, groups = self.authenticate()
         if rt.plural == "selfsubjectreviews":
             out["status"] = {"userInfo": {"username": user, "groups": groups}}
+            return out
+        if rt.plural == "selfsubjectrulesreviews":
+            rr, nr = [], []
+            for r in rules_for(self.st.authz, user, groups, spec.get("namespace", "")):
+                if r.get("nonResourceURLs"):
+                    nr.append({"verbs": r.get("verbs") or [], "nonResourceURLs": r["nonResourceURLs"]})
+                else:
+                    rr.append({k: r[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if k in r})
+            out["status"] = {"resourceRules": rr, "nonResourceRules": nr, "incomplete": False}
             return out
         if rt.plural == "subjectaccessreviews":
             user, groups = spec.get("user", ""), spec.get("groups") or []
@@ -879,8 +928,6 @@ class Handler(BaseHTTPRequestHandler):
         out["status"] = {"allowed": allowed}
         if reason:
             out["status"]["reason"] = reason
-        elif allowed and "system:masters" not in groups:
-            out["status"]["reason"] = "RBAC: allowed"
         return out
 
     def field_terms(self, rt, fs):

@@ -18,7 +18,7 @@ from . import errors
 from .errors import ApiError
 from .schema import prune, schema_for
 from .selectors import fields_match, labels_match
-from .types import VIRTUAL, apply_defaults, decode_secret_data, secret_string_data, spec_of, validate
+from .types import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -88,6 +88,7 @@ class Store:
         self.compacted = 0  # every change with rv <= compacted has left the history
         self.watchers = collections.defaultdict(set)
         self.on_change = []  # callbacks(rt, type, obj, prev) run under the lock
+        self.admission = None  # fn(op, rt, subresource, ns, name, obj, old, dry_run), may raise
 
     # --- low level -----------------------------------------------------------------------
 
@@ -279,6 +280,8 @@ class Store:
     def _prepare_new(self, rt, obj, ns):
         if rt.crd is not None:
             obj = prune(obj, schema_for(rt))
+        else:
+            obj = omit_empty(rt, obj)
         if (rt.group, rt.kind) == ("", "Secret"):
             secret_string_data(obj)
             bad = decode_secret_data(obj)
@@ -337,6 +340,8 @@ class Store:
                 if "customresourcecleanup.apiextensions.k8s.io" not in fins:
                     fins.append("customresourcecleanup.apiextensions.k8s.io")
             obj = self._order(obj)
+            if self.admission:
+                self.admission("CREATE", rt, None, ns, name, obj, None, dry_run)
             if dry_run:
                 return obj
             return self._commit(rt, "ADDED", (ns or "", name), obj, None)
@@ -384,6 +389,7 @@ class Store:
                     out["status"] = new["status"]
                 else:
                     out.pop("status", None)
+                out = prune(out, schema_for(rt)) if rt.crd is not None else omit_empty(rt, out)
             else:
                 out = new
                 if "status" in rt.sub:
@@ -425,6 +431,8 @@ class Store:
             out = self._order(out)
             if out == cur:
                 return cur, False  # a no-op write changes nothing, not even resourceVersion
+            if self.admission:
+                self.admission("UPDATE", rt, subresource, ns, name, out, cur, dry_run)
             if dry_run:
                 return out, False
             if cmd.get("deletionTimestamp") and not omd.get("finalizers"):
@@ -454,6 +462,8 @@ class Store:
                                       "ResourceVersion in object meta: %s"
                                       % (pre["resourceVersion"], cur["metadata"]["resourceVersion"]))
             md = cur["metadata"]
+            if self.admission and not md.get("deletionTimestamp"):
+                self.admission("DELETE", rt, None, ns, name, None, cur, dry_run)
             grace = opts.get("gracePeriodSeconds")
             graceful = ((rt.group, rt.kind) == ("", "Pod") and (cur.get("spec") or {}).get("nodeName")
                         and grace != 0 and not (cur.get("status") or {}).get("phase") in ("Succeeded", "Failed"))

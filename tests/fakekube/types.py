@@ -130,9 +130,19 @@ def builtin_types():
                       "reason", "reportingController", "type"]),
         RType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
               short=["crd", "crds"], categories=["api-extensions"], sub=["status"], generation=True),
+        RType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
+              False, categories=["api-extensions"], sub=["status"], generation=True),
+        RType("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+              "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"], generation=True),
+        RType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+              "ValidatingWebhookConfiguration", False, categories=["api-extensions"], generation=True),
+        RType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+              "MutatingWebhookConfiguration", False, categories=["api-extensions"], generation=True),
         RType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
               verbs=["create"]),
         RType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+              verbs=["create"]),
+        RType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
               verbs=["create"]),
         RType("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
               verbs=["create"]),
@@ -141,7 +151,7 @@ def builtin_types():
 
 
 # Types whose objects are never stored: the server answers the create and forgets it.
-VIRTUAL = {("authorization.k8s.io", "selfsubjectaccessreviews"), ("authorization.k8s.io", "subjectaccessreviews"),
+VIRTUAL = {("authorization.k8s.io", "selfsubjectaccessreviews"), ("authorization.k8s.io", "selfsubjectrulesreviews"), ("authorization.k8s.io", "subjectaccessreviews"),
            ("authentication.k8s.io", "selfsubjectreviews")}
 
 
@@ -211,8 +221,32 @@ def _default_template(spec):
         default_podspec(tpl.get("spec"))
 
 
+# Kinds whose spec/status are non-pointer Go structs: always serialized, if only as {}.
+_SPEC_STRUCT = {("", "Node"), ("", "Namespace"), ("", "Pod"), ("", "Service"), ("apps", "Deployment"),
+                ("apps", "DaemonSet"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
+                ("policy", "PodDisruptionBudget"), ("coordination.k8s.io", "Lease"),
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")}
+_STATUS_STRUCT = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")}
+
+
 def apply_defaults(rt, obj):
     k = (rt.group, rt.kind)
+    if k in _SPEC_STRUCT:
+        obj.setdefault("spec", {})
+    if k in _STATUS_STRUCT:
+        obj.setdefault("status", {})
+    if k == ("", "Node"):
+        st = obj.setdefault("status", {})
+        st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
+        ni = st.setdefault("nodeInfo", {})
+        for f in ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+                  "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"):
+            ni.setdefault(f, "")
+    if k == ("apps", "DaemonSet"):
+        st = obj.setdefault("status", {})
+        for f in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"):
+            st.setdefault(f, 0)
     spec = obj.get("spec")
     if k == ("apps", "Deployment") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
@@ -266,6 +300,33 @@ def apply_defaults(rt, obj):
         for f, v in (("disruptionsAllowed", 0), ("currentHealthy", 0), ("desiredHealthy", 0),
                      ("expectedPods", 0)):
             obj["status"].setdefault(f, v)
+
+
+_EMPTY_MAPS_OMITTED = {"labels", "annotations", "data", "binaryData", "nodeSelector", "matchLabels", "limits",
+                       "requests", "capacity", "allocatable"}
+_KEEP_NULL = {"creationTimestamp"}
+
+
+def omit_empty(rt, obj):
+    """Built-in types are Go structs whose optional fields are `omitempty`: a null, an empty list
+    or an empty map stored through JSON disappears, e.g. a Node whose last taint was removed
+    has no spec.taints at all. (Role/ClusterRole rules are not omitempty.)"""
+    def walk(v, top=False):
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if x is None and k not in _KEEP_NULL:
+                    continue
+                if isinstance(x, list) and not x and not (top and k == "rules"):
+                    continue
+                if isinstance(x, dict) and not x and k in _EMPTY_MAPS_OMITTED:
+                    continue
+                out[k] = walk(x)
+            return out
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return v
+    return walk(obj, True)
 
 
 def secret_string_data(obj):
@@ -625,7 +686,11 @@ def validate(rt, obj, old, create, status_only=False):
     errs = validate_meta(rt, obj, create)
     if status_only:
         fn = STATUS_VALIDATORS.get((rt.group, rt.kind))
-        return errs + (fn(obj) if fn else [])
+        errs += fn(obj) if fn else []
+        if rt.crd is not None:
+            from .schema import validate_cr
+            errs += validate_cr(rt, obj)
+        return errs
     if (rt.group, rt.kind) == ("", "Pod"):
         errs += _validate_podspec(obj.get("spec"), "spec")
     fn = VALIDATORS.get((rt.group, rt.kind))

@@ -201,6 +201,8 @@ def test_hetzner_api(t, tmp):
         st, _, err = c.api("POST", "/v1/servers", {"name": "fx-2", "server_type": "cx22", "image": "debian-13",
                                                    "labels": {"bad key": "x"}}, auth)
         check_shape(t, load("cloud-api", "hetzner", "error_422_invalid_input.json"), err, "invalid_input error shape")
+        status = {f["file"]: f.get("status") for f in load("cloud-api", "hetzner", "index.json")["files"]}
+        t.eq(st, status["error_422_invalid_input.json"], "invalid_input status as captured")
         c.throttle("hetzner", count=1)
         st, _, err = c.get("/v1/servers", auth)
         t.eq(st, 429, "throttled status")

@@ -84,7 +84,7 @@ def test_servers(t, c):
     t.eq(names("label_selector=cluster%20notin%20(c1)"), ["other"], "label_selector notin")
     t.eq(names("name=cp-1"), ["cp-1"], "name filter")
     t.eq(names("name=nope"), [], "name filter no match")
-    t.eq(names("label_selector=%3D%3Dbad"), 400, "bad selector: 400")
+    t.eq(names("label_selector=%3D%3Dbad"), 422, "bad selector: 422 invalid_input")
     st, _, b = c.get("/v1/servers?per_page=2&page=2", AUTH)
     t.eq((len(b["servers"]), b["meta"]["pagination"]["last_page"], b["meta"]["pagination"]["previous_page"]),
          (1, 2, 1), "pagination")
@@ -104,10 +104,10 @@ def test_invalid(t, c):
     def create(body):
         return c.api("POST", "/v1/servers", body, AUTH)
     st, _, b = create({"server_type": "cx22", "image": "debian-12"})
-    t.ok(st == 400 and b["error"]["code"] == "invalid_input" and b["error"]["details"]["fields"][0]["name"] == "name",
+    t.ok(st == 422 and b["error"]["code"] == "invalid_input" and b["error"]["details"]["fields"][0]["name"] == "name",
          "missing name: invalid_input naming the field", b)
     st, _, b = create({"name": "bad_name!", "server_type": "cx22", "image": "debian-12"})
-    t.eq((st, b["error"]["code"]), (400, "invalid_input"), "invalid hostname")
+    t.eq((st, b["error"]["code"]), (422, "invalid_input"), "invalid hostname")
     st, _, b = create({"name": "x1", "server_type": "nope", "image": "debian-12"})
     t.eq(b["error"]["details"]["fields"][0]["name"], "server_type", "unknown server type")
     st, _, b = create({"name": "x1", "server_type": "cx22", "image": "debian-12", "location": "mars"})

@@ -181,8 +181,10 @@ def test_azure(t, tmp):
         st, h, body = c.get("/metadata/instance/compute/vmSize?api-version=2017-08-01&format=text", M)
         t.eq((st, body), (200, inst["type"]), "format=text leaf")
         t.ok(h["Content-Type"].startswith("text/plain"), "text leaf content type")
-        t.eq(c.get("/metadata/instance/compute/name?api-version=2021-02-01", M)[2], inst["name"],
-             "JSON leaf is a JSON string")
+        t.eq(c.get("/metadata/instance/compute/name?api-version=2021-02-01", M)[0], 400,
+             "leaf without format=text is 400 (format=json does not work for leaves)")
+        st, _, keys = c.get("/metadata/instance/compute/tagsList?api-version=2021-02-01", M)
+        t.eq((st, keys), (200, [{"name": "env", "value": "test"}]), "non-leaf sub-path as JSON")
         t.eq(c.get("/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress"
                    "?api-version=2021-02-01&format=text", M)[2], inst["private_ipv4"], "array index path")
         t.eq(base64.b64decode(c.get("/metadata/instance/compute/userData?api-version=2021-01-01&format=text",

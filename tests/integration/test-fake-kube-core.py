@@ -3,14 +3,13 @@
 finalizers, conflicts and validation, checked through its HTTP API."""
 import json
 import os
-import shutil
 import ssl
 import sys
 import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakekube import FakeKube, state_dir  # noqa: E402
+from fakekube import run_with_server  # noqa: E402
 
 TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
 
@@ -167,7 +166,7 @@ def test_status(t, k):
                                  "spec": {"containers": [{"name": "c", "image": "img:1"}]}}},
            "status": {"replicas": 5}}
     st, d = k.api("POST", "/apis/apps/v1/namespaces/default/deployments", dep)
-    t.eq((st, d["metadata"].get("generation"), d.get("status")), (201, 1, None),
+    t.eq((st, d["metadata"].get("generation"), d.get("status")), (201, 1, {}),
          "create resets deployment status, generation 1")
     t.eq((d["spec"]["replicas"], d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"]),
          (1, "IfNotPresent"), "deployment defaults applied")
@@ -221,13 +220,7 @@ def test_audit(t, k):
 
 def main():
     t = Tap()
-    d = state_dir()
-    try:
-        with FakeKube(d) as k:
-            for fn in (test_auth, test_crud, test_patches, test_status, test_finalizers, test_audit):
-                t.run(fn, k)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_audit))
     sys.exit(t.done())
 
 

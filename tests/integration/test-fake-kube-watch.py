@@ -2,14 +2,13 @@
 """tests/fake-kube-apiserver: list and watch semantics (resourceVersion start, bookmarks,
 timeoutSeconds, 410 Gone from a bounded history, selectors, limit/continue)."""
 import os
-import shutil
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakekube import FakeKube, state_dir  # noqa: E402
+from fakekube import run_with_server, scratch_server  # noqa: E402
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -109,42 +108,33 @@ def test_pagination(t, k):
 
 
 def test_gone(t):
-    d = state_dir()
-    try:
-        with FakeKube(d, extra_args=["--watch-history", "5"]) as k:
-            k.api("POST", CM, cm("first"))
-            k.api("POST", CM, cm("second"))
-            st, lst = k.api("GET", CM)
-            old = lst["metadata"]["resourceVersion"]
-            st, r = k.api("GET", CM + "?limit=1")
-            for i in range(8):
-                k.api("POST", CM, cm("g%d" % i))
-            evs = list(k.watch(CM + "?watch=1&resourceVersion=%s" % old, timeout=5))
-            t.eq(len(evs), 1, "one event then the stream ends")
-            e, o = evs[0]
-            t.eq((e, o.get("kind"), o.get("code"), o.get("reason")), ("ERROR", "Status", 410, "Expired"),
-                 "410 Gone as an ERROR event once the resourceVersion left the history")
-            t.ok(o.get("message", "").startswith("too old resource version: %s (" % old), "410 message", o)
-            st, r2 = k.api("GET", CM + "?limit=1&continue=" + r["metadata"]["continue"])
-            t.eq((st, r2.get("reason")), (410, "Expired"), "expired continue token: 410")
-            t.ok(bool(r2.get("metadata", {}).get("continue")), "410 for continue carries a fresh token")
-            st, lst = k.api("GET", CM)
-            rv = lst["metadata"]["resourceVersion"]
-            evs = list(k.watch(CM + "?watch=1&timeoutSeconds=1&resourceVersion=" + rv, timeout=5))
-            t.eq(evs, [], "watch from the current resourceVersion: no ERROR")
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    with scratch_server(extra_args=["--watch-history", "5"]) as k:
+        k.api("POST", CM, cm("first"))
+        k.api("POST", CM, cm("second"))
+        st, lst = k.api("GET", CM)
+        old = lst["metadata"]["resourceVersion"]
+        st, r = k.api("GET", CM + "?limit=1")
+        for i in range(8):
+            k.api("POST", CM, cm("g%d" % i))
+        evs = list(k.watch(CM + "?watch=1&resourceVersion=%s" % old, timeout=5))
+        t.eq(len(evs), 1, "one event then the stream ends")
+        e, o = evs[0]
+        t.eq((e, o.get("kind"), o.get("code"), o.get("reason")), ("ERROR", "Status", 410, "Expired"),
+             "410 Gone as an ERROR event once the resourceVersion left the history")
+        t.ok(o.get("message", "").startswith("too old resource version: %s (" % old), "410 message", o)
+        st, r2 = k.api("GET", CM + "?limit=1&continue=" + r["metadata"]["continue"])
+        t.eq((st, r2.get("reason")), (410, "Expired"), "expired continue token: 410")
+        t.ok(bool(r2.get("metadata", {}).get("continue")), "410 for continue carries a fresh token")
+        st, lst = k.api("GET", CM)
+        rv = lst["metadata"]["resourceVersion"]
+        evs = list(k.watch(CM + "?watch=1&timeoutSeconds=1&resourceVersion=" + rv, timeout=5))
+        t.eq(evs, [], "watch from the current resourceVersion: no ERROR")
 
 
 def main():
     t = Tap()
-    d = state_dir()
-    try:
-        with FakeKube(d, extra_args=["--bookmark-interval", "0.5"]) as k:
-            for fn in (test_watch_from_rv, test_live_and_timeout, test_selectors, test_pagination):
-                t.run(fn, k)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    run_with_server(t, (test_watch_from_rv, test_live_and_timeout, test_selectors, test_pagination),
+                    extra_args=["--bookmark-interval", "0.5"])
     t.run(test_gone)
     sys.exit(t.done())
 

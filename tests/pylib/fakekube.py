@@ -15,9 +15,11 @@
 
 The server's own documentation: tests/README-fake-kube-apiserver.md."""
 import base64
+import contextlib
 import http.client
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -212,4 +214,22 @@ class FakeKube:
 
 def state_dir(prefix="fakekube-"):
     return tempfile.mkdtemp(prefix=prefix)
+
+
+@contextlib.contextmanager
+def scratch_server(**kwargs):
+    """A FakeKube in a temporary state directory that is removed afterwards."""
+    d = state_dir()
+    try:
+        with FakeKube(os.path.join(d, "kube"), **kwargs) as k:
+            yield k
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_with_server(t, fns, **kwargs):
+    """Runs test functions fn(t, k) against one scratch server (see cntap.Tap.run)."""
+    with scratch_server(**kwargs) as k:
+        for fn in fns:
+            t.run(fn, k)
 

@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Event recorder (see kube-event.h). Like client-go's EventCorrelator, an event identical to one
+ * recorded recently becomes a PATCH of count/lastTimestamp on the existing Event, which keeps a
+ * flapping condition from flooding etcd with Events. */
+#include <limits.h>
+#include <time.h>
+
+#include "json-util.h"
+#include "kube-event.h"
+#include "log.h"
+#include "string-util.h"
+#include "time-util.h"
+
+/* client-go's correlator remembers 4096 events; our daemons emit few kinds. */
+#define EVENT_CACHE_MAX 1024U
+
+typedef struct EventEntry {
+        CnKubeEventRecorder *recorder;
+        char *key;
+        char *name;      /* Event object name */
+        char *namespace; /* Event object namespace */
+        char *message;
+        unsigned count;      /* occurrences, as the server has it or will have it */
+        bool created;        /* the Event exists on the server */
+        bool creating;       /* the write in flight is the create */
+        usec_t last_mono;
+        char first_timestamp[CN_FORMAT_TIMESTAMP_MAX];
+        json_object *create_body; /* kept to re-create when the Event expired server-side */
+        CnKubeRequest *req;
+        bool dirty; /* repeats arrived while a write was in flight */
+} EventEntry;
+
+struct CnKubeEventRecorder {
+        CnKubeClient *client;
+        char *component, *host, *instance;
+        usec_t window;
+        EventEntry **entries;
+        size_t n_entries;
+        unsigned pending;
+};
+
+static const char *const event_type_table[_CN_KUBE_EVENT_TYPE_MAX] = {
+        [CN_KUBE_EVENT_NORMAL] = "Normal",
+        [CN_KUBE_EVENT_WARNING] = "Warning",
+};
+
+int cn_kube_object_ref_from_json(json_object *object, const CnKubeResource *r, CnKubeObjectRef *ret) {
+        const char *kind, *api_version;
+
+        assert(ret);
+        if (!object || isempty(cn_json_string(object, "metadata", "name", NULL)))
+                return -EINVAL;
+
+        /* Objects from lists carry neither kind nor apiVersion; the resource knows them. */
+        kind = cn_json_string(object, "kind", NULL);
+        api_version = cn_json_string(object, "apiVersion", NULL);
+        if (!kind || !api_version) {
+                if (!r || !r->kind)
+                        return -EINVAL;
+                kind = r->kind;
+                api_version = r->version;
+                if (!isempty(r->group)) {
+                        if ((size_t) snprintf(ret->_api_version_buf, sizeof(ret->_api_version_buf), "%s/%s", r->group,
+                                              r->version) >= sizeof(ret->_api_version_buf))
+                                return -EINVAL;
+                        api_version = ret->_api_version_buf;
+                }
+        }
+        /* Field by field: assigning a whole struct would clear the buffer api_version may point to. */
+        ret->kind = kind;
+        ret->api_version = api_version;
+        ret->namespace = cn_json_string(object, "metadata", "namespace", NULL);
+        ret->name = cn_json_string(object, "metadata", "name", NULL);
+        ret->uid = cn_json_string(object, "metadata", "uid", NULL);
+        ret->resource_version = cn_json_string(object, "metadata", "resourceVersion", NULL);
+        ret->field_path = NULL;
+        return 0;
+}
+
+static EventEntry *entry_free(EventEntry *e) {
+        if (!e)
+                return NULL;
+        if (e->req) {
+                e->req = cn_kube_request_free(e->req);
+                e->recorder->pending--;
+        }
+        free(e->key);
+        free(e->name);
+        free(e->namespace);
+        free(e->message);
+        json_object_put(e->create_body);
+        free(e);
+        return NULL;
+}
+
+int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions *o, CnKubeEventRecorder **ret) {
+        CnKubeEventRecorder *r;
+        char host[HOST_NAME_MAX + 1] = "";
+
+        assert(c);
+        assert(o);
+        assert(ret);
+        if (isempty(o->component))
+                return -EINVAL;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->client = c;
+        r->window = o->window_usec > 0 ? o->window_usec : CN_KUBE_EVENT_DEFAULT_WINDOW_USEC;
+        r->component = strdup(o->component);
+        r->host = o->host ? strdup(o->host) : NULL;
+        if (o->instance)
+                r->instance = strdup(o->instance);
+        else {
+                (void) gethostname(host, sizeof(host) - 1);
+                r->instance = cn_strjoin(o->component, "-", host[0] ? host : "unknown", NULL);
+        }
+        if (!r->component || (o->host && !r->host) || !r->instance) {
+                cn_kube_event_recorder_free(r);
+                return -ENOMEM;
+        }
+        *ret = r;
+        return 0;
+}
+
+CnKubeEventRecorder *cn_kube_event_recorder_free(CnKubeEventRecorder *r) {
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < r->n_entries; i++)
+                entry_free(r->entries[i]);
+        free(r->entries);
+        free(r->component);
+        free(r->host);
+        free(r->instance);
+        free(r);
+        return NULL;
+}
+
+unsigned cn_kube_event_recorder_pending(CnKubeEventRecorder *r) {
+        assert(r);
+        return r->pending;
+}
+
+static usec_t now_mono(CnKubeEventRecorder *r) {
+        usec_t t;
+
+        if (sd_event_now(cn_kube_client_get_event(r->client), CLOCK_MONOTONIC, &t) < 0)
+                t = cn_now(CLOCK_MONOTONIC);
+        return t;
+}
+
+static void now_timestamp(char buf[static CN_FORMAT_TIMESTAMP_MAX]) {
+        if (cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, buf, CN_FORMAT_TIMESTAMP_MAX) < 0)
+                buf[0] = 0;
+}
+
+static int entry_send(EventEntry *e);
+
+static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        EventEntry *e = ASSERT_PTR(userdata);
+        int k;
+
+        e->req = cn_kube_request_free(e->req);
+        e->recorder->pending--;
+
+        if (result->error >= 0)
+                e->created = true;
+        else if (result->error == -CN_KUBE_ENOTFOUND && !e->creating) {
+                /* The Event expired server-side (events have a TTL): create it afresh. */
+                log_debug("Event %s/%s is gone, creating it again.", e->namespace, e->name);
+                e->created = false;
+                e->dirty = true;
+        } else
+                /* Dropped, as client-go does after its retries; the next repeat tries again. */
+                log_debug_errno(result->error, "Failed to write Event %s/%s: %s", e->namespace, e->name,
+                                strna(result->message));
+
+        if (!e->dirty)
+                return;
+        e->dirty = false;
+        k = entry_send(e);
+        if (k < 0)
+                log_debug_errno(k, "Failed to write Event %s/%s: %m", e->namespace, e->name);
+}
+
+static json_object *count_value(EventEntry *e) {
+        return json_object_new_int((int32_t) MIN(e->count, (unsigned) INT32_MAX));
+}
+
+/* Writes the entry's current state: a create the first time, a count/lastTimestamp patch after. */
+static int entry_send(EventEntry *e) {
+        CnKubeEventRecorder *r = e->recorder;
+        _cleanup_json_ json_object *patch = NULL;
+        char ts[CN_FORMAT_TIMESTAMP_MAX];
+        int k;
+
+        if (e->req) {
+                e->dirty = true;
+                return 0;
+        }
+        now_timestamp(ts);
+
+        if (!e->created) {
+                if ((k = cn_json_set_string(e->create_body, ts, "lastTimestamp", NULL)) < 0 ||
+                    (k = cn_json_set(e->create_body, count_value(e), "count", NULL)) < 0)
+                        return k;
+                k = cn_kube_create(r->client, &cn_kube_resource_events, e->namespace, e->create_body, on_written, e,
+                                   &e->req);
+        } else {
+                patch = json_object_new_object();
+                if (!patch)
+                        return -ENOMEM;
+                if ((k = cn_json_set(patch, count_value(e), "count", NULL)) < 0 ||
+                    (k = cn_json_set_string(patch, ts, "lastTimestamp", NULL)) < 0 ||
+                    (k = cn_json_set_string(patch, e->message, "message", NULL)) < 0)
+                        return k;
+                k = cn_kube_patch(r->client, &cn_kube_resource_events, e->namespace, e->name, NULL, CN_KUBE_PATCH_MERGE,
+                                  patch, on_written, e, &e->req);
+        }
+        if (k < 0)
+                return k;
+        e->creating = !e->created;
+        r->pending++;
+        return 0;
+}
+
+static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKubeObjectRef *o, const char *type,
+                             const char *reason, const char *action) {
+        _cleanup_json_ json_object *ev = json_object_new_object();
+        struct {
+                const char *value;
+                const char *k1, *k2;
+        } fields[] = {
+                { "v1", "apiVersion", NULL },
+                { "Event", "kind", NULL },
+                { e->name, "metadata", "name" },
+                { e->namespace, "metadata", "namespace" },
+                { o->kind, "involvedObject", "kind" },
+                { o->api_version, "involvedObject", "apiVersion" },
+                { o->namespace, "involvedObject", "namespace" },
+                { o->name, "involvedObject", "name" },
+                { o->uid, "involvedObject", "uid" },
+                { o->resource_version, "involvedObject", "resourceVersion" },
+                { o->field_path, "involvedObject", "fieldPath" },
+                { reason, "reason", NULL },
+                { e->message, "message", NULL },
+                { type, "type", NULL },
+                { r->component, "source", "component" },
+                { r->host, "source", "host" },
+                { e->first_timestamp, "firstTimestamp", NULL },
+                { r->component, "reportingComponent", NULL },
+                { r->instance, "reportingInstance", NULL },
+                { action, "action", NULL },
+        };
+
+        if (!ev)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                int k;
+
+                if (isempty(fields[i].value))
+                        continue;
+                k = cn_json_set_string(ev, fields[i].value, fields[i].k1, fields[i].k2, NULL);
+                if (k < 0)
+                        return k;
+        }
+        e->create_body = TAKE_PTR(ev);
+        return 0;
+}
+
+/* Room for one more entry: drop the least recently used idle entry when full. */
+static int make_room(CnKubeEventRecorder *r) {
+        EventEntry **n;
+        size_t victim = SIZE_MAX;
+
+        if (r->n_entries < EVENT_CACHE_MAX) {
+                n = realloc(r->entries, (r->n_entries + 1) * sizeof(EventEntry *));
+                if (!n)
+                        return -ENOMEM;
+                r->entries = n;
+                return 0;
+        }
+        for (size_t i = 0; i < r->n_entries; i++)
+                if (!r->entries[i]->req &&
+                    (victim == SIZE_MAX || r->entries[i]->last_mono < r->entries[victim]->last_mono))
+                        victim = i;
+        if (victim == SIZE_MAX)
+                return -EBUSY;
+        entry_free(r->entries[victim]);
+        r->entries[victim] = r->entries[--r->n_entries];
+        return 0;
+}
+
+int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKubeEventType type,
+                          const char *reason, const char *action, const char *format, va_list ap) {
+        _cleanup_free_ char *message = NULL, *key = NULL;
+        EventEntry *e = NULL;
+        usec_t now;
+        int k;
+
+        assert(r);
+        assert(o);
+        if (isempty(reason) || isempty(o->name) || isempty(o->kind) || type < 0 || type >= _CN_KUBE_EVENT_TYPE_MAX)
+                return -EINVAL;
+
+        if (vasprintf(&message, format, ap) < 0)
+                return -ENOMEM;
+        if (strlen(message) > CN_KUBE_EVENT_MAX_MESSAGE) {
+                /* Cut at a UTF-8 character boundary. */
+                size_t l = CN_KUBE_EVENT_MAX_MESSAGE;
+                while (l > 0 && ((unsigned char) message[l] & 0xC0) == 0x80)
+                        l--;
+                message[l] = 0;
+        }
+
+        key = cn_strjoin(o->kind, "\x1f", strempty(o->namespace), "\x1f", o->name, "\x1f", strempty(o->uid), "\x1f",
+                         event_type_table[type], "\x1f", reason, "\x1f", message, NULL);
+        if (!key)
+                return -ENOMEM;
+
+        now = now_mono(r);
+        for (size_t i = 0; i < r->n_entries; i++)
+                if (streq(r->entries[i]->key, key)) {
+                        e = r->entries[i];
+                        break;
+                }
+
+        if (e && now - e->last_mono < r->window) {
+                e->count++;
+                e->last_mono = now;
+                return entry_send(e);
+        }
+
+        if (!e) {
+                k = make_room(r);
+                if (k < 0)
+                        return k;
+                e = calloc(1, sizeof(*e));
+                if (!e)
+                        return -ENOMEM;
+                e->recorder = r;
+                e->key = TAKE_PTR(key);
+                r->entries[r->n_entries++] = e;
+        } else if (e->req) {
+                /* A new Event is due but the last write is still out: let it finish first. */
+                e->req = cn_kube_request_free(e->req);
+                r->pending--;
+        }
+
+        /* A new Event: client-go names them "<object>.<unix nanoseconds in hex>". */
+        free(e->name);
+        free(e->namespace);
+        free(e->message);
+        json_object_put(e->create_body);
+        e->create_body = NULL;
+        e->name = NULL;
+        if (asprintf(&e->name, "%s.%" PRIx64, o->name, (uint64_t) cn_now(CLOCK_REALTIME) * 1000) < 0)
+                e->name = NULL;
+        e->namespace = strdup(isempty(o->namespace) ? "default" : o->namespace);
+        e->message = TAKE_PTR(message);
+        if (!e->name || !e->namespace)
+                return -ENOMEM;
+        e->count = 1;
+        e->created = false;
+        e->dirty = false;
+        e->last_mono = now;
+        now_timestamp(e->first_timestamp);
+
+        k = build_create_body(r, e, o, event_type_table[type], reason, action);
+        if (k < 0)
+                return k;
+        return entry_send(e);
+}
+
+int cn_kube_event_record(CnKubeEventRecorder *r, const CnKubeObjectRef *object, CnKubeEventType type,
+                         const char *reason, const char *action, const char *format, ...) {
+        va_list ap;
+        int k;
+
+        va_start(ap, format);
+        k = cn_kube_event_recordv(r, object, type, reason, action, format, ap);
+        va_end(ap);
+        return k;
+}

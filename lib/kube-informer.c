@@ -1,0 +1,596 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Informer (see kube-informer.h): list, then watch from the list's resourceVersion; keep a cache
+ * keyed "namespace/name" in a json-c object (a hash table); tell handlers what changed. */
+#include "backoff.h"
+#include "hash-util.h"
+#include "json-util.h"
+#include "kube-informer.h"
+#include "log.h"
+#include "string-util.h"
+
+#define INFORMER_BACKOFF_BASE (1 * USEC_PER_SEC)
+#define INFORMER_BACKOFF_CAP (30 * USEC_PER_SEC)
+/* client-go: a random server-side watch timeout between 5 and 10 minutes spreads reconnects. */
+#define INFORMER_MIN_WATCH_TIMEOUT_SEC 300U
+
+typedef struct Handlers {
+        uint64_t id;
+        CnKubeInformerHandlers h;
+        void *userdata;
+        bool replay_pending;
+        bool removed;
+        struct Handlers *next;
+} Handlers;
+
+struct CnKubeInformer {
+        unsigned n_ref;
+        CnKubeClient *client;
+        CnKubeResource resource;
+        char *group, *version, *resource_name, *kind;
+        char *namespace, *label_selector, *field_selector;
+        unsigned page_size, watch_timeout_sec;
+        bool shared;
+
+        json_object *cache;
+        char *resource_version;
+        bool started, synced;
+
+        CnKubeRequest *list_req, *watch_req;
+        sd_event_source *retry_timer, *replay_defer;
+        CnBackoff backoff;
+
+        Handlers *handlers;
+        uint64_t next_id;
+        unsigned dispatching;
+
+        CnKubeInformer *registry_next;
+};
+
+/* Shared informers of all clients; single-threaded like the event loop that drives them. */
+static CnKubeInformer *registry;
+
+static int informer_list(CnKubeInformer *i);
+static int informer_watch(CnKubeInformer *i);
+
+int cn_kube_object_key(json_object *object, char **ret) {
+        const char *ns = cn_json_string(object, "metadata", "namespace", NULL),
+                   *name = cn_json_string(object, "metadata", "name", NULL);
+        char *k;
+
+        assert(ret);
+        if (isempty(name))
+                return -EINVAL;
+        k = isempty(ns) ? strdup(name) : cn_strjoin(ns, "/", name, NULL);
+        if (!k)
+                return -ENOMEM;
+        *ret = k;
+        return 0;
+}
+
+static bool streq_opt(const char *a, const char *b) {
+        return streq(strempty(a), strempty(b));
+}
+
+static int dup_opt(const char *s, char **ret) {
+        *ret = NULL;
+        if (isempty(s))
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static void informer_stop(CnKubeInformer *i) {
+        i->list_req = cn_kube_request_free(i->list_req);
+        i->watch_req = cn_kube_request_free(i->watch_req);
+        i->retry_timer = sd_event_source_disable_unref(i->retry_timer);
+        i->replay_defer = sd_event_source_disable_unref(i->replay_defer);
+}
+
+static void handlers_gc(CnKubeInformer *i) {
+        if (i->dispatching > 0)
+                return;
+        for (Handlers **h = &i->handlers; *h;) {
+                if ((*h)->removed) {
+                        Handlers *d = *h;
+                        *h = d->next;
+                        free(d);
+                } else
+                        h = &(*h)->next;
+        }
+}
+
+static CnKubeInformer *informer_free(CnKubeInformer *i) {
+        informer_stop(i);
+        if (i->shared)
+                for (CnKubeInformer **p = &registry; *p; p = &(*p)->registry_next)
+                        if (*p == i) {
+                                *p = i->registry_next;
+                                break;
+                        }
+        while (i->handlers) {
+                Handlers *h = i->handlers;
+                i->handlers = h->next;
+                free(h);
+        }
+        json_object_put(i->cache);
+        free(i->resource_version);
+        free(i->group);
+        free(i->version);
+        free(i->resource_name);
+        free(i->kind);
+        free(i->namespace);
+        free(i->label_selector);
+        free(i->field_selector);
+        free(i);
+        return NULL;
+}
+
+CnKubeInformer *cn_kube_informer_ref(CnKubeInformer *i) {
+        if (i)
+                i->n_ref++;
+        return i;
+}
+
+CnKubeInformer *cn_kube_informer_unref(CnKubeInformer *i) {
+        if (!i)
+                return NULL;
+        assert(i->n_ref > 0);
+        if (--i->n_ref == 0)
+                informer_free(i);
+        return NULL;
+}
+
+int cn_kube_informer_new(CnKubeClient *c, const CnKubeResource *r, const CnKubeInformerOptions *o,
+                         CnKubeInformer **ret) {
+        CnKubeInformer *i;
+        int k;
+
+        assert(c);
+        assert(r);
+        assert(ret);
+
+        if (o && !isempty(o->namespace) && !r->namespaced)
+                return -EINVAL;
+
+        i = calloc(1, sizeof(*i));
+        if (!i)
+                return -ENOMEM;
+        i->n_ref = 1;
+        i->client = c;
+        i->next_id = 1;
+        cn_backoff_init(&i->backoff, INFORMER_BACKOFF_BASE, INFORMER_BACKOFF_CAP);
+        i->cache = json_object_new_object();
+        if (!i->cache)
+                goto oom;
+
+        /* Own copies, so callers may pass resources built on the stack. */
+        if (dup_opt(r->group, &i->group) < 0 || dup_opt(r->version, &i->version) < 0 ||
+            dup_opt(r->resource, &i->resource_name) < 0 || dup_opt(r->kind, &i->kind) < 0)
+                goto oom;
+        i->resource = (CnKubeResource){ i->group, i->version, i->resource_name, i->kind, r->namespaced };
+
+        if (o) {
+                if (dup_opt(o->namespace, &i->namespace) < 0 || dup_opt(o->label_selector, &i->label_selector) < 0 ||
+                    dup_opt(o->field_selector, &i->field_selector) < 0)
+                        goto oom;
+                i->page_size = o->page_size;
+                i->watch_timeout_sec = o->watch_timeout_sec;
+        }
+        if (i->watch_timeout_sec == 0) {
+                uint64_t rnd = 0;
+
+                (void) cn_random_u64(&rnd);
+                i->watch_timeout_sec = INFORMER_MIN_WATCH_TIMEOUT_SEC + (unsigned) (rnd % INFORMER_MIN_WATCH_TIMEOUT_SEC);
+        }
+
+        *ret = i;
+        return 0;
+
+oom:
+        k = -ENOMEM;
+        informer_free(i);
+        return k;
+}
+
+int cn_kube_informer_get_shared(CnKubeClient *c, const CnKubeResource *r, const CnKubeInformerOptions *o,
+                                CnKubeInformer **ret) {
+        CnKubeInformer *i;
+        int k;
+
+        for (i = registry; i; i = i->registry_next)
+                if (i->client == c && streq_opt(i->group, r->group) && streq_opt(i->version, r->version) &&
+                    streq_opt(i->resource_name, r->resource) && streq_opt(i->namespace, o ? o->namespace : NULL) &&
+                    streq_opt(i->label_selector, o ? o->label_selector : NULL) &&
+                    streq_opt(i->field_selector, o ? o->field_selector : NULL)) {
+                        *ret = cn_kube_informer_ref(i);
+                        return 0;
+                }
+
+        k = cn_kube_informer_new(c, r, o, &i);
+        if (k < 0)
+                return k;
+        i->shared = true;
+        i->registry_next = registry;
+        registry = i;
+        *ret = i;
+        return 0;
+}
+
+bool cn_kube_informer_has_synced(CnKubeInformer *i) {
+        assert(i);
+        return i->synced;
+}
+
+const char *cn_kube_informer_get_resource_version(CnKubeInformer *i) {
+        assert(i);
+        return i->resource_version;
+}
+
+const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i) {
+        assert(i);
+        return &i->resource;
+}
+
+json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const char *name) {
+        _cleanup_free_ char *key = NULL;
+        json_object *o;
+
+        assert(i);
+        if (isempty(name))
+                return NULL;
+        key = isempty(ns) ? strdup(name) : cn_strjoin(ns, "/", name, NULL);
+        if (!key)
+                return NULL;
+        return json_object_object_get_ex(i->cache, key, &o) ? o : NULL;
+}
+
+size_t cn_kube_informer_size(CnKubeInformer *i) {
+        assert(i);
+        return (size_t) json_object_object_length(i->cache);
+}
+
+int cn_kube_informer_foreach(CnKubeInformer *i, CnKubeInformerForeachFn fn, void *userdata) {
+        assert(i);
+        assert(fn);
+        json_object_object_foreach(i->cache, key, val) {
+                int k;
+
+                (void) key;
+                k = fn(val, userdata);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
+typedef enum Notify {
+        NOTIFY_ADDED,
+        NOTIFY_UPDATED,
+        NOTIFY_DELETED,
+        NOTIFY_SYNCED,
+} Notify;
+
+/* Tells every live handler set; ones still waiting for their replay see the change then. */
+static void notify(CnKubeInformer *i, Notify what, json_object *old, json_object *object) {
+        cn_kube_informer_ref(i);
+        i->dispatching++;
+        for (Handlers *h = i->handlers; h; h = h->next) {
+                if (h->removed || h->replay_pending)
+                        continue;
+                switch (what) {
+                case NOTIFY_ADDED:
+                        if (h->h.added)
+                                h->h.added(i, object, h->userdata);
+                        break;
+                case NOTIFY_UPDATED:
+                        if (h->h.updated)
+                                h->h.updated(i, old, object, h->userdata);
+                        break;
+                case NOTIFY_DELETED:
+                        if (h->h.deleted)
+                                h->h.deleted(i, object, h->userdata);
+                        break;
+                case NOTIFY_SYNCED:
+                        if (h->h.synced)
+                                h->h.synced(i, h->userdata);
+                        break;
+                }
+        }
+        i->dispatching--;
+        handlers_gc(i);
+        cn_kube_informer_unref(i);
+}
+
+static int set_resource_version(CnKubeInformer *i, const char *rv) {
+        char *n;
+
+        if (isempty(rv))
+                return 0;
+        n = strdup(rv);
+        if (!n)
+                return -ENOMEM;
+        free(i->resource_version);
+        i->resource_version = n;
+        return 0;
+}
+
+static void schedule_retry(CnKubeInformer *i, bool relist, int error);
+
+/* Replace the cache with a fresh list and deliver the difference. */
+static int informer_replace(CnKubeInformer *i, json_object *list) {
+        _cleanup_json_ json_object *old = NULL, *fresh = NULL;
+        json_object *items = NULL;
+        bool first = !i->synced;
+        int k;
+
+        fresh = json_object_new_object();
+        if (!fresh)
+                return -ENOMEM;
+        (void) cn_json_get_array(list, &items, "items", NULL);
+        for (size_t n = 0, len = items ? json_object_array_length(items) : 0; n < len; n++) {
+                json_object *item = json_object_array_get_idx(items, n);
+                _cleanup_free_ char *key = NULL;
+
+                if (cn_kube_object_key(item, &key) < 0) {
+                        log_debug("Ignoring %s list item without a name.", i->resource_name);
+                        continue;
+                }
+                if (json_object_object_add(fresh, key, json_object_get(item)) < 0)
+                        return -ENOMEM;
+        }
+
+        k = set_resource_version(i, cn_json_string(list, "metadata", "resourceVersion", NULL));
+        if (k < 0)
+                return k;
+
+        old = TAKE_PTR(i->cache);
+        i->cache = json_object_get(fresh);
+        i->synced = true;
+
+        /* The cache already shows the new state while handlers run. */
+        json_object_object_foreach(fresh, key, obj) {
+                json_object *prev;
+
+                if (!json_object_object_get_ex(old, key, &prev))
+                        notify(i, NOTIFY_ADDED, NULL, obj);
+                else if (!streq_opt(cn_json_string(prev, "metadata", "resourceVersion", NULL),
+                                    cn_json_string(obj, "metadata", "resourceVersion", NULL)))
+                        notify(i, NOTIFY_UPDATED, prev, obj);
+        }
+        json_object_object_foreach(old, okey, oobj)
+                if (!json_object_object_get_ex(fresh, okey, NULL))
+                        notify(i, NOTIFY_DELETED, NULL, oobj);
+
+        if (first)
+                notify(i, NOTIFY_SYNCED, NULL, NULL);
+        return 0;
+}
+
+static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        int k;
+
+        i->list_req = cn_kube_request_free(i->list_req);
+        if (result->error < 0) {
+                log_debug_errno(result->error, "Listing %s failed: %s", i->resource_name, strna(result->message));
+                schedule_retry(i, true, result->error);
+                return;
+        }
+
+        cn_kube_informer_ref(i);
+        k = informer_replace(i, result->object);
+        if (k < 0)
+                schedule_retry(i, true, k);
+        /* Unless a handler dropped the last other reference (we hold one ourselves here). */
+        else if (i->n_ref > 1 && !i->watch_req && !i->list_req && !i->retry_timer) {
+                k = informer_watch(i);
+                if (k < 0)
+                        schedule_retry(i, true, k);
+        }
+        cn_kube_informer_unref(i);
+}
+
+static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_object *object, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        _cleanup_json_ json_object *prev = NULL;
+        _cleanup_free_ char *key = NULL;
+        json_object *p;
+
+        (void) set_resource_version(i, cn_json_string(object, "metadata", "resourceVersion", NULL));
+        if (type == CN_KUBE_WATCH_BOOKMARK)
+                return;
+        if (cn_kube_object_key(object, &key) < 0) {
+                log_debug("Ignoring %s watch event without a name.", i->resource_name);
+                return;
+        }
+        if (json_object_object_get_ex(i->cache, key, &p))
+                prev = json_object_get(p);
+
+        if (type == CN_KUBE_WATCH_DELETED) {
+                json_object_object_del(i->cache, key);
+                notify(i, NOTIFY_DELETED, NULL, object);
+                return;
+        }
+
+        if (json_object_object_add(i->cache, key, json_object_get(object)) < 0) {
+                log_oom();
+                return;
+        }
+        if (!prev)
+                notify(i, NOTIFY_ADDED, NULL, object);
+        else if (!streq_opt(cn_json_string(prev, "metadata", "resourceVersion", NULL),
+                            cn_json_string(object, "metadata", "resourceVersion", NULL)))
+                notify(i, NOTIFY_UPDATED, prev, object);
+}
+
+static void on_watch_end(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        int k;
+
+        i->watch_req = cn_kube_request_free(i->watch_req);
+        if (result->error == -CN_KUBE_EGONE) {
+                log_debug("Watch of %s: resourceVersion %s too old, listing again.", i->resource_name,
+                          strna(i->resource_version));
+                k = informer_list(i);
+        } else if (result->error < 0) {
+                log_debug_errno(result->error, "Watch of %s ended: %s", i->resource_name, strna(result->message));
+                schedule_retry(i, false, result->error);
+                return;
+        } else {
+                /* Server-side timeout: normal; continue where we were. */
+                cn_backoff_reset(&i->backoff);
+                k = informer_watch(i);
+        }
+        if (k < 0)
+                schedule_retry(i, true, k);
+}
+
+static int informer_list(CnKubeInformer *i) {
+        CnKubeListOptions o = {
+                .label_selector = i->label_selector,
+                .field_selector = i->field_selector,
+                .limit = i->page_size,
+        };
+
+        i->list_req = cn_kube_request_free(i->list_req);
+        return cn_kube_list_all(i->client, &i->resource, i->namespace, &o, on_list_done, i, &i->list_req);
+}
+
+static int informer_watch(CnKubeInformer *i) {
+        CnKubeListOptions o = {
+                .label_selector = i->label_selector,
+                .field_selector = i->field_selector,
+                .resource_version = i->resource_version,
+                .allow_watch_bookmarks = true,
+                .timeout_seconds = i->watch_timeout_sec,
+        };
+
+        i->watch_req = cn_kube_request_free(i->watch_req);
+        return cn_kube_watch(i->client, &i->resource, i->namespace, &o, on_watch_event, on_watch_end, i,
+                             &i->watch_req);
+}
+
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        int k;
+
+        /* A watch needs a resourceVersion to resume from; without one, list. */
+        i->retry_timer = sd_event_source_disable_unref(i->retry_timer);
+        k = !i->synced || !i->resource_version ? informer_list(i) : informer_watch(i);
+        if (k < 0)
+                schedule_retry(i, true, k);
+        return 0;
+}
+
+static int on_relist(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        int k;
+
+        i->retry_timer = sd_event_source_disable_unref(i->retry_timer);
+        k = informer_list(i);
+        if (k < 0)
+                schedule_retry(i, true, k);
+        return 0;
+}
+
+static void schedule_retry(CnKubeInformer *i, bool relist, int error) {
+        usec_t d = cn_backoff_next(&i->backoff, 0);
+        sd_event *e = cn_kube_client_get_event(i->client);
+        int k;
+
+        log_debug_errno(error, "%s informer: retrying %s in %" PRIu64 " ms.", i->resource_name,
+                        relist ? "list" : "watch", d / USEC_PER_MSEC);
+        i->retry_timer = sd_event_source_disable_unref(i->retry_timer);
+        k = sd_event_add_time_relative(e, &i->retry_timer, CLOCK_MONOTONIC, d, 0, relist ? on_relist : on_retry, i);
+        if (k < 0) {
+                log_error_errno(k, "Failed to schedule the %s informer's retry, it stops: %m", i->resource_name);
+                return;
+        }
+        (void) sd_event_source_set_description(i->retry_timer, "kube-informer-retry");
+}
+
+int cn_kube_informer_start(CnKubeInformer *i) {
+        int k;
+
+        assert(i);
+        if (i->started)
+                return 0;
+        k = informer_list(i);
+        if (k < 0)
+                return k;
+        i->started = true;
+        return 0;
+}
+
+static int on_replay(sd_event_source *s, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+
+        i->replay_defer = sd_event_source_disable_unref(i->replay_defer);
+        cn_kube_informer_ref(i);
+        i->dispatching++;
+        for (Handlers *h = i->handlers; h; h = h->next) {
+                if (h->removed || !h->replay_pending)
+                        continue;
+                h->replay_pending = false;
+                if (h->h.added) {
+                        json_object_object_foreach(i->cache, key, obj) {
+                                (void) key;
+                                h->h.added(i, obj, h->userdata);
+                                if (h->removed)
+                                        break;
+                        }
+                }
+                if (!h->removed && i->synced && h->h.synced)
+                        h->h.synced(i, h->userdata);
+        }
+        i->dispatching--;
+        handlers_gc(i);
+        cn_kube_informer_unref(i);
+        return 0;
+}
+
+int cn_kube_informer_add_handlers(CnKubeInformer *i, const CnKubeInformerHandlers *handlers, void *userdata,
+                                  uint64_t *ret_id) {
+        Handlers *h, **tail;
+        int k;
+
+        assert(i);
+        assert(handlers);
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->id = i->next_id++;
+        h->h = *handlers;
+        h->userdata = userdata;
+
+        if (i->synced || json_object_object_length(i->cache) > 0) {
+                h->replay_pending = true;
+                if (!i->replay_defer) {
+                        k = sd_event_add_defer(cn_kube_client_get_event(i->client), &i->replay_defer, on_replay, i);
+                        if (k < 0) {
+                                free(h);
+                                return k;
+                        }
+                        (void) sd_event_source_set_description(i->replay_defer, "kube-informer-replay");
+                }
+        }
+
+        for (tail = &i->handlers; *tail; tail = &(*tail)->next)
+                ;
+        *tail = h;
+        if (ret_id)
+                *ret_id = h->id;
+        return 0;
+}
+
+int cn_kube_informer_remove_handlers(CnKubeInformer *i, uint64_t id) {
+        assert(i);
+        for (Handlers *h = i->handlers; h; h = h->next)
+                if (h->id == id && !h->removed) {
+                        h->removed = true;
+                        handlers_gc(i);
+                        return 0;
+                }
+        return -ENOENT;
+}

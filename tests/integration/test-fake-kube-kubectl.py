@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""tests/fake-kube-apiserver driven by a real client, kubectl: discovery, create from YAML,
+get -o json, patch with each patch type, label, apply, server-side dry run, delete with a
+finalizer, wait for conditions and deletion, namespaces."""
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from fakekube import run_with_server  # noqa: E402
+
+NODE_YAML = """apiVersion: v1
+kind: Node
+metadata:
+  name: worker-1
+  labels:
+    kubernetes.io/hostname: worker-1
+spec:
+  taints:
+  - key: node.cloudprovider.kubernetes.io/uninitialized
+    value: "true"
+    effect: NoSchedule
+"""
+
+DEPLOY_YAML = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: apps
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: registry.example/web:1.0
+        env:
+        - {name: A, value: "1"}
+"""
+
+
+def node_json(k):
+    r = k.kubectl("get", "node", "worker-1", "-o", "json")
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def test_node(t, k):
+    d = k.state_dir
+    f = os.path.join(d, "node.yaml")
+    with open(f, "w") as fp:
+        fp.write(NODE_YAML)
+    r = k.kubectl("create", "-f", f)
+    t.eq((r.returncode, r.stdout.strip()), (0, "node/worker-1 created"), "kubectl create -f node.yaml", )
+    n = node_json(k)
+    t.eq(n["spec"]["taints"][0]["key"], "node.cloudprovider.kubernetes.io/uninitialized", "get -o json shows the taint")
+    r = k.kubectl("patch", "node", "worker-1", "--type=merge", "-p",
+                  json.dumps({"spec": {"providerID": "hetzner://42"}}))
+    t.eq(r.returncode, 0, "patch --type=merge", )
+    r = k.kubectl("patch", "node", "worker-1", "--type=json", "-p", json.dumps(
+        [{"op": "test", "path": "/spec/taints/0/key", "value": "node.cloudprovider.kubernetes.io/uninitialized"},
+         {"op": "remove", "path": "/spec/taints/0"}]))
+    t.eq(r.returncode, 0, "patch --type=json with test")
+    r = k.kubectl("patch", "node", "worker-1", "--type=strategic", "-p",
+                  json.dumps({"metadata": {"labels": {"node.kubernetes.io/instance-type": "cx22"}}}))
+    t.eq(r.returncode, 0, "patch --type=strategic")
+    r = k.kubectl("patch", "node", "worker-1", "--subresource=status", "--type=merge", "-p", json.dumps(
+        {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                    "lastHeartbeatTime": "2024-01-01T00:00:00Z",
+                                    "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}))
+    t.eq(r.returncode, 0, "patch --subresource=status")
+    r = k.kubectl("label", "node", "worker-1", "topology.kubernetes.io/zone=fsn1-dc14")
+    t.eq((r.returncode, r.stdout.strip()), (0, "node/worker-1 labeled"), "kubectl label")
+    r = k.kubectl("label", "node", "worker-1", "bad label=x")
+    t.ok(r.returncode != 0, "kubectl label with an invalid key fails")
+    n = node_json(k)
+    t.eq((n["spec"].get("providerID"), n["spec"].get("taints"), n["metadata"]["labels"].get(
+        "node.kubernetes.io/instance-type"), n["metadata"]["labels"].get("topology.kubernetes.io/zone")),
+         ("hetzner://42", None, "cx22", "fsn1-dc14"), "all patches applied")
+    r = k.kubectl("patch", "node", "worker-1", "--type=merge", "-p", json.dumps({"spec": {"providerID": "x://1"}}))
+    t.ok(r.returncode != 0 and "node updates may not change providerID" in r.stderr, "providerID change refused",
+         r.stderr)
+    r = k.kubectl("wait", "--for=condition=Ready", "node/worker-1", "--timeout=10s")
+    t.eq(r.returncode, 0, "kubectl wait --for=condition=Ready")
+    r = k.kubectl("wait", "--for=jsonpath={.spec.providerID}=hetzner://42", "node/worker-1", "--timeout=10s")
+    t.eq(r.returncode, 0, "kubectl wait --for=jsonpath")
+    r = k.kubectl("get", "nodes")
+    t.ok(r.returncode == 0 and "worker-1" in r.stdout, "kubectl get nodes (table)", r.stdout + r.stderr)
+    # Finalizer: delete leaves the node until the finalizer is gone; wait sees the deletion.
+    r = k.kubectl("patch", "node", "worker-1", "--type=merge", "-p",
+                  json.dumps({"metadata": {"finalizers": ["example.com/protect"]}}))
+    r = k.kubectl("delete", "node", "worker-1", "--wait=false")
+    t.eq(r.returncode, 0, "kubectl delete --wait=false")
+    n = node_json(k)
+    t.ok(n and n["metadata"].get("deletionTimestamp"), "node still there with deletionTimestamp")
+    res = {}
+
+    def wait():
+        res["r"] = k.kubectl("wait", "--for=delete", "node/worker-1", "--timeout=20s")
+    th = threading.Thread(target=wait)
+    th.start()
+    time.sleep(1.0)
+    t.ok(th.is_alive(), "kubectl wait --for=delete blocks while the finalizer is there")
+    r = k.kubectl("patch", "node", "worker-1", "--type=json", "-p",
+                  json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
+    th.join(25)
+    t.eq(res.get("r") and res["r"].returncode, 0, "kubectl wait --for=delete returns once the finalizer is removed")
+    r = k.kubectl("get", "node", "worker-1")
+    t.ok(r.returncode != 0 and "NotFound" in r.stderr, "node gone", r.stderr)
+
+
+def test_apply(t, k):
+    d = k.state_dir
+    r = k.kubectl("create", "namespace", "apps")
+    t.eq(r.returncode, 0, "kubectl create namespace")
+    f = os.path.join(d, "deploy.yaml")
+    with open(f, "w") as fp:
+        fp.write(DEPLOY_YAML)
+    r = k.kubectl("apply", "-f", f)
+    t.eq((r.returncode, r.stdout.strip()), (0, "deployment.apps/web created"), "kubectl apply creates", )
+    r = k.kubectl("apply", "-f", f)
+    t.eq((r.returncode, r.stdout.strip()), (0, "deployment.apps/web unchanged"), "second apply: unchanged")
+    with open(f, "w") as fp:
+        fp.write(DEPLOY_YAML.replace("web:1.0", "web:1.1"))
+    r = k.kubectl("apply", "-f", f)
+    t.eq((r.returncode, r.stdout.strip()), (0, "deployment.apps/web configured"), "apply with a change: configured")
+    r = k.kubectl("get", "deploy", "web", "-n", "apps", "-o", "json")
+    dep = json.loads(r.stdout)
+    c = dep["spec"]["template"]["spec"]["containers"]
+    t.eq((len(c), c[0]["image"], c[0]["env"], dep["metadata"]["generation"]),
+         (1, "registry.example/web:1.1", [{"name": "A", "value": "1"}], 2),
+         "apply merged the container by name; generation 2")
+    r = k.kubectl("set", "env", "deployment/web", "-n", "apps", "B=2")
+    r = k.kubectl("get", "deploy", "web", "-n", "apps", "-o", "jsonpath={.spec.template.spec.containers[0].env}")
+    t.eq(json.loads(r.stdout or "null"), [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+         "kubectl set env (strategic merge of env by name)")
+    r = k.kubectl("patch", "deployment", "web", "-n", "apps", "-p", json.dumps({"spec": {"replicas": 3}}),
+                  "--dry-run=server", "-o", "jsonpath={.spec.replicas}")
+    t.eq((r.returncode, r.stdout), (0, "3"), "server-side dry run returns the result")
+    r = k.kubectl("get", "deploy", "web", "-n", "apps", "-o", "jsonpath={.spec.replicas}")
+    t.eq(r.stdout, "1", "dry run stored nothing")
+    r = k.kubectl("create", "configmap", "cm1", "-n", "apps", "--from-literal=a=b")
+    t.eq(r.returncode, 0, "kubectl create configmap")
+    r = k.kubectl("create", "configmap", "cm1", "-n", "apps", "--from-literal=a=b")
+    t.ok(r.returncode != 0 and 'configmaps "cm1" already exists' in r.stderr, "AlreadyExists through kubectl",
+         r.stderr)
+    r = k.kubectl("delete", "namespace", "apps", "--timeout=20s")
+    t.eq(r.returncode, 0, "kubectl delete namespace waits until it is gone", )
+    r = k.kubectl("get", "configmap", "cm1", "-n", "apps")
+    t.ok(r.returncode != 0, "namespace contents deleted")
+
+
+def main():
+    t = Tap()
+    run_with_server(t, (test_node, test_apply))
+    sys.exit(t.done())
+
+
+main()
