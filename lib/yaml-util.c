@@ -79,10 +79,14 @@ static bool resolve_int(const char *s, json_object **ret) {
                         return false;
         errno = 0;
         long long v = strtoll(base == 10 ? s : p, &end, base);
-        if (errno == ERANGE || *end)
-                /* Too big for int64: like other YAML readers, keep it as a float. */
-                *ret = json_object_new_double(strtod(s, NULL));
-        else
+        if (errno == ERANGE || *end) {
+                /* Too big for int64: like other YAML readers, keep it as a float — unless it is too
+                 * big for a double as well; the float rule then refuses it. */
+                double d = strtod(s, NULL);
+                if (!isfinite(d))
+                        return false;
+                *ret = json_object_new_double(d);
+        } else
                 *ret = json_object_new_int64(v);
         return true;
 }
@@ -164,7 +168,12 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
                 if (in_list(v, yaml_infs))
                         return loader_error(l, &ev->start_mark, "%s cannot be represented in JSON", v);
                 if (is_float(v)) {
-                        o = json_object_new_double(strtod(v, NULL));
+                        double d = strtod(v, NULL);
+                        /* A literal that overflows to infinity would be written back as .inf,
+                         * which JSON cannot hold: refuse it like .inf itself. */
+                        if (!isfinite(d))
+                                return loader_error(l, &ev->start_mark, "number %s is out of range", v);
+                        o = json_object_new_double(d);
                         if (!o)
                                 return -ENOMEM;
                         *ret = o;
