@@ -1,38 +1,301 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cloudnode-controller: entry point. */
+/* cloudnode-controller: `run` reconciles the cluster-side assets (controller-manager.c),
+ * `render` writes the bootstrap assets for installers (controller-render.c). */
+#include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "controller-manager.h"
+#include "controller-render.h"
 #include "log.h"
+#include "string-util.h"
+#include "time-util.h"
 
 static int help(void) {
-        printf("Usage: cloudnode-controller [OPTIONS]\n\n"
+        printf("Usage: cloudnode-controller COMMAND [OPTIONS]\n\n"
+               "Commands:\n"
+               "  run     Reconcile the provider's Deployments, RBAC and cloud config\n"
+               "  render  Write the bootstrap static pod and cloud.conf for an installer\n\n"
+               "Common options:\n"
                "  -h --help        Show this help\n"
                "     --version     Show the version\n"
-               "  -v N             Verbosity (klog-style; 4 and above is debug)\n");
+               "  -v N             Verbosity (klog-style; 4 and above is debug)\n\n"
+               "run:\n"
+               "     --kubeconfig FILE            Kubeconfig (default: in-cluster, then $KUBECONFIG)\n"
+               "     --namespace NS               Namespace of the operand (required)\n"
+               "     --cloud-config-source NS/NAME  Source ConfigMap of cloud.conf\n"
+               "                                  (default openshift-config/cloud-provider-config)\n"
+               "     --cloud-config-key KEY       Key in the source ConfigMap (default config)\n"
+               "     --images-configmap NAME      (default cloud-controller-manager-images)\n"
+               "     --http-proxy URL --https-proxy URL --no-proxy LIST\n"
+               "                                  Proxy environment of the operand (default: ours)\n"
+               "     --leader-elect BOOL          (default true)\n"
+               "     --leader-elect-lease-duration DUR --leader-elect-renew-deadline DUR\n"
+               "     --leader-elect-retry-period DUR\n"
+               "     --bind-address ADDR          Health/metrics address (default 0.0.0.0)\n"
+               "     --port N                     Health/metrics port, 0 disables (default 10260)\n"
+               "     --kube-api-qps Q --kube-api-burst B\n\n"
+               "render:\n"
+               "     --dest-dir DIR                     Output directory\n"
+               "     --cluster-infrastructure-file FILE An Infrastructure object (YAML or JSON)\n"
+               "     --images-file FILE                 images.json (default: the built-in images)\n"
+               "     --cloud-config-file FILE           cloud.conf provider settings (YAML)\n");
         return 0;
 }
 
-int main(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {},
-        };
-        int c;
+enum {
+        ARG_VERSION = 0x100,
+        ARG_KUBECONFIG,
+        ARG_NAMESPACE,
+        ARG_CLOUD_CONFIG_SOURCE,
+        ARG_CLOUD_CONFIG_KEY,
+        ARG_IMAGES_CONFIGMAP,
+        ARG_HTTP_PROXY,
+        ARG_HTTPS_PROXY,
+        ARG_NO_PROXY,
+        ARG_LEADER_ELECT,
+        ARG_LEASE_DURATION,
+        ARG_RENEW_DEADLINE,
+        ARG_RETRY_PERIOD,
+        ARG_BIND_ADDRESS,
+        ARG_PORT,
+        ARG_QPS,
+        ARG_BURST,
+        ARG_DEST_DIR,
+        ARG_INFRA_FILE,
+        ARG_IMAGES_FILE,
+        ARG_CLOUD_CONFIG_FILE,
+};
 
-        cn_log_open("cloudnode-controller", CN_LOG_TARGET_AUTO);
-        while ((c = getopt_long(argc, argv, "hv:", options, NULL)) >= 0)
+static const struct option options[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, ARG_VERSION },
+        { "kubeconfig", required_argument, NULL, ARG_KUBECONFIG },
+        { "namespace", required_argument, NULL, ARG_NAMESPACE },
+        { "cloud-config-source", required_argument, NULL, ARG_CLOUD_CONFIG_SOURCE },
+        { "cloud-config-key", required_argument, NULL, ARG_CLOUD_CONFIG_KEY },
+        { "images-configmap", required_argument, NULL, ARG_IMAGES_CONFIGMAP },
+        { "http-proxy", required_argument, NULL, ARG_HTTP_PROXY },
+        { "https-proxy", required_argument, NULL, ARG_HTTPS_PROXY },
+        { "no-proxy", required_argument, NULL, ARG_NO_PROXY },
+        { "leader-elect", required_argument, NULL, ARG_LEADER_ELECT },
+        { "leader-elect-lease-duration", required_argument, NULL, ARG_LEASE_DURATION },
+        { "leader-elect-renew-deadline", required_argument, NULL, ARG_RENEW_DEADLINE },
+        { "leader-elect-retry-period", required_argument, NULL, ARG_RETRY_PERIOD },
+        { "bind-address", required_argument, NULL, ARG_BIND_ADDRESS },
+        { "port", required_argument, NULL, ARG_PORT },
+        { "kube-api-qps", required_argument, NULL, ARG_QPS },
+        { "kube-api-burst", required_argument, NULL, ARG_BURST },
+        { "dest-dir", required_argument, NULL, ARG_DEST_DIR },
+        { "cluster-infrastructure-file", required_argument, NULL, ARG_INFRA_FILE },
+        { "images-file", required_argument, NULL, ARG_IMAGES_FILE },
+        { "cloud-config-file", required_argument, NULL, ARG_CLOUD_CONFIG_FILE },
+        {},
+};
+
+static int bad_value(const char *flag, const char *value) {
+        log_error("Invalid value for --%s: '%s'", flag, value);
+        return -EINVAL;
+}
+
+typedef struct Args {
+        ControllerOptions run;
+        RenderOptions render;
+        char *source_namespace_buf;
+} Args;
+
+static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
+        int c, r;
+
+        *ret_exit = false;
+        while ((c = getopt_long(argc, argv, "hv:", options, NULL)) >= 0) {
+                const char *name = NULL;
+
+                for (const struct option *o = options; o->name; o++)
+                        if (o->val == c)
+                                name = o->name;
                 switch (c) {
                 case 'h':
+                        *ret_exit = true;
                         return help();
-                case 'V':
+                case ARG_VERSION:
                         printf("cloudnode-controller %s\n", PACKAGE_VERSION);
+                        *ret_exit = true;
                         return 0;
-                case 'v':
-                        cn_log_set_verbosity(atoi(optarg));
+                case 'v': {
+                        int v;
+
+                        if (cn_safe_atoi(optarg, &v) < 0 || v < 0)
+                                return bad_value("v", optarg);
+                        cn_log_set_verbosity(v);
+                        break;
+                }
+                case ARG_KUBECONFIG:
+                        a->run.kubeconfig = optarg;
+                        break;
+                case ARG_NAMESPACE:
+                        a->run.namespace = optarg;
+                        break;
+                case ARG_CLOUD_CONFIG_SOURCE: {
+                        char *slash = strchr(optarg, '/');
+
+                        if (!slash || slash == optarg || isempty(slash + 1) || strchr(slash + 1, '/'))
+                                return bad_value(name, optarg);
+                        free(a->source_namespace_buf);
+                        a->source_namespace_buf = strndup(optarg, (size_t) (slash - optarg));
+                        if (!a->source_namespace_buf)
+                                return log_oom();
+                        a->run.cloud_config_namespace = a->source_namespace_buf;
+                        a->run.cloud_config_name = slash + 1;
+                        break;
+                }
+                case ARG_CLOUD_CONFIG_KEY:
+                        a->run.cloud_config_key = optarg;
+                        break;
+                case ARG_IMAGES_CONFIGMAP:
+                        a->run.images_configmap = optarg;
+                        break;
+                case ARG_HTTP_PROXY:
+                        a->run.http_proxy = optarg;
+                        break;
+                case ARG_HTTPS_PROXY:
+                        a->run.https_proxy = optarg;
+                        break;
+                case ARG_NO_PROXY:
+                        a->run.no_proxy = optarg;
+                        break;
+                case ARG_LEADER_ELECT:
+                        r = cn_parse_boolean(optarg);
+                        if (r < 0)
+                                return bad_value(name, optarg);
+                        a->run.leader_elect = r;
+                        break;
+                case ARG_LEASE_DURATION:
+                        if (cn_parse_duration(optarg, &a->run.lease_duration) < 0)
+                                return bad_value(name, optarg);
+                        break;
+                case ARG_RENEW_DEADLINE:
+                        if (cn_parse_duration(optarg, &a->run.renew_deadline) < 0)
+                                return bad_value(name, optarg);
+                        break;
+                case ARG_RETRY_PERIOD:
+                        if (cn_parse_duration(optarg, &a->run.retry_period) < 0)
+                                return bad_value(name, optarg);
+                        break;
+                case ARG_BIND_ADDRESS:
+                        a->run.bind_address = optarg;
+                        break;
+                case ARG_PORT: {
+                        unsigned p;
+
+                        if (cn_safe_atou(optarg, &p) < 0 || p > 65535)
+                                return bad_value(name, optarg);
+                        a->run.port = p == 0 ? -1 : (int) p;
+                        break;
+                }
+                case ARG_QPS: {
+                        char *end;
+
+                        errno = 0;
+                        a->run.kube_api_qps = strtod(optarg, &end);
+                        if (errno != 0 || *end || a->run.kube_api_qps <= 0)
+                                return bad_value(name, optarg);
+                        break;
+                }
+                case ARG_BURST:
+                        if (cn_safe_atou(optarg, &a->run.kube_api_burst) < 0 || a->run.kube_api_burst == 0)
+                                return bad_value(name, optarg);
+                        break;
+                case ARG_DEST_DIR:
+                        a->render.dest_dir = optarg;
+                        break;
+                case ARG_INFRA_FILE:
+                        a->render.infrastructure_file = optarg;
+                        break;
+                case ARG_IMAGES_FILE:
+                        a->render.images_file = optarg;
+                        break;
+                case ARG_CLOUD_CONFIG_FILE:
+                        a->render.cloud_config_file = optarg;
                         break;
                 default:
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        Args a = {
+                .run = {
+                        .cloud_config_namespace = "openshift-config",
+                        .cloud_config_name = "cloud-provider-config",
+                        .cloud_config_key = "config",
+                        .images_configmap = "cloud-controller-manager-images",
+                        .http_proxy = getenv("HTTP_PROXY"),
+                        .https_proxy = getenv("HTTPS_PROXY"),
+                        .no_proxy = getenv("NO_PROXY"),
+                        .leader_elect = true,
+                        .bind_address = "0.0.0.0",
+                        .port = 10260,
+                },
+        };
+        const char *command;
+        bool exit_now;
+        int r;
+
+        r = parse_argv(argc, argv, &a, &exit_now);
+        if (r < 0 || exit_now) {
+                free(a.source_namespace_buf);
+                return r < 0 ? 2 : 0;
+        }
+        if (optind >= argc) {
+                free(a.source_namespace_buf);
+                log_error("Missing command: run or render (see --help)");
+                return 2;
+        }
+        command = argv[optind];
+        if (optind + 1 < argc) {
+                free(a.source_namespace_buf);
+                log_error("Unexpected argument '%s'", argv[optind + 1]);
+                return 2;
+        }
+
+        if (streq(command, "render")) {
+                free(a.source_namespace_buf);
+                if (!a.render.dest_dir || !a.render.infrastructure_file) {
+                        log_error("render needs --dest-dir and --cluster-infrastructure-file");
                         return 2;
                 }
-        return 0;
+                return cn_controller_render(&a.render) < 0 ? 1 : 0;
+        }
+        if (!streq(command, "run")) {
+                free(a.source_namespace_buf);
+                log_error("Unknown command '%s': run or render (see --help)", command);
+                return 2;
+        }
+        if (isempty(a.run.namespace)) {
+                free(a.source_namespace_buf);
+                log_error("run needs --namespace");
+                return 2;
+        }
+        r = manager_new(&a.run, &m);
+        if (r >= 0)
+                r = manager_start(m);
+        if (r >= 0)
+                r = manager_run(m);
+        m = manager_free(m);
+        free(a.source_namespace_buf);
+        if (r < 0) {
+                log_error_errno(r, "cloudnode-controller failed: %m");
+                return 1;
+        }
+        return r;
+}
+
+int main(int argc, char *argv[]) {
+        cn_log_open("cloudnode-controller", CN_LOG_TARGET_AUTO);
+        return run(argc, argv);
 }

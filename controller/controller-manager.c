@@ -68,6 +68,7 @@ struct Manager {
         CnBackoff backoff;
         bool leading, stopping, started;
         bool have_admission_policies;
+        bool status_creating;
 
         /* One pass's writes in flight, and what they found. */
         unsigned inflight;
@@ -162,16 +163,21 @@ static int expect(Manager *m, const char *key, const char *based_on) {
         return json_object_object_add(m->expectations, key, TAKE_PTR(e)) < 0 ? -ENOMEM : 0;
 }
 
-static void record_event(Manager *m, const CnKubeResource *res, json_object *object, bool warning,
-                         const char *reason, const char *fmt, const char *arg) {
-        CnKubeObjectRef ref;
+/* Events go to the status object, not to the applied objects: that is where an administrator
+ * looks for the controller's story, and names like "cloudnode:node-initializer" (ClusterRoles)
+ * are not valid in Event names derived from them. */
+static void record_event(Manager *m, bool warning, const char *reason, const char *message) {
+        CnKubeObjectRef ref = {
+                .name = STATUS_OBJECT_NAME,
+        };
 
-        if (!m->recorder || cn_kube_object_ref_from_json(object, res, &ref) < 0)
+        if (!m->recorder || !m->status_resource)
                 return;
-        if (!ref.api_version)
-                ref.api_version = cn_json_string(object, "apiVersion", NULL);
+        ref.kind = m->status_resource->kind;
+        ref.api_version = streq(m->status_resource->group, "config.openshift.io") ? "config.openshift.io/v1" :
+                                                                                     "operator.cloudnode.io/v1alpha1";
         (void) cn_kube_event_record(m->recorder, &ref, warning ? CN_KUBE_EVENT_WARNING : CN_KUBE_EVENT_NORMAL,
-                                    reason, NULL, fmt, arg);
+                                    reason, NULL, "%s", message);
 }
 
 static void pass_finished(Manager *m);
@@ -208,14 +214,16 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                 if (asprintf(&m->last_error, "failed to %s %s %s: %s", verb, kind, name,
                              strna(result->message ?: strerror(-result->error))) < 0)
                         m->last_error = NULL;
-                record_event(m, w->resource, w->desired, true, "SyncingFailed", "%s", m->last_error);
+                record_event(m, true, "SyncingFailed", m->last_error);
                 m->pass_failed = true;
         } else {
-                log_info("%s %s %s", w->action == CN_APPLY_CREATE ? "Created" : "Updated", kind, name);
+                const char *done = w->action == CN_APPLY_CREATE ? "Created" : "Updated";
+                _cleanup_free_ char *msg = NULL;
+
+                log_info("%s %s %s", done, kind, name);
                 (void) expect(m, w->key, w->based_on);
-                record_event(m, w->resource, result->object ?: w->desired, false,
-                             w->action == CN_APPLY_CREATE ? "Created" : "Updated",
-                             w->action == CN_APPLY_CREATE ? "Created %s" : "Updated %s", name);
+                if (asprintf(&msg, "%s %s %s", done, kind, name) >= 0)
+                        record_event(m, false, done, msg);
                 m->pass_wrote = true;
         }
         assert(m->inflight > 0);
@@ -289,6 +297,10 @@ static void status_update(Manager *m, bool available, bool progressing, bool deg
 static void status_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
         Manager *m = userdata;
 
+        m->status_creating = false;
+        if (result->error == -CN_KUBE_EALREADYEXISTS)
+                /* Created by an earlier instance; the informer brings it, then we patch. */
+                return;
         if (result->error < 0) {
                 log_warning_errno(result->error, "Failed to update %s/%s status: %s", m->status_resource->resource,
                                   STATUS_OBJECT_NAME, strna(result->message));
@@ -305,6 +317,9 @@ static int status_write_conditions(Manager *m, json_object *live, json_object *c
                 return -ENOMEM;
         if (!live) {
                 /* Create the object; its status follows once the informer has seen it. */
+                if (m->status_creating)
+                        return 0;
+                m->status_creating = true;
                 const char *api_version = streq(m->status_resource->group, "config.openshift.io") ?
                                                   "config.openshift.io/v1" :
                                                   "operator.cloudnode.io/v1alpha1";

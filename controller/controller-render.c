@@ -136,6 +136,10 @@ int cn_controller_render(const RenderOptions *o) {
         if (r < 0)
                 return log_error_errno(r, "Failed to write the static pod as YAML: %m");
         r = cn_render_cloud_conf(&p, &conf, &conf_size);
+        if (r == -EINVAL)
+                return log_error_errno(r, "Failed to render cloud.conf from %s: a section or key name is not "
+                                          "valid INI, or a value contains a line break or control character",
+                                       strna(o->cloud_config_file));
         if (r < 0)
                 return log_error_errno(r, "Failed to render cloud.conf: %m");
 

@@ -8,6 +8,7 @@
 #include "json-util.h"
 #include "kube-client.h"
 #include "log.h"
+#include "metrics.h"
 #include "string-util.h"
 #include "time-util.h"
 
@@ -44,6 +45,7 @@ struct CnKubeClient {
 
         Counter *counters;
         size_t n_counters;
+        CnMetric *requests_metric;
 };
 
 struct CnKubeRequest {
@@ -94,6 +96,8 @@ static void count_request(CnKubeClient *c, const char *verb, long status) {
                 snprintf(code, sizeof(code), "%ld", status);
         else
                 snprintf(code, sizeof(code), "<error>");
+        if (c->requests_metric)
+                (void) cn_metric_inc(c->requests_metric, CN_LABELS(code, verb));
 
         for (size_t i = 0; i < c->n_counters; i++)
                 if (streq(c->counters[i].verb, verb) && streq(c->counters[i].code, code)) {
@@ -111,6 +115,13 @@ static void count_request(CnKubeClient *c, const char *verb, long status) {
         *n = (Counter){ .count = 1 };
         snprintf(n->verb, sizeof(n->verb), "%s", verb);
         snprintf(n->code, sizeof(n->code), "%s", code);
+}
+
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m) {
+        assert(c);
+        assert(m);
+        return cn_metrics_counter(m, "rest_client_requests", "Number of HTTP requests to the Kubernetes API, by status code and method.",
+                                  CN_LABELS("code", "method"), &c->requests_metric);
 }
 
 void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata) {

@@ -125,6 +125,12 @@ unsigned cn_kube_client_pending(CnKubeClient *c);
 typedef void (*CnKubeCounterFn)(const char *verb, const char *code, uint64_t count, void *userdata);
 void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata);
 
+/* Also count into a metrics registry (lib/metrics.h), as client-go's
+ * rest_client_requests_total{code,method}; the registry must outlive the client. -EEXIST when
+ * the registry has the metric already (one client per registry). */
+typedef struct CnMetrics CnMetrics;
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m);
+
 CnKubeRequest *cn_kube_request_free(CnKubeRequest *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeRequest *, cn_kube_request_free);
 #define _cleanup_kube_request_ _cleanup_(cn_kube_request_freep)

@@ -30,6 +30,7 @@
 #include "kube-informer.h"
 #include "kube-leader.h"
 #include "log.h"
+#include "metrics.h"
 #include "time-util.h"
 
 static const CnKubeResource *const resources[] = {
@@ -152,7 +153,14 @@ static json_object *names(json_object *obj) {
 }
 
 static void inf_added(CnKubeInformer *i, json_object *obj, void *userdata) {
-        print_line("added", names(obj));
+        json_object *o = names(obj);
+
+        /* What the cache answers for the object just announced. */
+        json_object_object_add(o, "cached",
+                               json_object_new_boolean(cn_kube_informer_lookup(
+                                                               i, cn_json_string(obj, "metadata", "namespace", NULL),
+                                                               cn_json_string(obj, "metadata", "name", NULL)) == obj));
+        print_line("added", o);
 }
 
 static void inf_updated(CnKubeInformer *i, json_object *old, json_object *obj, void *userdata) {
@@ -164,13 +172,28 @@ static void inf_updated(CnKubeInformer *i, json_object *old, json_object *obj, v
 }
 
 static void inf_deleted(CnKubeInformer *i, json_object *obj, void *userdata) {
-        print_line("deleted", names(obj));
+        json_object *o = names(obj);
+
+        json_object_object_add(o, "cached",
+                               json_object_new_boolean(cn_kube_informer_lookup(
+                                                               i, cn_json_string(obj, "metadata", "namespace", NULL),
+                                                               cn_json_string(obj, "metadata", "name", NULL)) != NULL));
+        print_line("deleted", o);
+}
+
+static int count_one(json_object *obj, void *userdata) {
+        (*(int *) userdata)++;
+        return 0;
 }
 
 static void inf_synced(CnKubeInformer *i, void *userdata) {
         json_object *o = json_object_new_object();
 
+        int n = 0;
+
+        (void) cn_kube_informer_foreach(i, count_one, &n);
         json_object_object_add(o, "size", json_object_new_int((int) cn_kube_informer_size(i)));
+        json_object_object_add(o, "foreach", json_object_new_int(n));
         json_object_object_add(o, "resourceVersion",
                                json_object_new_string(strna(cn_kube_informer_get_resource_version(i))));
         print_line("synced", o);
@@ -257,6 +280,7 @@ int main(int argc, char *argv[]) {
         CnKubeClientOptions copts = { .component = "test-driver" };
         const char *kubeconfig = NULL, *cmd;
         CnKubeConfig *config = NULL;
+        CnMetrics *metrics = NULL;
         LineCommand lc = {};
         sigset_t mask;
         int c, r;
@@ -317,6 +341,8 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGINT, on_sigterm, NULL);
         r = cn_kube_client_new(event, config, &copts, &client);
         assert(r >= 0);
+        assert(cn_metrics_new(&metrics) >= 0);
+        assert(cn_kube_client_register_metrics(client, metrics) >= 0);
 
         if (streq(cmd, "get")) {
                 need(argc, 4);
@@ -430,10 +456,19 @@ int main(int argc, char *argv[]) {
 
         r = sd_event_loop(event);
         cn_kube_client_foreach_counter(client, on_counter, NULL);
+        {
+                _cleanup_buf_ CnBuf text = CN_BUF_INIT(1024 * 1024);
+                json_object *o = json_object_new_object();
+
+                assert(cn_metrics_format(metrics, &text) >= 0);
+                json_object_object_add(o, "text", json_object_new_string(cn_buf_str(&text)));
+                print_line("metrics", o);
+        }
         informer = cn_kube_informer_unref(informer);
         cn_kube_event_recorder_free(recorder);
         cn_kube_leader_free(leader);
         cn_kube_client_free(client);
+        cn_metrics_free(metrics);
         sd_event_unref(event);
         return r < 0 ? 1 : exit_code;
 }

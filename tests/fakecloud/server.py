@@ -107,13 +107,14 @@ class App:
     # -- request log ---------------------------------------------------------------
 
     def log(self, req, status, rule, remote):
+        now = time.time()
         headers = {}
         for name in LOGGED_HEADERS:
             v = req.header(name)
             if v is not None:
                 headers[name] = _redact(name, v)
         entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".%03dZ" % (int(time.time() * 1000) % 1000),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ" % (int(now * 1000) % 1000),
             "method": req.method,
             "path": req.log_path or req.raw_path,
             "platform": req.platform,
@@ -377,7 +378,10 @@ def main(argv=None):
     try:
         state = State(args.state_dir)
     except OSError as e:
-        print("fake-cloud: cannot use state directory %s: %s" % (args.state_dir, e), file=sys.stderr)
+        print("fake-cloud: cannot use state directory %s: %s" % (args.state_dir, e.strerror), file=sys.stderr)
+        return 1
+    except StateError as e:
+        print("fake-cloud: %s" % e.message, file=sys.stderr)
         return 1
     if args.action_seconds is not None or args.build_seconds is not None:
         with state.locked() as st:

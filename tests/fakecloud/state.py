@@ -110,6 +110,10 @@ class State:
                 st = json.load(f)
         except FileNotFoundError:
             return _empty()
+        except ValueError as e:
+            raise StateError(500, "%s is not valid JSON: %s" % (self.path, e))
+        if not isinstance(st, dict):
+            raise StateError(500, "%s does not hold a JSON object" % self.path)
         base = _empty()
         for k, v in base.items():
             st.setdefault(k, v)

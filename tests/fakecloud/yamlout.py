@@ -1,6 +1,7 @@
 """A small block-style YAML emitter (the standard library has none) for the Hetzner metadata
 documents and NoCloud files. Strings that a YAML 1.1 reader would take for another type are
 single-quoted."""
+import json
 import re
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./@+-][A-Za-z0-9_ ./@+:=-]*$")
@@ -20,6 +21,9 @@ def scalar(v):
     if isinstance(v, (int, float)):
         return repr(v)
     s = str(v)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in s):
+        # A JSON string is a valid YAML double-quoted scalar; it keeps newlines and tabs.
+        return json.dumps(s)
     if s and _PLAIN.match(s) and not _SPECIAL.match(s) and ": " not in s and not s.endswith(":") \
             and not s.endswith(" ") and not s.startswith("- "):
         return s

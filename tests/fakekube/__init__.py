@@ -2,8 +2,8 @@
 
 certs     CA, server and client certificates through the openssl CLI
 errors    metav1.Status bodies phrased as the real API server phrases them
-types     the built-in resource types, defaults and validation
-selectors label and field selectors
+kinds     the built-in resource types, defaults and validation
+selection label and field selectors
 patch     JSON merge patch, JSON patch, strategic merge patch
 store     objects, the global resourceVersion, history, watchers
 rbac      RBAC authorization

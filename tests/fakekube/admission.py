@@ -3,7 +3,7 @@ bindings stored in the fake server are applied to CREATE/UPDATE/DELETE requests 
 built-in validation, as on the real server, with its denial wording and status codes."""
 from . import errors
 from .cel import CelError, compile_expr, evaluate, Env
-from .types import _selector_matches
+from .kinds import _selector_matches
 
 _CODES = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413, "Invalid": 422}
 _AR = ("admissionregistration.k8s.io", "validatingadmissionpolicies")

@@ -1,7 +1,7 @@
 """RBAC authorization over the Role/ClusterRole/binding objects in the store, following
 k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac (rule matching, subject matching,
 aggregated ClusterRoles) and wording denials as the real server does."""
-from .types import _selector_matches
+from .kinds import _selector_matches
 
 
 class Attrs:

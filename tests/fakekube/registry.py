@@ -2,7 +2,7 @@
 import hashlib
 import threading
 
-from .types import RType, builtin_types, name_subdomain
+from .kinds import RType, builtin_types, name_subdomain
 
 
 class Registry:

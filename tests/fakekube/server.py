@@ -17,14 +17,14 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import certs, errors, patch as patchmod, proto
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
-from .selectors import parse_field_selector, parse_label_selector
+from .selection import parse_field_selector, parse_label_selector
 from .store import Store, deep, now_iso
 
 MAX_BODY = 3 * 1024 * 1024
@@ -133,7 +133,8 @@ def request_info(method, path, query):
     ri = ReqInfo()
     ri.path = path
     m = method.lower()
-    parts = [p for p in path.strip("/").split("/") if p != ""] if path != "/" else []
+    # Segments are percent-decoded as Go's net/http does for the real server ("cloudnode%3Ax").
+    parts = [unquote(p) for p in path.strip("/").split("/") if p != ""] if path != "/" else []
     if not parts or parts[0] not in ("api", "apis"):
         ri.verb = m if m != "head" else "get"
         return ri
@@ -1122,6 +1123,12 @@ class Server(ThreadingHTTPServer):
         return sock, addr
 
     def finish_request(self, request, client_address):
+        # Small responses go out at once: with Nagle's algorithm a response written in two parts
+        # waits for the client's delayed ACK (40 ms) before its second part.
+        try:
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         # The TLS handshake runs in the request thread so one slow client cannot stall accept().
         if self.ctx is not None:
             try:

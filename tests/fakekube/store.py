@@ -17,8 +17,8 @@ import uuid
 from . import errors
 from .errors import ApiError
 from .schema import prune, schema_for
-from .selectors import fields_match, labels_match
-from .types import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
+from .selection import fields_match, labels_match
+from .kinds import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 

@@ -61,7 +61,7 @@ def load_yaml(path):
 
 
 class Controller:
-    def __init__(self, k, tmp, extra=()):
+    def __init__(self, k, tmp, extra=("--leader-elect=false",)):
         self.k, self.port = k, free_port()
         self.log = open(os.path.join(tmp, "controller-%d.log" % self.port), "w+")
         self.p = subprocess.Popen(
@@ -121,7 +121,27 @@ def writes_by_controller(k, since=0):
     return [a for a in k.audit()[since:] if a.get("user") == USER and a.get("verb") in WRITE_VERBS]
 
 
+def serve_admission_policies(k):
+    """The fake API server has no built-in ValidatingAdmissionPolicy; when it lacks them, register
+    the two kinds as CRDs so that the controller's apply of the policy is exercised too."""
+    code, body = k.api("GET", "/apis/admissionregistration.k8s.io/v1")
+    have = {r["name"] for r in (body or {}).get("resources", [])} if code == 200 else set()
+    for kind, plural in (("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+                         ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings")):
+        if plural in have:
+            continue
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": plural + ".admissionregistration.k8s.io"},
+            "spec": {"group": "admissionregistration.k8s.io", "scope": "Cluster",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    return wait_for(lambda: k.api("GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies")[0] == 200)
+
+
 def setup_cluster(k):
+    serve_admission_policies(k)
     for doc in load_yaml(src("manifests", "crds", "operator", "operator.cloudnode.io_cloudnodeoperators.yaml")):
         k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
     k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
@@ -157,7 +177,10 @@ def test_first_install(t, k, tmp):
                      "/api/v1/namespaces/%s/serviceaccounts/cloudnode-cloud-controller-manager" % NS,
                      CROLE, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cloudnode:node-initializer",
                      "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles/cloudnode:cloud-controller-manager" % NS,
-                     "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/cloudnode-cloud-controller-manager" % NS]:
+                     "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/cloudnode-cloud-controller-manager" % NS,
+                     "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/cloudnode-node-initializer",
+                     "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/"
+                     "cloudnode-node-initializer"]:
             t.ok(get(k, path) is not None, "created " + path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1])
         t.ok(not [a for a in k.audit() if a.get("user") == USER and a.get("code") == 403],
              "no request of the controller was forbidden by its RBAC")
@@ -166,9 +189,11 @@ def test_first_install(t, k, tmp):
         t.eq(c.get("/readyz")[0], 200, "/readyz once synced")
         code, body = c.get("/metrics")
         t.ok(code == 200 and "cloudnode_controller_reconciles_total" in body, "/metrics", body[:500])
-        events = [e for e in (get(k, "/api/v1/namespaces/%s/events" % NS) or {}).get("items", [])
-                  if e.get("reason") == "Created"]
-        t.ok(events, "Events recorded for creates")
+        # Events of the cluster-scoped status object live in "default", as client-go puts them.
+        events = [e for e in (get(k, "/api/v1/namespaces/default/events") or {}).get("items", [])
+                  if e.get("reason") == "Created" and e["involvedObject"].get("name") == "cloudnode"]
+        t.ok(any("Deployment cloudnode-cloud-controller-manager" in e.get("message", "") for e in events),
+             "Events recorded for creates", [e.get("message") for e in events])
     finally:
         t.eq(c.stop(), 0, "SIGTERM exits 0")
 
@@ -255,6 +280,30 @@ def test_rollouts(t, k, tmp):
         c.stop()
 
 
+def test_selector_recreate(t, k, tmp):
+    # A Deployment left by an older version with another selector: the selector is immutable, so
+    # the controller must delete and create it rather than patch.
+    k.api("DELETE", DEPLOY)
+    wait_for(lambda: get(k, DEPLOY) is None)
+    old = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "cloudnode-cloud-controller-manager", "namespace": NS},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-ccm"}},
+                    "template": {"metadata": {"labels": {"app": "old-ccm"}},
+                                 "spec": {"containers": [{"name": "cloud-controller-manager", "image": "old:1"}]}}}}
+    code, created = k.api("POST", "/apis/apps/v1/namespaces/%s/deployments" % NS, old)
+    t.eq(code, 201, "old Deployment with another selector in place")
+    c = Controller(k, tmp)
+    try:
+        ok = wait_for(lambda: (get(k, DEPLOY) or {}).get("spec", {}).get("selector", {}).get("matchLabels", {})
+                      .get("app.kubernetes.io/component") == "cloud-controller-manager", 30)
+        t.ok(ok, "selector change recreates the Deployment", c.output()[-2000:])
+        t.ok(ok and get(k, DEPLOY)["metadata"]["uid"] != created["metadata"]["uid"], "it is a new object")
+        verbs = [a["verb"] for a in writes_by_controller(k) if a.get("resource") == "deployments"]
+        t.ok("delete" in verbs, "by delete and create, not by patch")
+    finally:
+        c.stop()
+
+
 def test_faults(t, k, tmp):
     # Delete everything we applied, then make the API fail the first writes.
     for path in [DEPLOY, CROLE, CLOUD_CONF]:
@@ -297,6 +346,7 @@ def main():
             t.run(test_idempotent, k, tmp)
             t.run(test_drift, k, tmp)
             t.run(test_rollouts, k, tmp)
+            t.run(test_selector_recreate, k, tmp)
             t.run(test_faults, k, tmp)
             t.run(test_leader_election, k, tmp)
     return t.done()

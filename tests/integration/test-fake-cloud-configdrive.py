@@ -67,6 +67,15 @@ def test_cli(t, tmp, c):
                         "--write-config-drive", dest], capture_output=True, text=True, timeout=30)
     t.ok(r.returncode != 0 and "no instance nope" in r.stderr and len(r.stderr.splitlines()) == 1,
          "unknown instance: one clear error line", r.stderr)
+    bad = os.path.join(tmp, "bad-state")
+    os.makedirs(bad)
+    with open(os.path.join(bad, "state.json"), "w") as f:
+        f.write("{broken")
+    r = subprocess.run([sys.executable, FAKE_CLOUD, "--state-dir", bad, "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=30)
+    t.ok(r.returncode != 0 and "not valid JSON" in r.stderr and r.stdout == "", "corrupt state: one clear error",
+         r.stderr)
+    t.eq(read(bad, "state.json"), "{broken", "corrupt state file left as it was")
     pve_state = os.path.join(tmp, "pve-state")
     pdest = os.path.join(tmp, "pve-drive")
     with FakeCloud(pve_state, platform="proxmoxve", extra_args=["--config-drive", pdest]) as p:

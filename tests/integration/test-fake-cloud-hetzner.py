@@ -158,11 +158,28 @@ def test_action_error(t, c):
     t.ok(a and a["status"] == "error" and a["error"]["code"] == "server_error", "queued action error", a)
 
 
+def test_concurrency(t, c):
+    """Creates racing on one inventory: distinct names all succeed with distinct ids, one name
+    succeeds once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(name):
+        st, _, b = c.api("POST", "/v1/servers", {"name": name, "server_type": "cx22", "image": "debian-12"}, AUTH)
+        return st, (b.get("server") or {}).get("id")
+    with ThreadPoolExecutor(8) as ex:
+        res = list(ex.map(create, ["par-%d" % i for i in range(16)]))
+    t.ok(all(st == 201 for st, _ in res) and len({i for _, i in res}) == 16, "16 parallel creates, 16 ids", res)
+    with ThreadPoolExecutor(8) as ex:
+        res = list(ex.map(create, ["same"] * 8))
+    t.eq(sorted(st for st, _ in res), [201] + [409] * 7, "one of 8 racing creates of one name wins")
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory(prefix="cn-fake-hetzner-") as tmp:
         with FakeCloud(tmp, extra_args=["--action-seconds", "0.4"]) as c:
-            for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error):
+            for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error,
+                       test_concurrency):
                 t.run(fn, c)
     return t.done()
 

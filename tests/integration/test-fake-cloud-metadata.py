@@ -108,7 +108,8 @@ def test_openstack(t, tmp):
 
 def test_hetzner(t, tmp):
     with FakeCloud(os.path.join(tmp, "hz"), platform="hetzner") as c:
-        inst = c.update_instance(c.instance["id"], {"ssh_keys": ["ssh-ed25519 AAAAC3Nz test"]})
+        vendor = "#cloud-config\nruncmd:\n  - [echo, 'hi']\n"
+        inst = c.update_instance(c.instance["id"], {"ssh_keys": ["ssh-ed25519 AAAAC3Nz test"], "vendor_data": vendor})
         st, h, body = c.get("/hetzner/v1/metadata")
         t.eq(st, 200, "metadata 200")
         t.ok("hostname: %s\n" % inst["hostname"] in body, "YAML hostname", body)
@@ -117,6 +118,7 @@ def test_hetzner(t, tmp):
         t.ok("region: %s\n" % inst["region"] in body and "availability-zone: %s\n" % inst["zone"] in body,
              "YAML region and zone", body)
         t.ok("    - ssh-ed25519 AAAAC3Nz test\n" in body, "YAML public-keys list", body)
+        t.ok("vendor_data: %s\n" % json.dumps(vendor) in body, "multi-line vendor_data double-quoted", body)
         t.eq(c.get("/hetzner/v1/metadata/hostname")[2], inst["hostname"], "sub-path hostname is plain text")
         t.eq(c.get("/hetzner/v1/metadata/instance-id")[2], inst["id"], "sub-path instance-id")
         st, _, pn = c.get("/hetzner/v1/metadata/private-networks")

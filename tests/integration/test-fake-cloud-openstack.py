@@ -54,6 +54,10 @@ def test_keystone(t, c, ctx):
     st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
         "methods": ["application_credential"], "application_credential": bad}}})
     t.eq(st, 401, "wrong application credential secret: 401")
+    st, h, body = c.get("/v3/auth/tokens", {"X-Auth-Token": ctx["token"], "X-Subject-Token": ctx["token"]})
+    t.ok(st == 200 and h.get("X-Subject-Token") == ctx["token"] and body["token"]["expires_at"], "token validation")
+    t.eq(c.get("/v3/auth/tokens", {"X-Auth-Token": ctx["token"], "X-Subject-Token": "x"})[0], 404,
+         "validating an unknown token: 404")
     st, _, v = c.get("/v3")
     t.eq(v["version"]["id"][:2], "v3", "version document")
 

@@ -204,6 +204,14 @@ def test_list_pagination(t, k):
          and sum("continue=" in a["query"] for a in lists) == 2, "pages carry limit, selector and continue",
          [a["query"] for a in lists])
 
+    # Client-side rate limit: qps 2, burst 1 spaces the 7 one-item pages by 0.5 s.
+    before = len(audit(k))
+    rc, lines, _ = drive(k, "list-all", "configmaps", "pg", "1", "set=pg", extra=["--qps", "2", "--burst", "1"])
+    t.eq(len(result(lines)["object"]["items"]), 7, "one-item pages")
+    times = [ts(a["time"]) for a in audit(k)[before:] if a["verb"] == "list"]
+    gaps = [round(times[i + 1] - times[i], 2) for i in range(len(times) - 1)]
+    t.ok(len(times) == 7 and min(gaps) >= 0.4, "--kube-api-qps 2 --kube-api-burst 1 spaces requests (gaps %s)" % gaps)
+
     rc, lines, _ = drive(k, "list", "configmaps", "pg", "3")
     r = result(lines)
     t.ok(len(r["object"]["items"]) == 3 and r["object"]["metadata"].get("continue"), "single page has a continue token")
@@ -277,6 +285,9 @@ def test_retry_after(t, k):
     t.ok(all(g >= 0.95 for g in gaps), "retries waited for Retry-After: 1 (gaps %s)" % gaps)
     counters = {(c["verb"], c["code"]): c["count"] for c in lines if c["what"] == "counter"}
     t.eq(counters, {("GET", "429"): 2, ("GET", "200"): 1}, "retries are counted per code")
+    text = next(x["text"] for x in lines if x["what"] == "metrics")
+    t.ok('rest_client_requests_total{code="429",method="GET"} 2' in text and
+         'rest_client_requests_total{code="200",method="GET"} 1' in text, "counters exported as Prometheus metrics", text)
 
     k.inject({"code": 503, "retryAfter": 1, "verb": "create", "resource": "configmaps", "count": 1})
     rc, lines, _ = drive(k, "create", "configmaps", "default", json.dumps(cm("ra2")))
@@ -326,8 +337,9 @@ def test_informer(t, k):
     try:
         synced = p.wait_for(lambda x: x["what"] == "synced")
         added = sorted(x["name"] for x in p.lines if x["what"] == "added")
-        t.ok(synced and synced["size"] == 3 and added == ["a", "b", "c"], "informer lists (2 per page) and syncs",
-             p.lines)
+        t.ok(synced and synced["size"] == 3 and synced["foreach"] == 3 and added == ["a", "b", "c"],
+             "informer lists (2 per page) and syncs", p.lines)
+        t.ok(all(x["cached"] for x in p.lines if x["what"] == "added"), "added objects are in the cache by name")
 
         k.api("POST", base, cm("d"))
         t.ok(p.wait_for(lambda x: x["what"] == "added" and x["name"] == "d"), "ADDED from the watch")
@@ -336,7 +348,8 @@ def test_informer(t, k):
         t.ok(u and u["oldResourceVersion"] != u["resourceVersion"] and u["object"]["data"] == {"v": "1"},
              "MODIFIED becomes updated(old, new)", u)
         k.api("DELETE", base + "/b")
-        t.ok(p.wait_for(lambda x: x["what"] == "deleted" and x["name"] == "b"), "DELETED becomes deleted")
+        dl = p.wait_for(lambda x: x["what"] == "deleted" and x["name"] == "b")
+        t.ok(dl and not dl["cached"], "DELETED becomes deleted, and the object leaves the cache", dl)
 
         # Server-side timeouts end watches every 2 s: the informer watches again from where it was.
         time.sleep(4.5)
@@ -369,7 +382,8 @@ def test_informer(t, k):
                  "object %s added across a dropped watch" % n)
         time.sleep(1)
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "informer driver exits cleanly", p.stderr[-2000:])
     adds = [x["name"] for x in p.lines if x["what"] == "added"]
     t.eq(sorted(adds), sorted(set(adds)), "no object was reported added twice")
     t.ok(not [x for x in p.lines if x["what"] == "synced"][1:], "synced is reported once")
@@ -384,7 +398,8 @@ def test_informer_field_selector(t, k):
         t.ok(p.wait_for(lambda x: x["what"] == "added" and x["name"] == "fs1"), "watched node added")
         time.sleep(0.5)
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "node-mode informer driver exits cleanly", p.stderr[-2000:])
     t.eq([x["name"] for x in p.lines if x["what"] == "added"], ["fs1"], "other nodes are not seen")
     q = [a["query"] for a in audit(k) if a["verb"] in ("list", "watch") and a["resource"] == "nodes"]
     t.ok(all("fieldSelector=metadata.name%3Dfs1" in x for x in q), "list and watch carry the field selector", q)
@@ -420,7 +435,8 @@ def test_token_file_rotation(t, k):
         p.send("\n")
         r2 = p.wait_for(lambda x: x["what"] == "result")
     finally:
-        p.stop()
+        rc = p.stop()
+    t.ok(rc == 0 and "Sanitizer" not in p.stderr, "token rotation driver exits cleanly", p.stderr[-2000:])
     t.ok(r1 and r2 and r1["status"] == 200 and r2["status"] == 200, "both GETs succeed", (r1, r2))
     users = [a["user"] for a in audit_for(k, verb="get", resource="namespaces", name="default")][-2:]
     t.eq(users, ["alice", "bob"], "the rotated tokenFile is used for the next request")
@@ -457,9 +473,10 @@ def test_leader_election(t, k):
         time.sleep(2)
         t.ok(not [x for x in b.lines if x["what"] == "stopped-leading"], "leader keeps renewing")
     finally:
-        a.stop(signal.SIGTERM)
-        if b:
-            b.stop(signal.SIGTERM)
+        rca = a.stop(signal.SIGTERM)
+        rcb = b.stop(signal.SIGTERM) if b else None
+    t.ok(rca == 0 and rcb == 0 and "Sanitizer" not in a.stderr + (b.stderr if b else ""),
+         "leader candidates exit cleanly", (a.stderr[-1000:], b.stderr[-1000:] if b else None))
     st, lease = k.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cn-test-lease")
     t.ok(not lease["spec"].get("holderIdentity"), "released Lease has no holder", lease["spec"])
     puts = [x for x in audit_for(k, resource="leases") if x["verb"] == "update"]

@@ -5,7 +5,7 @@ import binascii
 import re
 
 from .errors import FieldError
-from .selectors import label_value_errors, qualified_name_errors
+from .selection import label_value_errors, qualified_name_errors
 
 _SUB_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
