@@ -70,6 +70,8 @@ static Manager *manager_free(Manager *m) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata);
+
 static int manager_new(const AgentArgs *args, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = calloc(1, sizeof(Manager));
         _cleanup_free_ char *error = NULL;
@@ -91,9 +93,11 @@ static int manager_new(const AgentArgs *args, Manager **ret) {
         (void) sigemptyset(&mask);
         (void) sigaddset(&mask, SIGTERM);
         (void) sigaddset(&mask, SIGINT);
+        (void) sigaddset(&mask, SIGHUP);
         (void) sigprocmask(SIG_BLOCK, &mask, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(m->event, NULL, SIGINT, NULL, NULL);
+        (void) sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         r = cn_http_new(m->event, &m->http);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the HTTP client: %m");
@@ -104,6 +108,17 @@ static int manager_new(const AgentArgs *args, Manager **ret) {
 static void on_metadata(int r, CnInstanceMetadata *md, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
+        if (r < 0 && m->reloading) {
+                const char *why = cn_metadata_fetch_error(m->fetch);
+
+                /* A failed reload keeps the files and the state of the last good pass. */
+                log_error_errno(r, "Reload: failed to read the instance metadata, keeping the previous files: %s",
+                                why ?: strerror(-r));
+                m->fetch = cn_metadata_fetch_free(m->fetch);
+                m->reloading = false;
+                (void) sd_notify(false, "READY=1\nSTATUS=Reload failed, previous files kept");
+                return;
+        }
         if (r < 0) {
                 const char *why = cn_metadata_fetch_error(m->fetch);
 
@@ -113,9 +128,49 @@ static void on_metadata(int r, CnInstanceMetadata *md, void *userdata) {
                 (void) sd_event_exit(m->event, 0);
                 return;
         }
+        cn_instance_metadata_free(m->metadata);
         m->metadata = md;
         m->fetch = cn_metadata_fetch_free(m->fetch);
         m->on_metadata(m);
+}
+
+static int start_fetch(Manager *m) {
+        CnMetadataOptions o;
+
+        cn_metadata_options_from_node_config(&o, m->config, m->args->root);
+        if (m->args->platform)
+                o.platform = m->args->platform;
+        return cn_metadata_fetch(m->event, m->http, &o, on_metadata, m, &m->fetch);
+}
+
+/* SIGHUP (daemon mode): read the node config again and do the pass again with it; the hand-off
+ * watch goes on. A config that does not parse is reported and the old one kept. */
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+        _cleanup_node_config_ CnNodeConfig *config = NULL;
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        if (m->fetch || !m->metadata) {
+                log_info("Reload requested while reading the metadata, ignoring.");
+                return 0;
+        }
+        r = cn_node_config_load(m->args->root, m->args->config, !m->args->config, &config, &error);
+        if (r < 0) {
+                log_error_errno(r, "Reload: invalid node config, keeping the previous one: %s", error ?: strerror(-r));
+                return 0;
+        }
+        cn_node_config_free(m->config);
+        m->config = TAKE_PTR(config);
+        m->reloading = true;
+        (void) sd_notify(false, "RELOADING=1\nSTATUS=Reloading");
+        r = start_fetch(m);
+        if (r < 0) {
+                log_error_errno(r, "Reload: failed to start reading the instance metadata: %m");
+                m->reloading = false;
+                (void) sd_notify(false, "READY=1");
+        }
+        return 0;
 }
 
 /* systemd reads drop-ins when it loads units; a changed kubelet drop-in needs a reload before
@@ -140,6 +195,14 @@ static void on_metadata_run(Manager *m) {
         int r;
 
         r = agent_write_outputs(m, &written);
+        if (m->reloading) {
+                m->reloading = false;
+                if (r >= 0)
+                        log_info("Reloaded: %u file(s) updated.", written);
+                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", r < 0 ? "Reload failed, previous files kept"
+                                                                      : "Reloaded");
+                return;
+        }
         if (r < 0) {
                 (void) sd_notifyf(false, "STATUS=Failed to write the node-local files: %s", strerror(-r));
                 m->result = AGENT_EXIT_OUTPUT;
@@ -290,7 +353,6 @@ static int parse_argv(int argc, char *argv[], AgentArgs *args, bool *ret_metadat
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         AgentArgs args = {};
-        CnMetadataOptions o;
         bool metadata = false;
         int r;
 
@@ -304,11 +366,8 @@ static int run(int argc, char *argv[]) {
         m->on_metadata = metadata ? on_metadata_print : on_metadata_run;
         m->result = AGENT_EXIT_FAILURE;
 
-        cn_metadata_options_from_node_config(&o, m->config, args.root);
-        if (args.platform)
-                o.platform = args.platform;
         (void) sd_notify(false, "STATUS=Reading the instance metadata");
-        r = cn_metadata_fetch(m->event, m->http, &o, on_metadata, m, &m->fetch);
+        r = start_fetch(m);
         if (r == -ENXIO) {
                 log_error("Could not detect the platform: set platform: in the node config, pass --platform, "
                           "or boot with ignition.platform.id=.");

@@ -35,6 +35,7 @@ typedef struct Manager {
         const AgentArgs *args;
         CnInstanceMetadata *metadata;
         int result;                  /* exit code */
+        bool reloading;              /* a SIGHUP pass is running */
         void (*on_metadata)(struct Manager *m);
         void *handoff;               /* daemon mode state (agent-handoff.c) */
 } Manager;

@@ -44,7 +44,9 @@ def take(state, req):
         for rule in st["faults"]:
             if rule.get("method") and not re.fullmatch(rule["method"], req.method, re.I):
                 continue
-            if rule.get("path") and not re.search(rule["path"], req.raw_path):
+            # Paths are matched as the instance sees them, so one rule fits the main port's
+            # /_instance/<id>/ prefix and a namespace server alike.
+            if rule.get("path") and not re.search(rule["path"], req.log_path or req.raw_path):
                 continue
             if rule.get("platform") and rule["platform"] != req.platform:
                 continue

@@ -325,7 +325,6 @@ class Api:
     # -- servers -------------------------------------------------------------------
 
     def server_json(self, inst, now):
-        s = self.state.read()["settings"]
         dc = datacenter_by(inst["zone"]) or DATACENTERS[0]
         loc = location_by(dc["location"])
         t = server_type_by(inst["type"]) or SERVER_TYPES[0]
@@ -351,7 +350,6 @@ class Api:
         if inst.get("private_ipv4"):
             private.append({"network": inst.get("network_id") or 4711, "ip": inst["private_ipv4"],
                             "alias_ips": [], "mac_address": "86:00:00:%s" % inst["mac"][9:]})
-        del s
         return {
             "id": int(inst["id"]),
             "name": inst["name"],

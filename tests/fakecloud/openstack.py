@@ -145,8 +145,17 @@ class Keystone:
 
     def _appcred(self, ac, settings):
         for cred in settings["openstack_application_credentials"]:
-            if ac.get("id") == cred["id"] or (not ac.get("id") and ac.get("name") == cred["name"]):
-                return cred if ac.get("secret") == cred["secret"] else None
+            if ac.get("id"):
+                if ac["id"] != cred["id"]:
+                    continue
+            else:
+                # By name, a credential is only unique together with its owner.
+                owner = ac.get("user") or {}
+                user = next((u for u in settings["openstack_users"] if u["name"] == cred["user"]), None)
+                if ac.get("name") != cred["name"] or user is None or \
+                        (owner.get("id") != user["id"] and owner.get("name") != user["name"]):
+                    continue
+            return cred if ac.get("secret") == cred["secret"] else None
         return None
 
     def validate(self, req):

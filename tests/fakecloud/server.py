@@ -277,9 +277,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Date", self.date_time_string())
         for k, v in resp.headers:
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(resp.body)))
+        # RFC 9110: no Content-Length (and no body) on 204 and 304.
+        if resp.status not in (204, 304):
+            self.send_header("Content-Length", str(len(resp.body)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command != "HEAD" and resp.status not in (204, 304):
             self.wfile.write(resp.body)
 
     def _read_body(self):

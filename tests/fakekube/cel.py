@@ -113,7 +113,9 @@ class Parser:
             p = self.peek()[1]
             if p == ".":
                 self.take()
-                name = self.take()[1]
+                kind, name = self.take()
+                if kind != "id":
+                    raise CelError("Syntax error: mismatched input '%s' expecting IDENTIFIER" % name)
                 if self.peek()[1] == "(":
                     e = ("method", e, name, self.args())
                 else:

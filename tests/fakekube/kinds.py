@@ -329,6 +329,63 @@ def omit_empty(rt, obj):
     return walk(obj, True)
 
 
+_TIME_KEYS = {"lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime", "firstTimestamp",
+              "lastTimestamp", "startedAt", "finishedAt", "startTime", "lastScaleTime", "deletionTimestamp",
+              "creationTimestamp", "completionTime"}
+_MICRO_KEYS = {"acquireTime", "renewTime", "eventTime", "lastObservedTime"}
+_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)$")
+_MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)$")
+
+
+def _utc(m, frac):
+    import datetime
+    y, mo, d, h, mi, s = (int(m.group(i)) for i in range(1, 7))
+    tz = m.group(8)
+    off = datetime.timedelta(0)
+    if tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        off = sign * datetime.timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6]))
+    us = int((m.group(7) or ".0")[1:7].ljust(6, "0"))
+    t = datetime.datetime(y, mo, d, h, mi, s, us) - off
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (".%06dZ" % t.microsecond if frac else "Z")
+
+
+def normalize_times(rt, obj):
+    """metav1.Time fields are parsed as RFC 3339 and stored at second precision in UTC;
+    metav1.MicroTime fields (Lease renewTime, Event eventTime) must carry exactly six fractional
+    digits or the request fails to decode (400), as on the real server. Returns an error
+    message or None."""
+    err = []
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k, x in list(v.items()):
+                if isinstance(x, str) and (k in _TIME_KEYS or k in _MICRO_KEYS):
+                    m = _RFC3339.match(x)
+                    if k in _MICRO_KEYS:
+                        if not _MICRO.match(x) or not m:
+                            what, rest = (".000000", x[19:]) if m else ("2006", x)
+                            err.append('parsing time "%s" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "%s" '
+                                       'as "%s"' % (x, rest, what))
+                            continue
+                        v[k] = _utc(m, True)
+                    else:
+                        if not m:
+                            err.append('parsing time "%s" as "2006-01-02T15:04:05Z07:00": cannot parse "%s" as "2006"'
+                                       % (x, x))
+                            continue
+                        v[k] = _utc(m, False)
+                else:
+                    walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk({k: v for k, v in obj.items() if k != "metadata"})
+    if err:
+        return '%s in version "%s" cannot be handled as a %s: %s' % (rt.kind, rt.version, rt.kind, err[0])
+    return None
+
+
 def secret_string_data(obj):
     """stringData is write-only: merged into data (base64) and never stored."""
     sd = obj.pop("stringData", None)
@@ -612,13 +669,45 @@ def _validate_binding(obj, old):
 
 
 def _validate_event(obj, old):
+    """legacyValidateEvent (core/v1) and the events.k8s.io/v1 create rules."""
     errs = []
-    io = obj.get("involvedObject")
     md = obj.get("metadata") or {}
-    if obj.get("apiVersion", "v1") == "v1" and isinstance(io, dict):
-        if io.get("namespace") and md.get("namespace") and io["namespace"] != md["namespace"]:
-            errs.append(FieldError("involvedObject.namespace", "Invalid value", io["namespace"],
-                                   "does not match event.namespace"))
+    ns = md.get("namespace", "")
+    new_api = obj.get("apiVersion") == "events.k8s.io/v1"
+    ref_field = "regarding" if new_api else "involvedObject"
+    ctl_field = "reportingController" if new_api else "reportingComponent"
+    ref = obj.get(ref_field) or {}
+    ref_ns = ref.get("namespace") or ""
+    if new_api and not obj.get("eventTime") and old is None:
+        errs.append(FieldError("eventTime", "Required value"))
+    if not obj.get("eventTime"):
+        if (not ref_ns and ns not in ("", "default")) or (ref_ns and ns != ref_ns):
+            errs.append(FieldError(ref_field + ".namespace", "Invalid value", ref_ns, "does not match event.namespace"))
+    else:
+        if not ref_ns and ns not in ("default", "kube-system"):
+            errs.append(FieldError(ref_field + ".namespace", "Invalid value", ref_ns, "does not match event.namespace"))
+        ctl = obj.get(ctl_field) or ""
+        if not ctl:
+            errs.append(FieldError(ctl_field, "Required value"))
+        else:
+            for m in qualified_name_errors(ctl):
+                errs.append(FieldError(ctl_field, "Invalid value", ctl, m))
+        inst = obj.get("reportingInstance") or ""
+        if not inst:
+            errs.append(FieldError("reportingInstance", "Required value"))
+        elif len(inst) > 128:
+            errs.append(FieldError("reportingInstance", "Invalid value", "", "can have at most 128 characters"))
+        if not obj.get("action"):
+            errs.append(FieldError("action", "Required value"))
+        if not obj.get("reason"):
+            errs.append(FieldError("reason", "Required value"))
+    note = obj.get("note" if new_api else "message") or ""
+    if len(note) > 1024 and obj.get("eventTime"):
+        errs.append(FieldError("note" if new_api else "message", "Invalid value", "",
+                               "can have at most 1024 characters"))
+    if new_api and obj.get("type") not in ("Normal", "Warning"):
+        errs.append(FieldError("type", "Invalid value", obj.get("type") or "",
+                               "has invalid value: %s" % (obj.get("type") or "")))
     return errs
 
 
@@ -660,11 +749,54 @@ def _validate_crd(obj, old):
     return errs
 
 
+def _validate_vap(obj, old):
+    from .cel import CelError, compile_expr
+    errs = []
+    spec = obj.get("spec") or {}
+    for field in ("matchConditions", "variables", "validations"):
+        for i, item in enumerate(spec.get(field) or []):
+            if not isinstance(item, dict):
+                continue
+            for key in ("expression", "messageExpression"):
+                expr = item.get(key)
+                if expr is None:
+                    if key == "expression":
+                        errs.append(FieldError("spec.%s[%d].expression" % (field, i), "Required value"))
+                    continue
+                try:
+                    compile_expr(expr)
+                except CelError as e:
+                    errs.append(FieldError("spec.%s[%d].%s" % (field, i, key), "Invalid value", expr,
+                                           "compilation failed: ERROR: <input>: %s" % e))
+    if spec.get("failurePolicy") not in (None, "Fail", "Ignore"):
+        errs.append(FieldError("spec.failurePolicy", "Unsupported value", spec.get("failurePolicy"),
+                               'supported values: "Fail", "Ignore"'))
+    return errs
+
+
+def _validate_vapb(obj, old):
+    errs = []
+    spec = obj.get("spec") or {}
+    if not spec.get("policyName"):
+        errs.append(FieldError("spec.policyName", "Required value"))
+    acts = spec.get("validationActions") or []
+    if not acts:
+        errs.append(FieldError("spec.validationActions", "Required value"))
+    for i, a in enumerate(acts):
+        if a not in ("Deny", "Warn", "Audit"):
+            errs.append(FieldError("spec.validationActions[%d]" % i, "Unsupported value", a,
+                                   'supported values: "Audit", "Deny", "Warn"'))
+    return errs
+
+
 VALIDATORS = {
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): _validate_vap,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): _validate_vapb,
     ("", "Node"): _validate_node,
     ("", "ConfigMap"): _validate_configmap,
     ("", "Secret"): _validate_secret,
     ("", "Event"): _validate_event,
+    ("events.k8s.io", "Event"): _validate_event,
     ("apps", "Deployment"): _validate_workload,
     ("apps", "DaemonSet"): _validate_workload,
     ("apps", "ReplicaSet"): _validate_workload,

@@ -21,14 +21,15 @@ def schema_for(rt, version=None):
     return {}
 
 
-def prune(obj, schema):
-    """Drops fields the schema does not declare; root metadata is ObjectMeta and kept."""
-    if not isinstance(schema, dict):
+def prune(obj, schema, dropped=None):
+    """Drops fields the schema does not declare; root metadata is ObjectMeta and kept. The
+    dotted paths of dropped fields are appended to dropped (for fieldValidation)."""
+    if not isinstance(schema, dict) or not schema:
         return obj
-    return _prune(obj, schema, root=True)
+    return _prune(obj, schema, True, "", dropped if dropped is not None else [])
 
 
-def _prune(v, s, root=False):
+def _prune(v, s, root, path, dropped):
     if not isinstance(s, dict):
         return v
     if isinstance(v, dict):
@@ -37,23 +38,23 @@ def _prune(v, s, root=False):
         preserve = s.get("x-kubernetes-preserve-unknown-fields")
         out = {}
         for k, x in v.items():
+            p = path + "." + k if path else k
             sub = props.get(k) if props is not None else None
             if x is None and not (isinstance(sub, dict) and sub.get("nullable")) and not preserve:
                 continue  # nulls are pruned unless the schema says nullable
             if root and k in ("apiVersion", "kind", "metadata"):
                 out[k] = x
             elif props is not None and k in props:
-                out[k] = _prune(x, props[k])
+                out[k] = _prune(x, props[k], False, p, dropped)
             elif isinstance(addl, dict):
-                out[k] = _prune(x, addl)
+                out[k] = _prune(x, addl, False, p, dropped)
             elif addl is True or preserve or (props is None and addl is None and s.get("type") != "object"):
                 out[k] = x
-            elif props is None and addl is None and preserve is None and s.get("type") == "object" and not root:
-                # an object without properties and without preserve-unknown-fields keeps nothing
-                continue
+            else:
+                dropped.append(p)
         return out
     if isinstance(v, list) and isinstance(s.get("items"), dict):
-        return [_prune(x, s["items"]) for x in v]
+        return [_prune(x, s["items"], False, "%s[%d]" % (path, i), dropped) for i, x in enumerate(v)]
     return v
 
 

@@ -25,7 +25,7 @@ from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
 from .selection import parse_field_selector, parse_label_selector
-from .store import Store, deep, now_iso
+from .store import REQ, Store, deep, now_iso
 
 MAX_BODY = 3 * 1024 * 1024
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -394,9 +394,6 @@ class State:
             self.load_object(d, rbac_only)
 
 
-REQ = threading.local()  # the identity of the request a handler thread is serving
-
-
 def _later(fn, delay=0.01):
     t = threading.Timer(delay, fn)
     t.daemon = True
@@ -475,6 +472,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        for w in getattr(REQ, "warnings", None) or []:
+            self.send_header("Warning", '299 - %s' % json.dumps(w))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
@@ -494,6 +493,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self, method):
         REQ.ident = None
+        REQ.warnings = []
+        REQ.field_validation = None
         t0 = time.monotonic()
         self.audit_id = str(uuid.uuid4())
         self.code = 0
@@ -771,6 +772,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.method_not_allowed()
             raise errors.path_not_found()
         q = {k: v[0] for k, v in query.items()}
+        fv = q.get("fieldValidation")
+        if fv not in (None, "", "Strict", "Warn", "Ignore"):
+            raise errors.bad_request('fieldValidation parameter unsupported: %s' % fv)
+        REQ.field_validation = fv or None
         dry_run = q.get("dryRun") == "All" or query.get("dryRun") == ["All"]
         if q.get("dryRun") not in (None, "All"):
             raise errors.bad_request('Invalid dry run value: "%s"' % q.get("dryRun"))

@@ -18,7 +18,8 @@ from . import errors
 from .errors import ApiError
 from .schema import prune, schema_for
 from .selection import fields_match, labels_match
-from .kinds import VIRTUAL, apply_defaults, decode_secret_data, omit_empty, secret_string_data, spec_of, validate
+from .kinds import (VIRTUAL, apply_defaults, decode_secret_data, normalize_times, omit_empty, secret_string_data,
+                    spec_of, validate)
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -29,6 +30,10 @@ def now_iso():
 
 def deep(o):
     return json.loads(json.dumps(o))
+
+
+# Per-request context of the handler thread: identity, fieldValidation, warnings to send.
+REQ = threading.local()
 
 
 class Change:
@@ -279,15 +284,33 @@ class Store:
 
     def _prepare_new(self, rt, obj, ns):
         if rt.crd is not None:
-            obj = prune(obj, schema_for(rt))
+            obj = self._prune_cr(rt, obj)
         else:
             obj = omit_empty(rt, obj)
+            bad = normalize_times(rt, obj)
+            if bad:
+                raise errors.bad_request(bad)
         if (rt.group, rt.kind) == ("", "Secret"):
             secret_string_data(obj)
             bad = decode_secret_data(obj)
             if bad:
                 raise errors.bad_request(bad)
         return obj
+
+    @staticmethod
+    def _prune_cr(rt, obj):
+        """Prunes unknown fields; with fieldValidation=Strict they are an error, with Warn (the
+        default) a warning, as on the real server."""
+        dropped = []
+        out = prune(obj, schema_for(rt), dropped)
+        fv = getattr(REQ, "field_validation", None) or "Warn"
+        if dropped and fv == "Strict":
+            raise errors.bad_request("strict decoding error: " + ", ".join('unknown field "%s"' % p for p in dropped))
+        if dropped and fv == "Warn":
+            w = getattr(REQ, "warnings", None)
+            if w is not None:
+                w.extend('unknown field "%s"' % p for p in dropped)
+        return out
 
     def create(self, rt, ns, body, dry_run=False, version=None):
         obj = deep(body)
@@ -377,6 +400,10 @@ class Store:
             if rt.namespaced and md.get("namespace") and md["namespace"] != ns:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace "
                                          "sent on the request")
+            if md.get("uid") and md["uid"] != cur["metadata"].get("uid"):
+                raise errors.conflict(rt.group, rt.plural, name,
+                                      "Precondition failed: UID in precondition: %s, UID in object meta: %s"
+                                      % (md["uid"], cur["metadata"].get("uid")))
             want_rv = md.get("resourceVersion")
             if want_rv not in (None, "") and str(want_rv) != cur["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt.group, rt.plural, name)
@@ -389,7 +416,10 @@ class Store:
                     out["status"] = new["status"]
                 else:
                     out.pop("status", None)
-                out = prune(out, schema_for(rt)) if rt.crd is not None else omit_empty(rt, out)
+                out = self._prune_cr(rt, out) if rt.crd is not None else omit_empty(rt, out)
+                bad = normalize_times(rt, out) if rt.crd is None else None
+                if bad:
+                    raise errors.bad_request(bad)
             else:
                 out = new
                 if "status" in rt.sub:

@@ -6,6 +6,7 @@ followed by list+watch, not by polling."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,21 @@ def test_sigterm(t, tmp):
                              env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
         t.ok(wait_for(lambda: os.path.exists(os.path.join(root, POD))), "static pod written (control-plane)")
         time.sleep(0.5)
+        conf = os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")
+        # SIGHUP: a broken config is refused and the files stay; a good one is applied.
+        with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+            f.write("platform: aws\nrole: control-plane\nbogus: 1\n")
+        before = open(conf).read()
+        p.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        t.ok(p.poll() is None and open(conf).read() == before, "SIGHUP with a broken config: kept running, files kept")
+        with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+            json.dump({"platform": "aws", "role": "control-plane", "metadata": {"endpoint": c.url},
+                       "images": {"cloudControllerManager": "example.com/init:1"},
+                       "cloudConfig": {"Global": {"KubernetesClusterID": "reloaded"}}}, f)
+        p.send_signal(signal.SIGHUP)
+        t.ok(wait_for(lambda: "KubernetesClusterID = reloaded" in open(conf).read(), 10) and p.poll() is None,
+             "SIGHUP: config re-read, cloud.conf rewritten, still waiting to hand over")
         p.terminate()
         try:
             p.wait(10)

@@ -4,6 +4,7 @@ policy (retries, optional keys, IMDSv1 fallback, deadline, size cap), hostile me
 previous good files kept), the outputs of each role, sd_notify, and the metadata subcommand."""
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -353,6 +354,65 @@ def test_cli(t, tmp):
              msgs)
 
 
+def journal_capture(args):
+    """Runs inside a private mount namespace (see test_journal_fields): a tmpfs over /run/systemd
+    with our own socket at journald's address, so the agent's sd_journal_sendv() datagrams come to
+    us. Prints them as JSON lists of fields."""
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/run/systemd"], check=True)
+    os.makedirs("/run/systemd/journal")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind("/run/systemd/journal/socket")
+    rc = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        env=dict(os.environ, CLOUDNODE_LOG_TARGET="journal")).returncode
+    s.settimeout(0.2)
+    entries = []
+    try:
+        while True:
+            data = s.recv(1 << 20)
+            fields, i = {}, 0
+            # Native protocol: KEY=value\n, or KEY\n<le64 size><value>\n for binary values.
+            while i < len(data):
+                nl = data.index(b"\n", i)
+                line = data[i:nl]
+                if b"=" in line:
+                    k, _, v = line.partition(b"=")
+                    i = nl + 1
+                else:
+                    k = line
+                    n = int.from_bytes(data[nl + 1:nl + 9], "little")
+                    v = data[nl + 9:nl + 9 + n]
+                    i = nl + 9 + n + 1
+                fields[k.decode()] = v.decode(errors="replace")
+            entries.append(fields)
+    except socket.timeout:
+        pass
+    print(json.dumps({"rc": rc, "entries": entries}))
+
+
+def test_journal_fields(t, tmp):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        t.skip("journal fields", "needs root and unshare(1) for a private mount namespace")
+        return
+    with FakeCloud(os.path.join(tmp, "fc-journal"), platform="aws") as c:
+        inst = c.instance
+        root = make_root(tmp, {"metadata": {"endpoint": c.url}})
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, os.path.abspath(__file__),
+                            "--journal-capture", AGENT, "--root", root, "--platform", "aws", "--once"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        try:
+            out = json.loads(p.stdout)
+        except ValueError:
+            t.ok(False, "journal capture ran", p.stdout + p.stderr)
+            return
+        summary = [e for e in out["entries"] if e.get("CLOUDNODE_INSTANCE_ID")]
+        t.ok(out["rc"] == 0 and summary, "summary line sent to the journal", out)
+        if summary:
+            e = summary[-1]
+            t.eq((e.get("CLOUDNODE_PLATFORM"), e.get("CLOUDNODE_INSTANCE_ID"), e.get("SYSLOG_IDENTIFIER")),
+                 ("aws", inst["id"], "cloudnode-agent"), "journal fields CLOUDNODE_PLATFORM, CLOUDNODE_INSTANCE_ID")
+            t.ok(inst["id"] in e.get("MESSAGE", ""), "summary MESSAGE names the instance", e)
+
+
 def test_errors(t, tmp):
     root = make_root(tmp, {"metdata": {}})
     rc, out, err = agent(root, "--once", "--platform", "aws")
@@ -376,10 +436,13 @@ def test_errors(t, tmp):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--journal-capture":
+        journal_capture(sys.argv[2:])
+        return 0
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
         for fn in (test_platforms, test_config_drives, test_fetch_policy, test_hostile_keeps_previous,
-                   test_systemd_reads_env_file, test_cli, test_errors):
+                   test_systemd_reads_env_file, test_cli, test_journal_fields, test_errors):
             t.run(fn, tempfile.mkdtemp(dir=tmp))
     return t.done()
 

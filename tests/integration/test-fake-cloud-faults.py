@@ -74,6 +74,9 @@ def test_throttle(t, c):
     st, _, body = c.get("/latest/meta-data/instance-id")
     t.ok(st == 429 and "429" in body, "aws metadata throttle", body)
     gcp = c.add_instance({"platform": "gcp"})
+    c.fail({"path": "^/computeMetadata/v1/instance/id$", "count": 1, "status": 500})
+    t.eq(c.get("/computeMetadata/v1/instance/id", {"Metadata-Flavor": "Google"}, base=c.metadata_url(gcp["id"]))[0],
+         500, "anchored path rule matches the path as the instance sees it")
     c.fail({"instance": gcp["id"], "count": 1, "status": 503})
     t.eq(c.get("/latest/meta-data/instance-id")[0], 200, "instance-scoped rule leaves others alone")
     t.eq(c.get("/computeMetadata/v1/instance/id", {"Metadata-Flavor": "Google"}, base=c.metadata_url(gcp["id"]))[0],

@@ -50,6 +50,14 @@ def test_keystone(t, c, ctx):
     t.eq(st, 201, "application credential auth 201")
     t.eq(body["token"]["application_credential"]["id"], OPENSTACK_APP_CREDENTIAL["id"], "token names the credential")
     t.ok(compute_url(body["token"]["catalog"]), "application credential token has a catalog")
+    by_name = {"name": "cloudnode", "secret": OPENSTACK_APP_CREDENTIAL["secret"],
+               "user": {"name": "demo", "domain": {"name": "Default"}}}
+    st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
+        "methods": ["application_credential"], "application_credential": by_name}}})
+    t.eq(st, 201, "application credential by name and owner")
+    st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
+        "methods": ["application_credential"], "application_credential": dict(by_name, user={})}}})
+    t.eq(st, 401, "application credential by name without its owner: 401")
     bad = dict(OPENSTACK_APP_CREDENTIAL, secret="nope")
     st, _, _ = c.api("POST", "/v3/auth/tokens", {"auth": {"identity": {
         "methods": ["application_credential"], "application_credential": bad}}})

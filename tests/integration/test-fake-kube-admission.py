@@ -45,6 +45,16 @@ def test_policy(t, k):
          "messageExpression; default reason Invalid")
 
 
+def test_policy_validation(t, k):
+    st, r = k.api("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+                  {"metadata": {"name": "broken"}, "spec": {"validations": [{"expression": "object.spec.("}]}})
+    t.ok(st == 422 and "spec.validations[0].expression" in r.get("message", ""),
+         "a policy whose expression does not compile is 422", r)
+    st, r = k.api("POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+                  {"metadata": {"name": "b"}, "spec": {"policyName": "x", "validationActions": ["Maybe"]}})
+    t.eq(st, 422, "binding with an unknown validation action is 422")
+
+
 def test_project_policy(t, k):
     path = src("manifests", "operand", "node-initializer-admission-policy.yaml")
     if not os.path.exists(path):
@@ -85,7 +95,7 @@ def main():
         import yaml  # noqa: F401
     except ImportError:
         t.skip_all("python3-yaml (a build dependency) is not installed")
-    run_with_server(t, (test_policy, test_project_policy), load=[src("tests", "data", "fakekube-vap-test.yaml")])
+    run_with_server(t, (test_policy, test_policy_validation, test_project_policy), load=[src("tests", "data", "fakekube-vap-test.yaml")])
     sys.exit(t.done())
 
 

@@ -100,6 +100,9 @@ def test_crud(t, k):
     t.eq((st, r["reason"]), (409, "Conflict"), "update with stale resourceVersion: Conflict")
     t.eq(r["message"], 'Operation cannot be fulfilled on configmaps "%s": the object has been modified; please '
          'apply your changes to the latest version and try again' % cm["metadata"]["name"], "Conflict message")
+    st, r = k.api("PUT", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"],
+                  dict(cm2, metadata=dict(cm2["metadata"], uid="00000000-0000-0000-0000-000000000000")))
+    t.eq((st, r.get("reason")), (409, "Conflict"), "update with another uid: precondition Conflict")
     # A no-op write changes nothing.
     st, cm3 = k.api("PATCH", "/api/v1/namespaces/default/configmaps/" + cm["metadata"]["name"],
                     {"data": {"a": "2"}}, "application/merge-patch+json")
@@ -206,12 +209,50 @@ def test_finalizers(t, k):
          "delete without finalizers returns a success Status")
 
 
+def test_times(t, k):
+    L = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    st, r = k.api("POST", L, {"metadata": {"name": "t1"}, "spec": {"holderIdentity": "a",
+                                                                  "renewTime": "2024-01-01T00:00:00Z"}})
+    t.eq((st, r.get("message")), (400, 'Lease in version "v1" cannot be handled as a Lease: parsing time '
+         '"2024-01-01T00:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000"'),
+         "MicroTime without microseconds: 400 as the real decoder")
+    st, r = k.api("POST", L, {"metadata": {"name": "t1"}, "spec": {"holderIdentity": "a",
+                                                                  "renewTime": "2024-01-01T02:00:00.123456+02:00"}})
+    t.eq((st, r["spec"].get("renewTime")), (201, "2024-01-01T00:00:00.123456Z"), "MicroTime stored in UTC")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1/status", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "2024-01-01T00:00:00.987Z",
+         "lastTransitionTime": "2024-01-01T01:00:00+01:00"}]}}, "application/merge-patch+json")
+    c = r["status"]["conditions"][0]
+    t.eq((c["lastHeartbeatTime"], c["lastTransitionTime"]), ("2024-01-01T00:00:00Z", "2024-01-01T00:00:00Z"),
+         "Time fields stored at second precision in UTC")
+    st, r = k.api("PATCH", "/api/v1/nodes/n1/status", {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "yesterday"}]}}, "application/merge-patch+json")
+    t.eq(st, 400, "unparsable Time: 400")
+
+
+def test_events(t, k):
+    ev = {"metadata": {"generateName": "n1."}, "involvedObject": {"kind": "Node", "name": "n1", "apiVersion": "v1"},
+          "reason": "Synced", "message": "ok", "type": "Normal", "source": {"component": "cloudnode"},
+          "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z", "count": 1}
+    st, r = k.api("POST", "/api/v1/namespaces/default/events", ev)
+    t.eq(st, 201, "core event about a cluster-scoped object in default")
+    st, r = k.api("POST", "/api/v1/namespaces/kube-system/events", ev)
+    t.ok(st == 422 and "involvedObject.namespace" in r["message"], "legacy event outside default about a "
+         "cluster-scoped object: 422", r)
+    st, r = k.api("POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+                  {"metadata": {"generateName": "n1."}, "regarding": {"kind": "Node", "name": "n1"},
+                   "reason": "Synced", "type": "Normal"})
+    t.ok(st == 422 and "eventTime: Required value" in r["message"], "events.k8s.io event needs eventTime", r)
+
+
 def test_audit(t, k):
     recs = k.audit()
     t.ok(len(recs) > 20, "audit log has one line per request")
     pat = [r for r in recs if r["verb"] == "patch" and r["resource"] == "nodes" and r["subresource"] == "status"]
-    t.ok(pat and all(p["code"] == 200 and p["contentType"] == "application/strategic-merge-patch+json"
-                     and p["name"] == "n1" for p in pat), "audit records verb, subresource, content type, code")
+    smp = [p for p in pat if p["contentType"] == "application/strategic-merge-patch+json"]
+    t.ok(len(smp) == 2 and all(p["code"] == 200 and p["name"] == "n1" for p in smp)
+         and [p["code"] for p in pat if p["contentType"] == "application/merge-patch+json"] == [200, 400],
+         "audit records verb, subresource, content type, code", pat)
     keys = {"time", "user", "verb", "resource", "subresource", "namespace", "name", "path", "contentType", "code",
             "duration"}
     t.ok(keys <= set(recs[-1]), "audit record fields", sorted(recs[-1]))
@@ -220,7 +261,7 @@ def test_audit(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_audit))
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events, test_audit))
     sys.exit(t.done())
 
 

@@ -75,6 +75,15 @@ def test_custom_resources(t, k):
     causes = {c["field"]: c for c in r["details"]["causes"]}
     t.ok("spec.clusterName" in causes and "spec.bootstrap" in causes and "must be of type string"
          in causes["spec.clusterName"]["message"], "type and required errors name the fields", causes)
+    st, hdrs, raw = k.request("POST", MACHINES, machine("mw", bogus=1))
+    t.eq((st, hdrs.get("Warning")), (201, '299 - "unknown field \\"spec.bogus\\""'),
+         "unknown field without fieldValidation: pruned with a Warning header")
+    st, r = k.api("POST", MACHINES + "?fieldValidation=Strict", machine("ms", bogus=1))
+    t.eq((st, r.get("message")), (400, 'strict decoding error: unknown field "spec.bogus"'),
+         "fieldValidation=Strict: unknown field is 400")
+    st, r = k.api("PATCH", MACHINES + "/m1?fieldValidation=Strict", {"spec": {"nope": 1}},
+                  "application/merge-patch+json")
+    t.eq(st, 400, "Strict applies to patches too")
     st, r = k.api("POST", MACHINES, {"metadata": {"name": "m3"}, "spec": {}})
     t.eq(st, 400, "custom resource without kind/apiVersion: 400")
     st, r = k.api("PATCH", MACHINES + "/m1/status", {"status": {"phase": "Provisioned", "bogus": 1},
@@ -98,7 +107,7 @@ def test_custom_resources(t, k):
     t.ok(st == 200 and r["kind"] == "MachineList" and r["items"][0]["kind"] == "Machine",
          "cross-namespace list; custom resource items keep kind")
     r = k.kubectl("get", "machines.cluster.x-k8s.io", "-A", "-o", "jsonpath={.items[*].metadata.name}")
-    t.eq((r.returncode, r.stdout), (0, "m1"), "kubectl get custom resources", )
+    t.eq((r.returncode, r.stdout), (0, "m1 mw"), "kubectl get custom resources")
 
 
 def test_project_crds(t, k):

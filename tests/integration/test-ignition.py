@@ -70,7 +70,7 @@ def test_ignition(t, tmp):
              read_src("units/run-cloudnode-configdrive.mount"), "%s: config drive mount embedded" % role)
         files = {f["path"]: f for f in ign["storage"]["files"]}
         t.eq(data(files["/etc/tmpfiles.d/cloudnode-agent.conf"]["contents"]["source"]),
-             read_src("units/cloudnode-agent.tmpfiles"), "%s: tmpfiles snippet embedded" % role)
+             read_src("units/tmpfiles/cloudnode-agent.conf"), "%s: tmpfiles snippet embedded" % role)
         check_node_config(t, role, data(files["/etc/cloudnode/cloudnode.yaml"]["contents"]["source"]), tmp)
     # The validator must be able to fail on our kind of file.
     bad = os.path.join(tmp, "bad.ign")

@@ -185,6 +185,49 @@ def test_get_auth_and_errors(t, k):
          "admin client certificate checks out (key matches, not expired)", lines)
 
 
+def test_transport_errors(t, k):
+    with open(k.kubeconfig) as f:
+        cfg = json.load(f)
+    # A CA that did not sign the server's certificate: verification fails, nothing is retried.
+    wrong = json.loads(json.dumps(cfg))
+    wrong["clusters"][0]["cluster"]["certificate-authority-data"] = cfg["users"][0]["user"]["client-certificate-data"]
+    p = os.path.join(k.state_dir, "wrong-ca.kubeconfig")
+    with open(p, "w") as f:
+        json.dump(wrong, f)
+    before = len(audit(k))
+    rc, lines, _ = drive(k, "get", "namespaces", "-", "default", kubeconfig=p)
+    r = result(lines)
+    t.ok(rc == 1 and r["errno"] == "EBADE" and r["status"] == 0, "server certificate not signed by the CA: EBADE", r)
+    t.eq(len(audit(k)) - before, 0, "no request reached the server without verification")
+
+    # Nobody listening: connection refused, retried, then reported.
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    closed = json.loads(json.dumps(cfg))
+    closed["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:%d" % port
+    p = os.path.join(k.state_dir, "closed.kubeconfig")
+    with open(p, "w") as f:
+        json.dump(closed, f)
+    rc, lines, _ = drive(k, "get", "namespaces", "-", "default", kubeconfig=p, extra=["--max-retries", "2"])
+    r = result(lines)
+    t.ok(rc == 1 and r["errno"] == "ECONNREFUSED", "connection refused is reported after retries", r)
+    counters = {(c["verb"], c["code"]): c["count"] for c in lines if c["what"] == "counter"}
+    t.eq(counters, {("GET", "<error>"): 3}, "the refused connection was tried three times")
+
+    # A kubeconfig problem is one clear line, not a request.
+    broken = json.loads(json.dumps(cfg))
+    broken["current-context"] = "missing"
+    p = os.path.join(k.state_dir, "broken.kubeconfig")
+    with open(p, "w") as f:
+        json.dump(broken, f)
+    rc, lines, _ = drive(k, "get", "namespaces", "-", "default", kubeconfig=p)
+    t.ok(rc == 1 and lines[0]["what"] == "config-error" and 'context "missing" not found' in lines[0]["message"],
+         "missing context reported by the loader", lines)
+
+
 def test_list_pagination(t, k):
     ensure_ns(k, "pg")
     names = ["p%d" % i for i in range(7)]
@@ -513,7 +556,7 @@ def main():
     d = state_dir("kube-client-")
     try:
         with FakeKube(d) as k:
-            for fn in (test_get_auth_and_errors, test_list_pagination, test_writes, test_retry_after, test_watch,
+            for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_writes, test_retry_after, test_watch,
                        test_informer, test_informer_field_selector, test_token_file_rotation,
                        test_leader_election, test_events):
                 t.run(fn, k)

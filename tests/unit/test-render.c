@@ -3,6 +3,7 @@
  * that cannot change a file's structure. */
 #include <sys/wait.h>
 
+#include "cloud-config.h"
 #include "json-util.h"
 #include "render-cloud-conf.h"
 #include "render-env.h"
@@ -123,6 +124,17 @@ static void test_cloud_conf(void) {
         TAP_OK(text2 && strstr(text2, "KubernetesClusterTag = c1") && strstr(text2, "[ServiceOverride]"),
                "cloud.conf: config sections kept");
         TAP_OK(text2 && strstr(text2, "secret = \"p;a#s\\\"s\""), "cloud.conf: credential value quoted");
+        {
+                _cleanup_json_ json_object *parsed = NULL;
+                _cleanup_free_ char *err = NULL;
+
+                TAP_EQ_INT(cn_cloud_config_parse(text2, strlen(text2), &parsed, &err), 0,
+                           "cloud.conf: the providers' reader parses it");
+                TAP_EQ_STR(cn_cloud_config_get(parsed, "Global", "secret"), "p;a#s\"s",
+                           "cloud.conf: a value with ; # and quotes reads back exactly");
+                TAP_EQ_STR(cn_cloud_config_get(parsed, "Global", "Zone"), "override-zone", "cloud.conf: Zone reads back");
+                TAP_EQ_STR(cn_cloud_config_get(parsed, "ServiceOverride", "x"), "y", "cloud.conf: other section");
+        }
         p.credentials = bad;
         TAP_OK(cn_render_cloud_conf(&p, &text3, &size) < 0 && !text3, "cloud.conf: a newline cannot start a section");
 }
