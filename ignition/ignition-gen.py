@@ -106,8 +106,9 @@ def cloud_config(src, srcdir, role):
     runcmd = [["systemd-tmpfiles", "--create", "/etc/tmpfiles.d/cloudnode-agent.conf"],
               ["udevadm", "control", "--reload"],
               ["udevadm", "trigger", "--subsystem-match=block", "--action=add"],
-              ["systemctl", "daemon-reload"],
-              ["systemctl", "enable", "--now", "--no-block"] + enable]
+              ["systemctl", "daemon-reload"]]
+    # One command per unit: systemctl gives up on the whole list when one unit is not installed.
+    runcmd += [["systemctl", "enable", "--now", "--no-block", name] for name in enable]
     doc = {"write_files": wf, "runcmd": runcmd}
     return "#cloud-config\n" + yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=1 << 20)
 

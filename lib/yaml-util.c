@@ -80,12 +80,9 @@ static bool resolve_int(const char *s, json_object **ret) {
         errno = 0;
         long long v = strtoll(base == 10 ? s : p, &end, base);
         if (errno == ERANGE || *end) {
-                /* Too big for int64: like other YAML readers, keep it as a float — unless it is too
-                 * big for a double as well; the float rule then refuses it. */
+                /* Too big for int64: like other YAML readers, keep it as a float, if it is one. */
                 double d = strtod(s, NULL);
-                if (!isfinite(d))
-                        return false;
-                *ret = json_object_new_double(d);
+                *ret = isfinite(d) ? json_object_new_double(d) : NULL;
         } else
                 *ret = json_object_new_int64(v);
         return true;
@@ -160,7 +157,7 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
         }
         if ((!t || streq(t, "int")) && resolve_int(v, &o)) {
                 if (!o)
-                        return -ENOMEM;
+                        return loader_error(l, &ev->start_mark, "number %s is out of range", v);
                 *ret = o;
                 return 0;
         }
@@ -169,8 +166,7 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
                         return loader_error(l, &ev->start_mark, "%s cannot be represented in JSON", v);
                 if (is_float(v)) {
                         double d = strtod(v, NULL);
-                        /* A literal that overflows to infinity would be written back as .inf,
-                         * which JSON cannot hold: refuse it like .inf itself. */
+                        /* JSON has no infinity; a reader of our output would not get this value back. */
                         if (!isfinite(d))
                                 return loader_error(l, &ev->start_mark, "number %s is out of range", v);
                         o = json_object_new_double(d);

@@ -1,40 +1,49 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The INI writer with hostile keys and values: everything it accepts produces exactly one line
- * per key, so no value can start a section or another key. */
+/* INI writer fed with arbitrary JSON: whatever it writes must consist only of section headers and
+ * single-line "key = value" lines, whatever the values were. */
+#include <ctype.h>
+
 #include "fuzz.h"
 #include "ini-writer.h"
+#include "json-util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        _cleanup_json_ json_object *o = NULL;
         _cleanup_(cn_ini_freep) CnIni *w = NULL;
-        _cleanup_free_ char *text = NULL, *input = NULL;
-        size_t text_size = 0, keys = 0, lines = 0;
-        char *save = NULL;
+        _cleanup_free_ char *out = NULL;
+        size_t n = 0;
 
         fuzz_setup();
+        if (cn_json_parse((const char *) data, size, CN_JSON_MAX_SIZE, &o, NULL) < 0)
+                return 0;
         if (cn_ini_new(&w) < 0)
                 abort();
-        if (cn_ini_section(w, "Global", NULL) < 0)
+        (void) cn_ini_add_json(w, o);
+        if (cn_ini_finish(w, &out, &n) < 0)
                 return 0;
-        input = fuzz_strndup(data, size);
-        /* Input: "key\x01value\x02key\x01value..." */
-        for (char *pair = strtok_r(input, "\x02", &save); pair; pair = strtok_r(NULL, "\x02", &save)) {
-                char *sep = strchr(pair, '\x01');
-                if (!sep)
-                        continue;
-                *sep = 0;
-                if (cn_ini_set(w, pair, sep + 1) < 0)
-                        return 0; /* refused: the whole document is refused */
-                keys++;
-        }
-        if (cn_ini_finish(w, &text, &text_size) < 0)
-                return 0;
-        for (size_t i = 0; i < text_size; i++)
-                if (text[i] == '\n')
-                        lines++;
-        if (memchr(text, '\r', text_size) || lines != keys + 1) {
-                fprintf(stderr, "%zu keys written as %zu lines:\n%s\n", keys, lines, text);
+        if (strlen(out) != n)
                 abort();
+        for (char *line = out; *line;) {
+                char *end = strchr(line, '\n');
+                if (!end)
+                        abort(); /* every line is terminated */
+                *end = 0;
+                if (line[0] == '[') {
+                        if (end[-1] != ']')
+                                abort();
+                } else if (line[0]) {
+                        const char *eq = strstr(line, " = ");
+                        if (!eq || !isalpha((unsigned char) line[0]))
+                                abort();
+                        for (const char *c = line; c < eq; c++)
+                                if (!isalnum((unsigned char) *c) && *c != '-')
+                                        abort();
+                }
+                for (const char *c = line; *c; c++)
+                        if ((unsigned char) *c < 0x20 && *c != '\t')
+                                abort();
+                line = end + 1;
         }
         return 0;
 }

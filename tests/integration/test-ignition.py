@@ -108,9 +108,8 @@ def test_cloud_config(t, tmp):
              read_src("units/cloudnode-agent.service"), "%s: agent unit written byte for byte" % role)
         t.eq(yaml.safe_load(files["/etc/cloudnode/cloudnode.yaml"]["content"]).get("role"), role,
              "%s: node config role" % role)
-        enable = [c for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]
-        t.ok(enable and "cloudnode-agent.service" in enable[0] and "cloudnode-initializer.service" in enable[0],
-             "%s: units enabled" % role)
+        enabled = [c[-1] for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]
+        t.eq(sorted(enabled), ["cloudnode-agent.service", "cloudnode-initializer.service"], "%s: units enabled" % role)
     bad = os.path.join(tmp, "bad.yaml")
     with open(bad, "w") as f:
         f.write("#cloud-config\nwrite_files: 5\n")

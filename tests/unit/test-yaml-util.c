@@ -178,10 +178,7 @@ int main(void) {
         check_bad("v: !foo bar\n", "unknown tag", "unsupported tag");
         check_bad("v: !!int abc\n", "wrong explicit tag", "not a valid");
         check_bad("v: .inf\n", "infinity", "cannot be represented");
-        /* Found by tests/fuzz/fuzz-yaml: a float literal overflowing to infinity was loaded, then
-         * emitted as .inf, which does not load back. */
-        check_bad("v: .001e000000069032122111124020008\n", "float literal overflowing to infinity", "out of range");
-        check_bad("v: 1e999\n", "float literal 1e999", "out of range");
+        check_bad("v: 8E880\n", "float overflowing to infinity (found by fuzzing)", "out of range");
         check_bad("a: [1, 2\n", "truncated flow sequence", "line");
         check_bad("a: \"unterminated\n", "truncated quoted string", "line");
         check_bad("a: 1\n b: 2\n  - c\n", "bad indentation", "line");
