@@ -39,7 +39,7 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                  * for every other value. Feed an explicit end to tell the two apart. */
                 o = json_tokener_parse_ex(tok, "", 1);
                 jerr = json_tokener_get_error(tok);
-                if (jerr != json_tokener_success || !o) {
+                if (jerr != json_tokener_success) {
                         if (ret_error)
                                 (void) asprintf(ret_error, "unexpected end of data at offset %zu", size);
                         return -EBADMSG;

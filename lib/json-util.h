@@ -16,7 +16,8 @@
 
 /* Parses exactly one JSON value from data[0..size) (trailing whitespace allowed). -EFBIG when
  * size > max_size, -EBADMSG for malformed or truncated input, with a message in *ret_error
- * (optional, caller frees) such as "unexpected end of data at offset 17". */
+ * (optional, caller frees) such as "unexpected end of data at offset 17". A document that is just
+ * JSON null succeeds with *ret == NULL, as json-c represents null. */
 int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **ret, char **ret_error);
 int cn_json_parse_file(const char *root, const char *path, size_t max_size, json_object **ret,
                        char **ret_error);

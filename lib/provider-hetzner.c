@@ -62,7 +62,7 @@ static void hetzner_done(CnProvider *p) {
         free(h->ca_file);
 }
 
-static int hetzner_init(CnProvider *p, json_object *cfg) {
+static int hetzner_init(CnProvider *p, json_object *cfg, char **ret_error) {
         Hetzner *h = cn_provider_data(p);
         const char *endpoint = setting(cfg, "endpoint", "HCLOUD_ENDPOINT") ?: HETZNER_DEFAULT_ENDPOINT;
         const char *token = setting(cfg, "token", "HCLOUD_TOKEN"), *token_file = setting(cfg, "token-file", NULL);
@@ -81,12 +81,13 @@ static int hetzner_init(CnProvider *p, json_object *cfg) {
                 r = read_secret_file(token_file, &h->token);
                 if (r < 0) {
                         hetzner_done(p);
-                        return log_error_errno(r, "Failed to read the Hetzner API token from %s: %m", token_file);
+                        return cn_provider_config_error(ret_error, r, "cannot read the Hetzner API token from %s: %s",
+                                                        token_file, strerror(-r));
                 }
         } else {
                 hetzner_done(p);
-                return log_error_errno(EINVAL, "No Hetzner API token: set token or token-file in [Global] of the "
-                                               "cloud config, or HCLOUD_TOKEN.");
+                return cn_provider_config_error(ret_error, EINVAL, "no Hetzner API token: set token or token-file in "
+                                                "[Global] of the cloud config, or HCLOUD_TOKEN");
         }
         if (!h->token || (network && !(h->network = strdup(network))) || (ca && !(h->ca_file = strdup(ca))))
                 goto oom;

@@ -93,7 +93,7 @@ static json_object *domain_ref(const char *id, const char *name) {
 /* The Keystone v3 request body (identity and scope) from the settings; the API reference
  * "Password authentication with scoped authorization" and "Authenticating with an
  * Application Credential". */
-static int build_auth(json_object *cfg, json_object **ret) {
+static int build_auth(json_object *cfg, json_object **ret, char **ret_error) {
         _cleanup_json_ json_object *auth = json_object_new_object();
         const char *ac_id = setting(cfg, "application-credential-id", "OS_APPLICATION_CREDENTIAL_ID");
         const char *ac_name = setting(cfg, "application-credential-name", "OS_APPLICATION_CREDENTIAL_NAME");
@@ -130,7 +130,8 @@ static int build_auth(json_object *cfg, json_object **ret) {
                         return -ENOMEM;
                 if (isempty(ac_id) && (isempty(user) && isempty(user_id))) {
                         json_object_put(ac);
-                        return log_error_errno(EINVAL, "An application credential given by name needs the user.");
+                        return cn_provider_config_error(ret_error, EINVAL,
+                                                        "an application credential given by name needs the user");
                 }
                 if (isempty(ac_id))
                         json_object_object_add(ac, "user",
@@ -143,8 +144,9 @@ static int build_auth(json_object *cfg, json_object **ret) {
                 return 0;
         }
         if (isempty(password) || (isempty(user) && isempty(user_id)))
-                return log_error_errno(EINVAL, "No OpenStack credentials: set username (or user-id) and password, or "
-                                               "application-credential-id and -secret in [Global] of the cloud config.");
+                return cn_provider_config_error(ret_error, EINVAL,
+                                                "no OpenStack credentials: set username (or user-id) and password, or "
+                                                "application-credential-id and -secret in [Global] of the cloud config");
         {
                 json_object *pw = json_object_new_object(), *u;
 
@@ -171,7 +173,7 @@ static int build_auth(json_object *cfg, json_object **ret) {
         return 0;
 }
 
-static int openstack_init(CnProvider *p, json_object *cfg) {
+static int openstack_init(CnProvider *p, json_object *cfg, char **ret_error) {
         OpenStack *o = cn_provider_data(p);
         _cleanup_json_ json_object *inner = NULL;
         const char *auth_url = setting(cfg, "auth-url", "OS_AUTH_URL");
@@ -179,8 +181,9 @@ static int openstack_init(CnProvider *p, json_object *cfg) {
         int r;
 
         if (isempty(auth_url))
-                return log_error_errno(EINVAL, "No OpenStack auth-url in [Global] of the cloud config (or OS_AUTH_URL).");
-        r = build_auth(cfg, &inner);
+                return cn_provider_config_error(ret_error, EINVAL,
+                                                "no OpenStack auth-url in [Global] of the cloud config (or OS_AUTH_URL)");
+        r = build_auth(cfg, &inner, ret_error);
         if (r < 0)
                 return r;
         o->auth = json_object_new_object();

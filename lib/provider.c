@@ -2,6 +2,7 @@
 /* The provider-independent half of lib/provider.h: the provider table, the InstancesV2 adapters,
  * call lifetime and cancellation, and decoding of cloud API replies into classified errors. */
 #include <curl/curl.h>
+#include <stdarg.h>
 
 #include "http.h"
 #include "json-util.h"
@@ -176,7 +177,19 @@ const CnProviderOps *cn_provider_find(const char *name) {
         return NULL;
 }
 
-int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret) {
+int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_error) {
+                va_start(ap, fmt);
+                if (vasprintf(ret_error, fmt, ap) < 0)
+                        *ret_error = NULL;
+                va_end(ap);
+        }
+        return -abs(error);
+}
+
+int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error) {
         _cleanup_(cn_provider_freep) CnProvider *p = NULL;
         const CnProviderOps *ops = cn_provider_find(name);
         int r;
@@ -196,7 +209,7 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
                         return -ENOMEM;
         }
         if (ops->init) {
-                r = ops->init(p, cloud_config);
+                r = ops->init(p, cloud_config, ret_error);
                 if (r < 0) {
                         p->ops = NULL; /* init cleans up after itself */
                         return r;

@@ -97,8 +97,9 @@ typedef void (*CnProviderCleanupCallback)(CnProvider *p, const CnProviderResult 
 typedef struct CnProviderOps {
         const char *name;            /* "hetzner", "openstack" (the platform ids) */
         size_t size;                 /* of the provider's private state, after CnProvider */
-        /* Reads the cloud config (section -> key -> value object, see cloud-config.h). */
-        int (*init)(CnProvider *p, json_object *cloud_config);
+        /* Reads the cloud config (section -> key -> value object, see cloud-config.h). On error a
+         * one-line reason for the user goes to *ret_error (cn_provider_config_error()). */
+        int (*init)(CnProvider *p, json_object *cloud_config, char **ret_error);
         void (*done)(CnProvider *p);
 
         /* InstancesV2: looks the instance up and ends with cn_provider_call_finish_instance(); the
@@ -127,8 +128,9 @@ const CnProviderOps *cn_provider_find(const char *name);
 /* cloud_config may be NULL (every setting from the environment or defaults). Credentials may
  * also come from the environment as the upstream cloud-controller-managers read them
  * (HCLOUD_TOKEN, HCLOUD_ENDPOINT; OS_* for OpenStack). -EPROTONOSUPPORT for an unknown name,
- * -EINVAL with a logged reason for a bad config. */
-int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret);
+ * -EINVAL for a bad config, with the reason in *ret_error (optional, caller frees; never
+ * contains a secret). */
+int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error);
 CnProvider *cn_provider_free(CnProvider *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProvider *, cn_provider_free);
 const char *cn_provider_name(const CnProvider *p);
@@ -166,6 +168,9 @@ CnProviderCall *cn_provider_call_free(CnProviderCall *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProviderCall *, cn_provider_call_free);
 
 /* ---- for provider implementations ---- */
+
+/* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
+int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) _printf_(3, 4);
 
 /* Private state of the provider (ops->size bytes, zeroed). */
 void *cn_provider_data(CnProvider *p);

@@ -79,10 +79,11 @@ static bool resolve_int(const char *s, json_object **ret) {
                         return false;
         errno = 0;
         long long v = strtoll(base == 10 ? s : p, &end, base);
-        if (errno == ERANGE || *end)
-                /* Too big for int64: like other YAML readers, keep it as a float. */
-                *ret = json_object_new_double(strtod(s, NULL));
-        else
+        if (errno == ERANGE || *end) {
+                /* Too big for int64: like other YAML readers, keep it as a float, if it is one. */
+                double d = strtod(s, NULL);
+                *ret = isfinite(d) ? json_object_new_double(d) : NULL;
+        } else
                 *ret = json_object_new_int64(v);
         return true;
 }
@@ -156,7 +157,7 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
         }
         if ((!t || streq(t, "int")) && resolve_int(v, &o)) {
                 if (!o)
-                        return -ENOMEM;
+                        return loader_error(l, &ev->start_mark, "number %s is out of range", v);
                 *ret = o;
                 return 0;
         }
@@ -164,7 +165,11 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
                 if (in_list(v, yaml_infs))
                         return loader_error(l, &ev->start_mark, "%s cannot be represented in JSON", v);
                 if (is_float(v)) {
-                        o = json_object_new_double(strtod(v, NULL));
+                        double d = strtod(v, NULL);
+                        /* JSON has no infinity; a reader of our output would not get this value back. */
+                        if (!isfinite(d))
+                                return loader_error(l, &ev->start_mark, "number %s is out of range", v);
+                        o = json_object_new_double(d);
                         if (!o)
                                 return -ENOMEM;
                         *ret = o;

@@ -72,9 +72,11 @@ int main(int argc, char *argv[]) {
         }
         if (sd_event_new(&e) < 0 || cn_http_new(e, &http) < 0)
                 return 1;
-        r = cn_provider_new(argv[1], http, cfg, &p);
+        free(err);
+        err = NULL;
+        r = cn_provider_new(argv[1], http, cfg, &p, &err);
         if (r < 0) {
-                fprintf(stderr, "provider: %s\n", strerror(-r));
+                fprintf(stderr, "provider: %s\n", err ?: strerror(-r));
                 return 1;
         }
         for (int a = 3; a + 1 < argc; a += 2) {

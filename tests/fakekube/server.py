@@ -257,6 +257,12 @@ class State:
         elif key == ("", "namespaces"):
             if type_ != "DELETED" and obj["metadata"].get("deletionTimestamp"):
                 _later(lambda: self._ns_cleanup(obj["metadata"]["name"]))
+        md0 = (obj or {}).get("metadata") or {}
+        fins = md0.get("finalizers") or []
+        if type_ == "DELETED" or "foregroundDeletion" in fins or "orphan" in fins:
+            _later(lambda: self._gc(obj, type_))
+        if type_ == "DELETED" and md0.get("ownerReferences"):
+            _later(lambda: self._gc_owners_of(obj))
         if type_ == "DELETED" or (obj and obj["metadata"].get("deletionTimestamp")):
             md = (obj or {}).get("metadata") or {}
             if rt.crd is not None:
@@ -268,6 +274,79 @@ class State:
                 nso = self.store.objects[("", "namespaces")].get(("", md["namespace"]))
                 if nso and nso["metadata"].get("deletionTimestamp"):
                     _later(lambda: self._ns_cleanup(md["namespace"]))
+
+    # --- garbage collector: ownerReferences and propagation policies ------------------------
+
+    def _dependents(self, uid):
+        out = []
+        with self.store.lock:
+            for rt in self.registry.all():
+                for (ns, name), o in self.store.objects[rt.key].items():
+                    refs = (o.get("metadata") or {}).get("ownerReferences") or []
+                    if any(r.get("uid") == uid for r in refs):
+                        out.append((rt, ns, name, o))
+        return out
+
+    def _owner_exists(self, ref, ns):
+        with self.store.lock:
+            for rt in self.registry.all():
+                if rt.kind != ref.get("kind") or rt.api_version() != ref.get("apiVersion"):
+                    continue
+                o = self.store.objects[rt.key].get((ns if rt.namespaced else "", ref.get("name")))
+                if o is not None and o["metadata"].get("uid") == ref.get("uid"):
+                    return True
+        return False
+
+    def _drop_owner_ref(self, rt, ns, name, uid):
+        def mut(o):
+            md = o["metadata"]
+            md["ownerReferences"] = [r for r in md.get("ownerReferences") or [] if r.get("uid") != uid]
+            md.pop("resourceVersion", None)
+            return o
+        try:
+            self.store.update(rt, ns, name, mut)
+        except ApiError:
+            pass
+
+    def _gc(self, owner, type_):
+        """Deletes (Background, Foreground) or releases (Orphan) the dependents of owner, then
+        removes the owner's foregroundDeletion/orphan finalizer."""
+        md = owner["metadata"]
+        uid = md.get("uid")
+        orphan = type_ != "DELETED" and "orphan" in (md.get("finalizers") or [])
+        for rt, ns, name, dep in self._dependents(uid):
+            refs = dep["metadata"].get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != uid and self._owner_exists(r, ns)]
+            if orphan or others:
+                self._drop_owner_ref(rt, ns, name, uid)
+                continue
+            try:
+                self.store.delete(rt, ns, name, {"propagationPolicy": "Foreground"} if type_ != "DELETED" else {})
+            except ApiError:
+                pass
+        if type_ == "DELETED":
+            return
+        rt = self.registry.by_kind(owner.get("apiVersion", ""), owner.get("kind", ""))
+        if rt is None:
+            return
+        ns = md.get("namespace", "")
+        if orphan:
+            self.store.remove_finalizer(rt, ns, md["name"], "orphan")
+        elif not any(any(r.get("uid") == uid and r.get("blockOwnerDeletion")
+                         for r in d[3]["metadata"].get("ownerReferences") or []) for d in self._dependents(uid)):
+            self.store.remove_finalizer(rt, ns, md["name"], "foregroundDeletion")
+
+    def _gc_owners_of(self, dep):
+        """A dependent went away: an owner waiting in foreground deletion may now finish."""
+        ns = dep["metadata"].get("namespace", "")
+        for ref in dep["metadata"].get("ownerReferences") or []:
+            rt = self.registry.by_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
+            if rt is None:
+                continue
+            with self.store.lock:
+                o = self.store.objects[rt.key].get((ns if rt.namespaced else "", ref.get("name")))
+            if o is not None and "foregroundDeletion" in (o["metadata"].get("finalizers") or []):
+                self._gc(o, "MODIFIED")
 
     def _crd_status(self, name):
         crd_rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -849,6 +928,8 @@ class Handler(BaseHTTPRequestHandler):
             opts = {}
             if body.strip():
                 opts = self.decode(body, ctype) or {}
+            if "propagationPolicy" in q:
+                opts["propagationPolicy"] = q["propagationPolicy"]
             for k in ("gracePeriodSeconds",):
                 if k in q:
                     try:

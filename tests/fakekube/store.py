@@ -497,11 +497,26 @@ class Store:
             grace = opts.get("gracePeriodSeconds")
             graceful = ((rt.group, rt.kind) == ("", "Pod") and (cur.get("spec") or {}).get("nodeName")
                         and grace != 0 and not (cur.get("status") or {}).get("phase") in ("Succeeded", "Failed"))
-            if md.get("finalizers") or graceful or rt.key == ("", "namespaces"):
-                if md.get("deletionTimestamp"):
+            policy = opts.get("propagationPolicy")
+            if policy is None and opts.get("orphanDependents") is not None:
+                policy = "Orphan" if opts["orphanDependents"] else "Background"
+            if policy not in (None, "Foreground", "Background", "Orphan"):
+                raise errors.invalid("meta.k8s.io", "DeleteOptions", "", [errors.FieldError(
+                    "propagationPolicy", "Unsupported value", policy,
+                    'supported values: "Foreground", "Background", "Orphan", nil')])
+            # Foreground and Orphan are finalizers the garbage collector removes once it has
+            # deleted, or released, the dependents.
+            gc_fin = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}.get(policy)
+            if md.get("finalizers") or graceful or gc_fin or rt.key == ("", "namespaces"):
+                if md.get("deletionTimestamp") and not (gc_fin and gc_fin not in (md.get("finalizers") or [])):
                     return cur, False
                 out = deep(cur)
                 omd = out["metadata"]
+                if gc_fin:
+                    omd["finalizers"] = [f for f in omd.get("finalizers") or []
+                                         if f not in ("foregroundDeletion", "orphan")] + [gc_fin]
+                if md.get("deletionTimestamp"):
+                    return self._commit(rt, "MODIFIED", (ns or "", name), out, cur), False
                 if graceful:
                     g = grace if grace is not None else (cur.get("spec") or {}).get(
                         "terminationGracePeriodSeconds", 30)

@@ -53,10 +53,17 @@ int main(void) {
 
         TAP_EQ_INT(parse("  42 \n", &n, &err2), 0, "bare number at end of input");
         TAP_OK(json_object_get_int64(n) == 42, "bare number value");
+        {
+                json_object *null_doc = (json_object *) 1;
+                TAP_OK(cn_json_parse("null", 4, 100, &null_doc, NULL) == 0 && !null_doc,
+                       "a null document is NULL, not an error (found by fuzzing)");
+        }
 
         check_bad("{\"a\": 1", "truncated object");
         check_bad("{\"a\": \"abc", "truncated string");
         check_bad("{\"a\": 1} x", "trailing garbage");
+        check_bad("tru", "truncated literal");
+        check_bad("nul", "truncated null");
         check_bad("{a: 1}", "unquoted key");
         check_bad("{\"a\": 'x'}", "single-quoted value");
         check_bad("", "empty input");

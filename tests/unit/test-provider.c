@@ -148,10 +148,16 @@ static void test_classes_and_lifecycle(void) {
 
         assert(sd_event_new(&e) >= 0);
         assert(cn_http_new(e, &http) >= 0);
-        TAP_EQ_INT(cn_provider_new("nosuchcloud", http, cfg, &p), -EPROTONOSUPPORT, "unknown provider is refused");
-        TAP_EQ_INT(cn_provider_new("hetzner", http, NULL, &p), -EINVAL, "hetzner without a token is refused");
-        TAP_EQ_INT(cn_provider_new("openstack", http, cfg, &p), -EINVAL, "openstack without auth-url is refused");
-        TAP_EQ_INT(cn_provider_new("hetzner", http, cfg, &p), 0, "hetzner with a token");
+        TAP_EQ_INT(cn_provider_new("nosuchcloud", http, cfg, &p, NULL), -EPROTONOSUPPORT, "unknown provider is refused");
+        TAP_EQ_INT(cn_provider_new("hetzner", http, NULL, &p, &reason), -EINVAL, "hetzner without a token is refused");
+        TAP_OK(reason && strstr(reason, "HCLOUD_TOKEN"), "with a reason that says what to set");
+        free(reason);
+        reason = NULL;
+        TAP_EQ_INT(cn_provider_new("openstack", http, cfg, &p, &reason), -EINVAL, "openstack without auth-url is refused");
+        TAP_OK(reason && strstr(reason, "auth-url"), "with a reason naming auth-url");
+        free(reason);
+        reason = NULL;
+        TAP_EQ_INT(cn_provider_new("hetzner", http, cfg, &p, NULL), 0, "hetzner with a token");
         TAP_EQ_INT(cn_provider_validate(p, cfg, &reason), -EOPNOTSUPP, "machine lifecycle: validate not implemented yet");
         TAP_EQ_INT(cn_provider_machine_create(p, &(CnProviderMachine) { .name = "m" }, "", NULL, NULL, NULL), -EOPNOTSUPP,
                    "machine lifecycle: create not implemented yet");

@@ -178,6 +178,7 @@ int main(void) {
         check_bad("v: !foo bar\n", "unknown tag", "unsupported tag");
         check_bad("v: !!int abc\n", "wrong explicit tag", "not a valid");
         check_bad("v: .inf\n", "infinity", "cannot be represented");
+        check_bad("v: 8E880\n", "float overflowing to infinity (found by fuzzing)", "out of range");
         check_bad("a: [1, 2\n", "truncated flow sequence", "line");
         check_bad("a: \"unterminated\n", "truncated quoted string", "line");
         check_bad("a: 1\n b: 2\n  - c\n", "bad indentation", "line");

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Benchmark of cloudnode-initializer in cluster mode: N tainted Nodes in tests/fake-kube-apiserver,
+their Hetzner instances in tests/fake-cloud, one initializer (the cluster-mode service account,
+RBAC enforced) started once all Nodes exist. Prints, per N: time until every Node is initialized,
+Nodes per second, p50/p99 taint-removal latency (initializer start -> the audit time of the Node
+PATCH that removed the taint), API writes per Node (audit log), CPU seconds and peak RSS of the
+initializer.
+
+    make bench-initializer BENCH_INITIALIZER_ARGS="--nodes 100,1000 --flag=--concurrent-node-syncs=8"
+
+The fakes are Python and single-threaded: at large N they, not the initializer, bound the rate;
+compare the initializer's CPU seconds with the wall time to see which side waited."""
+import argparse
+import datetime
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
+
+from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+
+def load_fake_cloud_state():
+    """tests/fakecloud/state.py, under another package name than the pylib wrapper's module."""
+    pkg = os.path.join(SRC, "tests", "fakecloud")
+    spec = importlib.util.spec_from_file_location("fakecloud_server", os.path.join(pkg, "__init__.py"),
+                                                  submodule_search_locations=[pkg])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fakecloud_server"] = mod
+    spec.loader.exec_module(mod)
+    return importlib.import_module("fakecloud_server.state")
+
+
+fcstate = load_fake_cloud_state()
+TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def proc_stats(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    rss = 0
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                rss = int(line.split()[1]) // 1024
+    return cpu, rss
+
+
+def parse_time(s):
+    return datetime.datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def run(n, flags, workdir):
+    d = tempfile.mkdtemp(dir=workdir)
+    cloud_dir = os.path.join(d, "cloud")
+    os.makedirs(cloud_dir)
+    # One locked write for all instances: adding them one by one through the fake's API
+    # rewrites its whole state file each time.
+    st = fcstate.State(cloud_dir)
+    with st.locked() as s:
+        s["settings"]["hetzner_ratelimit_limit"] = 10 ** 9
+        s["settings"]["hetzner_ratelimit_refill_per_second"] = 10 ** 6
+        for i in range(n):
+            fcstate.add_instance(s, {"platform": "hetzner", "name": "bench-%05d" % i})
+    with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(cloud_dir) as c:
+        for i in range(n):
+            node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bench-%05d" % i},
+                    "spec": {"taints": [TAINT]}}
+            status, out = k.api("POST", "/api/v1/nodes", node)
+            if status != 201:
+                raise SystemExit("creating nodes: %s %s" % (status, out))
+        conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
+        args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
+                "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1"] + flags
+        t0 = time.time()
+        with Initializer(args, state_dir=d, name="bench") as ini:
+            def done():
+                status, text = ini.get("/metrics")
+                for line in text.splitlines():
+                    if line.startswith("cloudnode_initializer_nodes_initialized_total "):
+                        return float(line.split()[1]) >= n
+                return False
+            if not wait_for(done, timeout=3600, interval=0.2):
+                raise SystemExit("not all nodes initialized; log:\n" + ini.log()[-3000:])
+            elapsed = time.time() - t0
+            cpu, rss = proc_stats(ini.proc.pid)
+        audit = [r for r in k.audit() if r.get("user") == CLUSTER_SA and r.get("resource") == "nodes"]
+        writes = [r for r in audit if r.get("verb") in ("patch", "update", "create", "delete")]
+        removed = [parse_time(r["time"]) - t0 for r in writes
+                   if r.get("verb") == "patch" and not r.get("subresource") and r.get("code") == 200]
+    return {"n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
+            "p99": percentile(removed, 99), "writes": len(writes) / n, "cpu": cpu, "rss": rss}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated Node counts")
+    ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
+    opts = ap.parse_args()
+    counts = [int(x) for x in opts.nodes.split(",") if x]
+    print("cloudnode-initializer cluster mode, hetzner, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
+    print("%7s %10s %9s %9s %9s %12s %8s %9s" % ("nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node",
+                                                  "CPU s", "RSS MiB"))
+    with tempfile.TemporaryDirectory() as w:
+        for n in counts:
+            r = run(n, opts.flag, w)
+            print("%7d %10.2f %9.1f %9.2f %9.2f %12.2f %8.2f %9d" % (r["n"], r["elapsed"], r["rate"], r["p50"],
+                                                                    r["p99"], r["writes"], r["cpu"], r["rss"]))
+            sys.stdout.flush()
+
+
+main()

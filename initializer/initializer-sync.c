@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Initializing one Node (DESIGN.md, data flow step 4), the same in both modes once the instance
+ * is known: compute the addresses, patch nodes/NAME/status (only when they differ), then patch
+ * the Node with the resourceVersion of what we last saw as precondition (providerID, labels, the
+ * taint list minus the uninitialized taint). A 409 means someone wrote in between: the next try
+ * starts again from the watch cache, after a backoff. No GET of a Node happens here: the cache
+ * and the Node returned by our own status PATCH are the only sources. */
+#include <stdarg.h>
+
+#include "initializer.h"
+#include "json-util.h"
+#include "kube-client.h"
+#include "kube-event.h"
+#include "kube-informer.h"
+#include "log.h"
+#include "metrics.h"
+#include "netlink.h"
+#include "node-patch.h"
+#include "provider.h"
+
+static void record_event(Manager *m, json_object *node, CnKubeEventType type, const char *reason, const char *fmt,
+                         va_list ap) {
+        CnKubeObjectRef ref;
+
+        if (!m->events || cn_kube_object_ref_from_json(node, &cn_kube_resource_nodes, &ref) < 0)
+                return;
+        ref.kind = "Node";
+        ref.api_version = "v1";
+        (void) cn_kube_event_recordv(m->events, &ref, type, reason, NULL, fmt, ap);
+}
+
+void manager_warning_event(Manager *m, json_object *node, const char *reason, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        record_event(m, node, CN_KUBE_EVENT_WARNING, reason, fmt, ap);
+        va_end(ap);
+}
+
+void manager_normal_event(Manager *m, json_object *node, const char *reason, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        record_event(m, node, CN_KUBE_EVENT_NORMAL, reason, fmt, ap);
+        va_end(ap);
+}
+
+static json_object *cached_node(Manager *m, const char *name) {
+        return m->nodes ? cn_kube_informer_lookup(m->nodes, NULL, name) : NULL;
+}
+
+/* A failure that leaves the Node tainted: a Warning Event (once per distinct message, so that a
+ * Node failing the same way for an hour does not produce a stream of writes), a log line, and a
+ * retry after the backoff. */
+static void fail(NodeState *s, json_object *node, const char *reason, usec_t retry_after, const char *fmt, ...)
+        _printf_(5, 6);
+static void fail(NodeState *s, json_object *node, const char *reason, usec_t retry_after, const char *fmt, ...) {
+        Manager *m = s->manager;
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+        if (msg && (!s->last_warning || !streq(s->last_warning, msg))) {
+                log_struct(LOG_WARNING, CN_FIELDS("CLOUDNODE_NODE", s->name), "Node %s not initialized: %s", s->name, msg);
+                if (node)
+                        manager_warning_event(m, node, reason, "%s", msg);
+                free(s->last_warning);
+                s->last_warning = TAKE_PTR(msg);
+        } else
+                log_debug("Node %s not initialized: %s", s->name, strna(msg));
+        if (m->metrics.init_failures)
+                (void) cn_metric_inc(m->metrics.init_failures, CN_LABELS(reason));
+        queue_retry(s, retry_after);
+        queue_done(s);
+}
+
+void sync_node(NodeState *s) {
+        Manager *m = s->manager;
+        json_object *node = cached_node(m, s->name);
+
+        if (!node || !cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
+                s->taint_seen = 0;
+                if (node && s->reconcile && !m->config->node_name) {
+                        s->reconcile = false;
+                        cluster_mode_get_instance(s);
+                        return;
+                }
+                queue_done(s);
+                return;
+        }
+        if (s->taint_seen == 0)
+                s->taint_seen = cn_now(CLOCK_MONOTONIC);
+        s->attempt++;
+        if (m->config->node_name)
+                node_mode_get_instance(s);
+        else
+                cluster_mode_get_instance(s);
+}
+
+int sync_compute_addresses(Manager *m, json_object *node, const CnProviderInstance *instance, CnNodeAddressList *ret,
+                           char **ret_bad_ip) {
+        CnNodeAddressInput in = {
+                .cloud = &instance->addresses,
+                .provided_node_ip = cn_node_get_provided_node_ip(node),
+                .kubelet_hostname = cn_node_get_kubelet_hostname(node),
+        };
+
+        /* Node mode: the kernel confirms which InternalIPs are really ours yet. */
+        if (m->netlink) {
+                in.local_check = cn_netlink_check_address;
+                in.local_userdata = m->netlink;
+        }
+        return cn_node_addresses_compute(&in, ret, ret_bad_ip);
+}
+
+static bool addresses_differ(json_object *node, const CnNodeAddressList *want) {
+        _cleanup_node_address_list_ CnNodeAddressList have = {};
+
+        if (cn_node_address_list_from_json(cn_json_get(node, "status", "addresses", NULL), &have) < 0)
+                return true;
+        return !cn_node_address_list_equal(&have, want);
+}
+
+static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
+        NodeState *s = ASSERT_PTR(userdata);
+        Manager *m = s->manager;
+        json_object *node = res->object && res->error >= 0 ? res->object : cached_node(m, s->name);
+        const char *pid;
+        usec_t latency;
+
+        s->request = cn_kube_request_free(s->request);
+        if (res->error == -ENOENT) {
+                log_info("Node %s was deleted during initialization.", s->name);
+                queue_done(s);
+                return;
+        }
+        if (res->error == -ESTALE) {
+                /* Someone else wrote the Node since we saw it: start over from the cache. */
+                log_debug("Node %s changed meanwhile (409), retrying from the cache.", s->name);
+                queue_retry(s, 0);
+                queue_done(s);
+                return;
+        }
+        if (res->error < 0) {
+                fail(s, node, "FailedToInitializeNode", 0, "patching the Node failed: %s",
+                     res->message ?: strerror(-res->error));
+                return;
+        }
+
+        pid = (node ? cn_node_get_provider_id(node) : NULL) ?: (s->instance ? s->instance->provider_id : NULL);
+        latency = s->taint_seen ? cn_now(CLOCK_MONOTONIC) - s->taint_seen : 0;
+        log_struct(LOG_INFO, CN_FIELDS("CLOUDNODE_NODE", s->name, "CLOUDNODE_PROVIDER_ID", pid),
+                   "Initialized node %s (providerID %s) in %.3fs.", s->name, strna(pid), (double) latency / USEC_PER_SEC);
+        manager_normal_event(m, node, "Synced", "Node synced successfully");
+        if (!s->initialized && m->metrics.nodes_initialized) {
+                (void) cn_metric_inc(m->metrics.nodes_initialized, NULL);
+                if (s->taint_seen)
+                        (void) cn_metric_observe(m->metrics.init_latency, NULL, (double) latency / USEC_PER_SEC);
+        }
+        s->initialized = true;
+        s->taint_seen = 0;
+        s->attempt = 0;
+        free(s->last_warning);
+        s->last_warning = NULL;
+        cn_backoff_reset(&s->backoff);
+        if (m->config->node_name)
+                node_mode_node_initialized(m, node);
+        queue_done(s);
+}
+
+static void patch_node(NodeState *s, json_object *node) {
+        Manager *m = s->manager;
+        _cleanup_json_ json_object *patch = NULL;
+        CnProviderInstance *i = s->instance;
+        CnNodeInitData d = {
+                .provider_id = i->provider_id,
+                .instance_type = i->instance_type,
+                .region = i->region,
+                .zone = i->zone,
+                .extra_labels = i->extra_labels,
+        };
+        int r;
+
+        r = cn_node_patch_initialize(node, &d, &patch);
+        if (r < 0) {
+                fail(s, node, "FailedToInitializeNode", 0, "cannot build the Node patch: %s", strerror(-r));
+                return;
+        }
+        r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, NULL, CN_KUBE_PATCH_MERGE, patch,
+                          on_node_patched, s, &s->request);
+        if (r < 0)
+                fail(s, node, "FailedToInitializeNode", 0, "cannot send the Node patch: %s", strerror(-r));
+}
+
+static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
+        NodeState *s = ASSERT_PTR(userdata);
+        _cleanup_json_ json_object *node = NULL;
+
+        if (res->error == -ENOENT) {
+                s->request = cn_kube_request_free(s->request);
+                log_info("Node %s was deleted during initialization.", s->name);
+                queue_done(s);
+                return;
+        }
+        if (res->error < 0 || !res->object) {
+                json_object *cached = cached_node(s->manager, s->name);
+
+                s->request = cn_kube_request_free(s->request);
+                fail(s, cached, "FailedToUpdateNodeAddresses", 0, "patching the Node's addresses failed: %s",
+                     res->message ?: strerror(-res->error));
+                return;
+        }
+        /* The Node as our write left it is newer than the cache: build the second patch on it. */
+        node = json_object_get(res->object);
+        s->request = cn_kube_request_free(s->request);
+        patch_node(s, node);
+}
+
+void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char *message,
+                         CnProviderInstance *instance) {
+        Manager *m = s->manager;
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *owned = instance;
+        _cleanup_node_address_list_ CnNodeAddressList addrs = {};
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *bad_ip = NULL;
+        json_object *node = cached_node(m, s->name);
+        int r;
+
+        if (!node) {
+                log_info("Node %s was deleted during initialization.", s->name);
+                queue_done(s);
+                return;
+        }
+        if (!cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
+                queue_done(s);
+                return;
+        }
+        if (error < 0) {
+                switch (cn_provider_error_class(error)) {
+                case CN_PROVIDER_NOT_FOUND:
+                        fail(s, node, "InstanceNotFound", retry_after, "no cloud instance for this Node: %s",
+                             message ?: strerror(-error));
+                        break;
+                case CN_PROVIDER_TERMINAL:
+                        fail(s, node, "FailedToGetInstance", retry_after, "the cloud refused the request: %s",
+                             message ?: strerror(-error));
+                        break;
+                default:
+                        fail(s, node, "FailedToGetInstance", retry_after, "instance metadata unavailable: %s",
+                             message ?: strerror(-error));
+                }
+                return;
+        }
+
+        r = sync_compute_addresses(m, node, instance, &addrs, &bad_ip);
+        if (r == -EADDRNOTAVAIL) {
+                fail(s, node, "ProvidedNodeIPMismatch", 0,
+                     "alpha.kubernetes.io/provided-node-ip %s matches none of the instance's addresses", strna(bad_ip));
+                return;
+        }
+        if (r == -EINVAL) {
+                fail(s, node, "InvalidProvidedNodeIP", 0,
+                     "alpha.kubernetes.io/provided-node-ip '%s' is not one IP or an IPv4/IPv6 pair",
+                     strna(cn_node_get_provided_node_ip(node)));
+                return;
+        }
+        if (r == -ENODATA) {
+                fail(s, node, "NoNodeAddresses", 0, "the instance has no usable IP address yet");
+                return;
+        }
+        if (r < 0) {
+                fail(s, node, "FailedToInitializeNode", 0, "computing addresses failed: %s", strerror(-r));
+                return;
+        }
+        s->instance = cn_provider_instance_free(s->instance);
+        s->instance = TAKE_PTR(owned);
+
+        if (!addresses_differ(node, &addrs)) {
+                patch_node(s, node);
+                return;
+        }
+        r = cn_node_patch_status_addresses(&addrs, &patch);
+        if (r >= 0)
+                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", CN_KUBE_PATCH_MERGE, patch,
+                                  on_status_patched, s, &s->request);
+        if (r < 0)
+                fail(s, node, "FailedToUpdateNodeAddresses", 0, "cannot send the address patch: %s", strerror(-r));
+}
+
+static void on_addresses_updated(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
+        _cleanup_free_ char *name = userdata;
+
+        if (res->error < 0)
+                log_warning("Failed to update the addresses of node %s, will retry on the next change: %s", name,
+                            res->message ?: strerror(-res->error));
+        else
+                log_info("Updated the addresses of node %s.", name);
+}
+
+int sync_update_addresses(Manager *m, json_object *node, const CnProviderInstance *instance) {
+        _cleanup_node_address_list_ CnNodeAddressList addrs = {};
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *bad_ip = NULL;
+        const char *name = cn_node_get_name(node);
+        char *copy;
+        int r;
+
+        if (!name || !instance)
+                return -EINVAL;
+        r = sync_compute_addresses(m, node, instance, &addrs, &bad_ip);
+        if (r < 0)
+                return r;
+        if (!addresses_differ(node, &addrs))
+                return 0;
+        r = cn_node_patch_status_addresses(&addrs, &patch);
+        if (r < 0)
+                return r;
+        copy = strdup(name);
+        if (!copy)
+                return -ENOMEM;
+        r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, name, "status", CN_KUBE_PATCH_MERGE, patch,
+                          on_addresses_updated, copy, NULL);
+        if (r < 0) {
+                free(copy);
+                return r;
+        }
+        if (m->metrics.address_updates)
+                (void) cn_metric_inc(m->metrics.address_updates, NULL);
+        return 1;
+}

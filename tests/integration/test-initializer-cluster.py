@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""cloudnode-initializer in cluster mode against tests/fake-kube-apiserver (RBAC of the shipped
+manifests, as the cluster-mode service account) and the Hetzner API of tests/fake-cloud: several
+Nodes initialized with exactly two writes each and no Node GETs; provided-node-ip match and
+mismatch; a Node without instance; a Node deleted while its instance is looked up; periodic
+address reconciliation writing only on change; the lifecycle controller; health and metrics
+(promtool check metrics)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, events,  # noqa: E402
+                    get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
+                    writes)
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+
+def expected_addresses(inst):
+    return [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
+            ("ExternalIP", inst["ipv6"]), ("Hostname", inst["name"])]
+
+
+def test_initialize(t, k, c, d):
+    insts = [c.add_instance({"platform": "hetzner", "name": "w%d" % i}) for i in range(1, 6)]
+    # w1 registered with its providerID (kubelet --provider-id), the others by name only; w2
+    # carries another taint and a label the provider must not touch; w3 has provided-node-ip.
+    make_node(k, "w1", provider_id="hcloud://%s" % insts[0]["id"])
+    make_node(k, "w2", taints=[{"key": "dedicated", "value": "db", "effect": "NoExecute"}],
+              labels={"topology.kubernetes.io/zone": "stale-zone"})
+    make_node(k, "w3", annotations={"alpha.kubernetes.io/provided-node-ip": insts[2]["public_ipv4"]})
+    make_node(k, "w4", addresses=[{"type": "Hostname", "address": "kubelet-w4"}])
+    make_node(k, "w5")
+    make_node(k, "orphan")  # no instance in the cloud
+    make_node(k, "ready", tainted=False, addresses=[{"type": "InternalIP", "address": "10.9.9.9"}])
+
+    conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
+    kc = k.kubeconfig_for(CLUSTER_SA)
+    args = ["--kubeconfig=" + kc, "--cloud-provider=hetzner", "--cloud-config=" + conf, "--leader-elect=false",
+            "--controllers=cloud-node", "--bind-address=127.0.0.1", "--concurrent-node-syncs=2",
+            "--node-status-update-frequency=2s", "-v", "4"]
+    with Initializer(args, state_dir=d, name="cluster") as i:
+        done = wait_for(lambda: all(initialized(k, "w%d" % n) for n in range(1, 6)), 60)
+        t.ok(done, "all five Nodes are initialized", i.log()[-3000:])
+        for n, inst in enumerate(insts, 1):
+            node = get_node(k, "w%d" % n)
+            name = "w%d" % n
+            t.eq(node["spec"].get("providerID"), "hcloud://%s" % inst["id"], "%s: providerID" % name)
+            labels = node["metadata"]["labels"]
+            t.eq((labels.get("node.kubernetes.io/instance-type"), labels.get("topology.kubernetes.io/region")),
+                 (inst["type"], "fsn1"), "%s: instance-type and region labels" % name)
+            t.eq(labels.get("topology.kubernetes.io/zone"), inst["zone"], "%s: zone label (stale value replaced)" % name)
+            want = expected_addresses(inst)
+            if name == "w3":
+                want = [("ExternalIP", inst["public_ipv4"])] + [a for a in want if a[1] != inst["public_ipv4"]]
+            t.eq(addresses(node), want, "%s: addresses in the deterministic order" % name)
+            w = writes(k, CLUSTER_SA, name)
+            t.eq(w, [("patch", "status", name, 200), ("patch", "", name, 200)],
+                 "%s: exactly two writes, status first" % name)
+            t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "%s: Synced event" % name)
+        w2 = get_node(k, "w2")
+        t.eq([x["key"] for x in w2["spec"]["taints"]], ["dedicated"], "w2: other taints are kept")
+        t.eq(get_node(k, "w4")["metadata"]["labels"].get("kubernetes.io/hostname"), "w4",
+             "labels of the kubelet are untouched")
+        t.eq(node_gets(k, CLUSTER_SA), [], "no GET of a single Node: list and watch only")
+        t.eq(writes(k, CLUSTER_SA, "ready"), [], "an initialized Node is not written at start")
+
+        t.ok(tainted(get_node(k, "orphan")), "a Node without instance stays tainted")
+        t.ok(wait_for(lambda: events(k, "orphan", "InstanceNotFound"), 20), "with a Warning event InstanceNotFound")
+
+        # provided-node-ip that matches nothing: tainted, Warning, and initialized once fixed
+        make_node(k, "w6", annotations={"alpha.kubernetes.io/provided-node-ip": "192.0.2.77"})
+        w6 = c.add_instance({"platform": "hetzner", "name": "w6"})
+        t.ok(wait_for(lambda: events(k, "w6", "ProvidedNodeIPMismatch"), 20),
+             "provided-node-ip mismatch: Warning event ProvidedNodeIPMismatch")
+        t.ok(tainted(get_node(k, "w6")), "provided-node-ip mismatch: the Node stays tainted")
+        k.api("PATCH", "/api/v1/nodes/w6",
+              {"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": w6["private_ipv4"]}}},
+              content_type="application/merge-patch+json")
+        n6 = wait_for(lambda: initialized(k, "w6"), 30)
+        t.ok(n6, "provided-node-ip corrected: initialized after a retry")
+        t.eq(addresses(n6)[0] if n6 else None, ("InternalIP", w6["private_ipv4"]), "the provided IP comes first")
+
+        # Node deleted while its instance is being looked up (slow cloud answer)
+        c.add_instance({"platform": "hetzner", "name": "gone"})
+        c.fail({"platform": "hetzner", "service": "api", "path": "name=gone", "latency": 2})
+        make_node(k, "gone")
+        time.sleep(0.7)
+        st, _ = k.api("DELETE", "/api/v1/nodes/gone")
+        t.eq(st, 200, "Node deleted during its initialization")
+        time.sleep(3)
+        t.eq(writes(k, CLUSTER_SA, "gone"), [], "no write to a Node deleted mid-initialization")
+        t.ok(i.proc.poll() is None, "the initializer is still running")
+        c.clear_faults()
+
+        # periodic reconciliation: a changed cloud address is written once, unchanged ones never
+        before = len(writes(k, CLUSTER_SA, "w5"))
+        c.update_instance(insts[4]["id"], {"public_ipv4": "203.0.113.250"})
+        n5 = wait_for(lambda: ("ExternalIP", "203.0.113.250") in addresses(get_node(k, "w5")), 15)
+        t.ok(n5, "reconciliation picks up a changed address")
+        time.sleep(4.5)
+        t.eq(len(writes(k, CLUSTER_SA, "w5")) - before, 1, "one status write for one change, none afterwards")
+        t.eq(len(writes(k, CLUSTER_SA, "w1")), 2, "an unchanged Node gets no reconciliation write")
+
+        # health and metrics
+        t.eq(i.get("/healthz")[0], 200, "/healthz 200")
+        t.eq(i.get("/readyz")[0], 200, "/readyz 200 once synced")
+        st, text = i.get("/metrics")
+        t.eq(st, 200, "/metrics 200")
+        t.ok("cloudnode_initializer_nodes_initialized_total 6" in text, "nodes initialized counter", text[:2000])
+        t.ok('cloudnode_initializer_cloud_requests_total{provider="hetzner",operation="instance_metadata",result="ok"}'
+             in text, "cloud requests by operation and result")
+        t.ok('cloudnode_initializer_api_requests_total{verb="PATCH",code="200"}' in text,
+             "API requests by verb and code")
+        t.ok("cloudnode_initializer_initialization_duration_seconds_count 6" in text, "latency histogram count")
+        t.ok("cloudnode_initializer_leader 1" in text, "leader gauge without leader election")
+        promtool = shutil.which("promtool")
+        if promtool:
+            p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+            t.ok(p.returncode == 0, "promtool check metrics passes", p.stdout + p.stderr)
+        else:
+            t.skip("promtool check metrics", "promtool not installed")
+        t.eq(i.stop(), 0, "SIGTERM: clean exit")
+
+
+def test_lifecycle(t, k, c, d):
+    a = c.add_instance({"platform": "hetzner", "name": "lc-gone"})
+    b = c.add_instance({"platform": "hetzner", "name": "lc-stop"})
+    y = c.add_instance({"platform": "hetzner", "name": "lc-young"})
+    make_node(k, "lc-gone", tainted=False, provider_id="hcloud://%s" % a["id"], ready=False)
+    make_node(k, "lc-stop", tainted=False, provider_id="hcloud://%s" % b["id"], ready=False)
+    conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
+    args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
+            "--leader-elect=false", "--controllers=*,-cloud-node", "--bind-address=127.0.0.1",
+            "--node-monitor-period=1s", "--node-startup-grace-period=0s", "-v", "4"]
+    c.remove_instance(a["id"])
+    c.stop(b["id"])
+    with Initializer(args, state_dir=d, name="lifecycle") as i:
+        t.ok(wait_for(lambda: get_node(k, "lc-gone") is None, 30), "Node of a vanished instance is deleted",
+             i.log()[-2000:])
+        t.ok(events(k, "lc-gone", "DeletingNode"), "DeletingNode event")
+        t.ok(wait_for(lambda: tainted(get_node(k, "lc-stop"), SHUTDOWN_TAINT), 30), "stopped instance: shutdown taint")
+        c.start(b["id"])
+        set_status(k, "lc-stop", {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]})
+        t.ok(wait_for(lambda: not tainted(get_node(k, "lc-stop"), SHUTDOWN_TAINT), 30),
+             "Ready again: shutdown taint removed")
+        t.ok(get_node(k, "lc-stop") is not None, "a stopped instance's Node is not deleted")
+        t.eq([w for w in writes(k, CLUSTER_SA) if w[0] == "patch" and w[1] == "status"], [],
+             "the lifecycle controller alone never writes addresses")
+    # the grace period protects young Nodes
+    c.remove_instance(y["id"])
+    make_node(k, "lc-young", tainted=False, provider_id="hcloud://%s" % y["id"], ready=False)
+    args2 = [a2 if not a2.startswith("--node-startup-grace-period") else "--node-startup-grace-period=1h"
+             for a2 in args]
+    with Initializer(args2, state_dir=d, name="lifecycle-grace") as i:
+        time.sleep(3.5)
+        t.ok(get_node(k, "lc-young") is not None, "a Node younger than the grace period is not deleted")
+
+
+def main():
+    t = Tap()
+    if not os.access(BINARY, os.X_OK):
+        t.skip_all("cloudnode-initializer is not built")
+    with tempfile.TemporaryDirectory() as d:
+        with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+            t.run(test_initialize, k, c, d)
+        with FakeKube(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
+            t.run(test_lifecycle, k, c, d)
+    sys.exit(t.done())
+
+
+main()

@@ -1,0 +1,226 @@
+"""Helpers of the cloudnode-initializer integration tests: run the daemon, create Nodes in the
+fake API server, wait for conditions, count API writes in the audit log.
+
+    with Initializer(args, netns=None, env=None) as i:
+        i.port, i.log(), i.get("/metrics"), i.notify_messages(), i.proc
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.path.join(BUILD, "initializer", "cloudnode-initializer")
+TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
+CLUSTER_SA = "system:serviceaccount:cloudnode:cloudnode-cloud-controller-manager"
+NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
+RBAC = [os.path.join(SRC, "manifests", "operand", "cluster-initializer-rbac.yaml"),
+        os.path.join(SRC, "manifests", "operand", "node-initializer-rbac.yaml")]
+
+
+def wait_for(fn, timeout=30.0, interval=0.1):
+    """Polls fn() until it returns something true; returns that, or None after timeout."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > end:
+            return None
+        time.sleep(interval)
+
+
+def make_node(k, name, tainted=True, provider_id=None, annotations=None, labels=None, addresses=None,
+              taints=None, ready=None):
+    taint_list = list(taints or [])
+    if tainted:
+        taint_list.insert(0, {"key": TAINT, "value": "true", "effect": "NoSchedule"})
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": dict({"kubernetes.io/hostname": name}, **(labels or {}))},
+            "spec": {}}
+    if annotations:
+        node["metadata"]["annotations"] = annotations
+    if taint_list:
+        node["spec"]["taints"] = taint_list
+    if provider_id:
+        node["spec"]["providerID"] = provider_id
+    st, out = k.api("POST", "/api/v1/nodes", node)
+    if st != 201:
+        raise RuntimeError("creating node %s: %s %s" % (name, st, out))
+    status = {}
+    if addresses is not None:
+        status["addresses"] = addresses
+    if ready is not None:
+        status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
+                                 "reason": "KubeletReady" if ready else "KubeletNotReady"}]
+    if status:
+        set_status(k, name, status)
+    return out
+
+
+def set_status(k, name, status):
+    st, out = k.api("PATCH", "/api/v1/nodes/%s/status" % name, {"status": status},
+                    content_type="application/merge-patch+json")
+    if st != 200:
+        raise RuntimeError("patching status of %s: %s %s" % (name, st, out))
+    return out
+
+
+def get_node(k, name):
+    st, out = k.api("GET", "/api/v1/nodes/" + name)
+    return out if st == 200 else None
+
+
+def tainted(node, key=TAINT):
+    return any(t.get("key") == key for t in (node or {}).get("spec", {}).get("taints") or [])
+
+
+def addresses(node):
+    return [(a["type"], a["address"]) for a in (node or {}).get("status", {}).get("addresses") or []]
+
+
+def initialized(k, name):
+    n = get_node(k, name)
+    return n if n and not tainted(n) else None
+
+
+def events(k, name=None, reason=None):
+    st, out = k.api("GET", "/api/v1/namespaces/default/events")
+    items = out.get("items", []) if st == 200 else []
+    return [e for e in items if (name is None or e.get("involvedObject", {}).get("name") == name)
+            and (reason is None or e.get("reason") == reason)]
+
+
+def writes(k, user, name=None):
+    """Successful and failed writes to Nodes by user, as (verb, subresource, name, code)."""
+    out = []
+    for r in k.audit():
+        if r.get("user") != user or r.get("resource") != "nodes":
+            continue
+        if r.get("verb") not in ("patch", "update", "create", "delete"):
+            continue
+        if name is not None and r.get("name") != name:
+            continue
+        out.append((r["verb"], r.get("subresource") or "", r.get("name"), r.get("code")))
+    return out
+
+
+def node_gets(k, user):
+    """GETs of single Nodes by user (list and watch have no name)."""
+    return [r for r in k.audit() if r.get("user") == user and r.get("resource") == "nodes"
+            and r.get("verb") == "get" and r.get("name")]
+
+
+class Initializer:
+    def __init__(self, args, netns=None, env=None, state_dir=None, name="initializer"):
+        self.args = list(args)
+        self.netns = netns
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.dir = state_dir or tempfile.mkdtemp()
+        self.name = name
+        self.log_path = os.path.join(self.dir, name + ".log")
+        self.port = None
+        self.proc = None
+        self.notify = None
+
+    def start(self):
+        self.notify_path = os.path.join(self.dir, name_sock(self.name))
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.notify.setblocking(False)
+        self.env["NOTIFY_SOCKET"] = self.notify_path
+        if not any(a.startswith("--port") for a in self.args):
+            self.port = free_port()
+            self.args.append("--port=%d" % self.port)
+        cmd = [BINARY] + self.args
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns] + cmd
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
+        if self.port and not wait_for(self._find_port, 20):
+            raise RuntimeError("cloudnode-initializer did not start serving:\n" + self.log())
+        return self
+
+    def _find_port(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("cloudnode-initializer exited with %s:\n%s" % (self.proc.returncode, self.log()))
+        m = re.search(r"/metrics on \S+ port (\d+)", self.log())
+        return int(m.group(1)) if m else None
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def notify_messages(self):
+        out = []
+        while True:
+            try:
+                out.append(self.notify.recv(4096).decode())
+            except BlockingIOError:
+                return out
+
+    def get(self, path, host="127.0.0.1"):
+        try:
+            with urllib.request.urlopen("http://%s:%d%s" % (host, self.port, path), timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def send_signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        if self.notify:
+            self.notify.close()
+            self.notify = None
+            os.unlink(self.notify_path)
+        rc, self.proc = self.proc.returncode, None
+        return rc
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def free_port():
+    """A port that was free a moment ago (--port=0 turns the server off, as upstream)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def name_sock(name):
+    return name + ".notify"
+
+
+def hetzner_conf(path, cloud_url, token):
+    with open(path, "w") as f:
+        f.write("[Global]\ntoken = %s\nendpoint = %s/v1\n" % (token, cloud_url))
+    os.chmod(path, 0o600)
+    return path
