@@ -54,15 +54,15 @@ def test_aws(t, tmp):
                                                               "X-Forwarded-For": "192.0.2.1"})
         t.eq(st, 403, "token PUT through a proxy (X-Forwarded-For) is refused")
         t.eq(c.get("/latest/api/token")[0], 405, "GET on the token path is 405")
-        st, h, token = c.api("PUT", "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "2"})
+        st, h, token = c.api("PUT", "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "3"})
         t.ok(st == 200 and len(token) > 20, "token issued", (st, token))
-        t.eq(h.get("X-aws-ec2-metadata-token-ttl-seconds"), "2", "token response echoes the TTL")
+        t.eq(h.get("X-aws-ec2-metadata-token-ttl-seconds"), "3", "token response echoes the TTL")
         st, h, body = c.get("/latest/meta-data/instance-id", {"X-aws-ec2-metadata-token": token})
         t.eq((st, body), (200, inst["id"]), "GET with token")
         t.ok("X-aws-ec2-metadata-token-ttl-seconds" in h, "GET with token reports remaining TTL")
         t.eq(c.get("/latest/meta-data/instance-id", {"X-aws-ec2-metadata-token": token + "x"})[0], 401,
              "tampered token is 401")
-        time.sleep(2.2)
+        time.sleep(3.2)
         t.eq(c.get("/latest/meta-data/instance-id", {"X-aws-ec2-metadata-token": token})[0], 401,
              "expired token is 401")
 
