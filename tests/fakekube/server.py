@@ -695,6 +695,11 @@ class Handler(BaseHTTPRequestHandler):
                 ident = self.st.tokens.get(tok)
             if ident:
                 return self.st.identity(*ident)
+            return None
+        if self.st.opts.insecure_http and not auth:
+            # As the real server's old insecure port: no credentials means full access (kubectl
+            # will not send a bearer token over plain HTTP).
+            return self.st.identity("system:unsecured", ["system:masters"])
         return None
 
     # --- non-resource paths ----------------------------------------------------------------
@@ -1284,7 +1289,9 @@ def parse_args(argv):
     p.add_argument("--token-file", help="static token CSV: token,user,uid,\"group1,group2\"")
     p.add_argument("--san", action="append", default=[], help="extra subject alternative name for the server "
                                                                 "certificate (repeatable)")
-    p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (tokens only)")
+    p.add_argument("--insecure-http", action="store_true",
+                   help="serve plain HTTP: requests without credentials are admin, as on the real server's old "
+                        "insecure port; bearer tokens still select their identity")
     p.add_argument("--watch-history", type=int, default=1000,
                    help="changes kept for watches and paginated lists; older resourceVersions get 410 Gone")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch BOOKMARKs")
