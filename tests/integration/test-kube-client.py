@@ -529,6 +529,23 @@ def test_leader_election(t, k):
     t.ok(all(x["code"] in (200, 409) for x in puts), "Lease writes are updates guarded by resourceVersion")
 
 
+def test_leader_loses_lease(t, k):
+    a = Proc(k, "leader", "kube-system", "cn-test-lease2", "cand-x", "3", "2", "0.5")
+    try:
+        t.ok(a.wait_for(lambda x: x["what"] == "started-leading"), "candidate leads")
+        k.inject({"code": 500, "resource": "leases", "count": -1})
+        t0 = time.monotonic()
+        lost = a.wait_for(lambda x: x["what"] == "stopped-leading", timeout=10)
+        took = time.monotonic() - t0
+        t.ok(lost and took < 3.5, "leader steps down within the renew deadline when it cannot renew (%.1fs)" % took)
+        k.clear_faults()
+        t.ok(a.wait_for(lambda x: x["what"] == "started-leading", timeout=15), "and leads again once the API is back")
+    finally:
+        k.clear_faults()
+        rc = a.stop(signal.SIGTERM)
+    t.eq(rc, 0, "candidate exits cleanly")
+
+
 def test_events(t, k):
     before = len(audit(k))
     rc, lines, _ = drive(k, "event", "nodes", "-", "ev-node", "Warning", "FailedThing", "it failed", "3")
@@ -561,7 +578,7 @@ def main():
         with FakeKube(d) as k:
             for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_writes, test_retry_after, test_watch,
                        test_informer, test_informer_field_selector, test_token_file_rotation,
-                       test_leader_election, test_events):
+                       test_leader_election, test_leader_loses_lease, test_events):
                 t.run(fn, k)
     finally:
         shutil.rmtree(d, ignore_errors=True)
