@@ -593,7 +593,7 @@ void cn_http_request_cancel(CnHttpRequest *r) {
 }
 
 static void request_complete(CnHttpRequest *r, CURLcode code) {
-        _cleanup_(cn_http_request_unrefp) CnHttpRequest *ref = cn_http_request_ref(r);
+        _cleanup_(cn_http_request_unrefp) _unused_ CnHttpRequest *ref = cn_http_request_ref(r);
 
         (void) curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
         if (r->too_big)
@@ -633,7 +633,7 @@ static void run_callback(CnHttpRequest *r, int error, void *userdata) {
 }
 
 int cn_http_request_run(CnHttpRequest *r) {
-        _cleanup_(cn_http_request_unrefp) CnHttpRequest *ref = cn_http_request_ref(r);
+        _cleanup_(cn_http_request_unrefp) _unused_ CnHttpRequest *ref = cn_http_request_ref(r);
         int k;
 
         assert(r);
