@@ -95,9 +95,27 @@ static int manager_new(const AgentArgs *args, Manager **ret) {
         (void) sigaddset(&mask, SIGINT);
         (void) sigaddset(&mask, SIGHUP);
         (void) sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(m->event, NULL, SIGTERM, NULL, NULL);
-        (void) sd_event_add_signal(m->event, NULL, SIGINT, NULL, NULL);
-        (void) sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
+        {
+                static const struct {
+                        int sig;
+                        const char *description;
+                } signals[] = { { SIGTERM, "signal-term" }, { SIGINT, "signal-int" }, { SIGHUP, "signal-hup" } };
+
+                for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
+                        sd_event_source *source = NULL;
+
+                        /* A NULL handler exits the loop with the userdata as exit code: 0. */
+                        r = sd_event_add_signal(m->event, &source, signals[i].sig,
+                                                signals[i].sig == SIGHUP ? on_sighup : NULL,
+                                                signals[i].sig == SIGHUP ? m : NULL);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to watch signal %d: %m", signals[i].sig);
+                        (void) sd_event_source_set_description(source, signals[i].description);
+                        /* Owned by the loop, freed with it. */
+                        (void) sd_event_source_set_floating(source, true);
+                        sd_event_source_unref(source);
+                }
+        }
         r = cn_http_new(m->event, &m->http);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the HTTP client: %m");

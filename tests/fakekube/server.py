@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, patch as patchmod, proto
+from . import certs, errors, patch as patchmod, proto, table
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -257,6 +257,12 @@ class State:
         elif key == ("", "namespaces"):
             if type_ != "DELETED" and obj["metadata"].get("deletionTimestamp"):
                 _later(lambda: self._ns_cleanup(obj["metadata"]["name"]))
+        md0 = (obj or {}).get("metadata") or {}
+        fins = md0.get("finalizers") or []
+        if type_ == "DELETED" or "foregroundDeletion" in fins or "orphan" in fins:
+            _later(lambda: self._gc(obj, type_))
+        if type_ == "DELETED" and md0.get("ownerReferences"):
+            _later(lambda: self._gc_owners_of(obj))
         if type_ == "DELETED" or (obj and obj["metadata"].get("deletionTimestamp")):
             md = (obj or {}).get("metadata") or {}
             if rt.crd is not None:
@@ -268,6 +274,79 @@ class State:
                 nso = self.store.objects[("", "namespaces")].get(("", md["namespace"]))
                 if nso and nso["metadata"].get("deletionTimestamp"):
                     _later(lambda: self._ns_cleanup(md["namespace"]))
+
+    # --- garbage collector: ownerReferences and propagation policies ------------------------
+
+    def _dependents(self, uid):
+        out = []
+        with self.store.lock:
+            for rt in self.registry.all():
+                for (ns, name), o in self.store.objects[rt.key].items():
+                    refs = (o.get("metadata") or {}).get("ownerReferences") or []
+                    if any(r.get("uid") == uid for r in refs):
+                        out.append((rt, ns, name, o))
+        return out
+
+    def _owner_exists(self, ref, ns):
+        with self.store.lock:
+            for rt in self.registry.all():
+                if rt.kind != ref.get("kind") or rt.api_version() != ref.get("apiVersion"):
+                    continue
+                o = self.store.objects[rt.key].get((ns if rt.namespaced else "", ref.get("name")))
+                if o is not None and o["metadata"].get("uid") == ref.get("uid"):
+                    return True
+        return False
+
+    def _drop_owner_ref(self, rt, ns, name, uid):
+        def mut(o):
+            md = o["metadata"]
+            md["ownerReferences"] = [r for r in md.get("ownerReferences") or [] if r.get("uid") != uid]
+            md.pop("resourceVersion", None)
+            return o
+        try:
+            self.store.update(rt, ns, name, mut)
+        except ApiError:
+            pass
+
+    def _gc(self, owner, type_):
+        """Deletes (Background, Foreground) or releases (Orphan) the dependents of owner, then
+        removes the owner's foregroundDeletion/orphan finalizer."""
+        md = owner["metadata"]
+        uid = md.get("uid")
+        orphan = type_ != "DELETED" and "orphan" in (md.get("finalizers") or [])
+        for rt, ns, name, dep in self._dependents(uid):
+            refs = dep["metadata"].get("ownerReferences") or []
+            others = [r for r in refs if r.get("uid") != uid and self._owner_exists(r, ns)]
+            if orphan or others:
+                self._drop_owner_ref(rt, ns, name, uid)
+                continue
+            try:
+                self.store.delete(rt, ns, name, {"propagationPolicy": "Foreground"} if type_ != "DELETED" else {})
+            except ApiError:
+                pass
+        if type_ == "DELETED":
+            return
+        rt = self.registry.by_kind(owner.get("apiVersion", ""), owner.get("kind", ""))
+        if rt is None:
+            return
+        ns = md.get("namespace", "")
+        if orphan:
+            self.store.remove_finalizer(rt, ns, md["name"], "orphan")
+        elif not any(any(r.get("uid") == uid and r.get("blockOwnerDeletion")
+                         for r in d[3]["metadata"].get("ownerReferences") or []) for d in self._dependents(uid)):
+            self.store.remove_finalizer(rt, ns, md["name"], "foregroundDeletion")
+
+    def _gc_owners_of(self, dep):
+        """A dependent went away: an owner waiting in foreground deletion may now finish."""
+        ns = dep["metadata"].get("namespace", "")
+        for ref in dep["metadata"].get("ownerReferences") or []:
+            rt = self.registry.by_kind(ref.get("apiVersion", ""), ref.get("kind", ""))
+            if rt is None:
+                continue
+            with self.store.lock:
+                o = self.store.objects[rt.key].get((ns if rt.namespaced else "", ref.get("name")))
+            if o is not None and "foregroundDeletion" in (o["metadata"].get("finalizers") or []):
+                self._gc(o, "MODIFIED")
 
     def _crd_status(self, name):
         crd_rt = self.registry.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
@@ -616,6 +695,11 @@ class Handler(BaseHTTPRequestHandler):
                 ident = self.st.tokens.get(tok)
             if ident:
                 return self.st.identity(*ident)
+            return None
+        if self.st.opts.insecure_http and not auth:
+            # As the real server's old insecure port: no credentials means full access (kubectl
+            # will not send a bearer token over plain HTTP).
+            return self.st.identity("system:unsecured", ["system:masters"])
         return None
 
     # --- non-resource paths ----------------------------------------------------------------
@@ -784,8 +868,10 @@ class Handler(BaseHTTPRequestHandler):
         ctype = self.headers.get("Content-Type") or ""
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)
-            if info.subresource == "status":
-                pass
+            if self.wants_table() and not info.subresource:
+                self.send_obj(200, table.build(rt, [self.out(rt, obj, v)], obj["metadata"]["resourceVersion"],
+                                               q.get("includeObject") or "Metadata"))
+                return
             self.send_obj(200, self.out(rt, obj, v))
         elif info.verb == "list":
             self.do_list(rt, info, q, v)
@@ -849,6 +935,8 @@ class Handler(BaseHTTPRequestHandler):
             opts = {}
             if body.strip():
                 opts = self.decode(body, ctype) or {}
+            if "propagationPolicy" in q:
+                opts["propagationPolicy"] = q["propagationPolicy"]
             for k in ("gracePeriodSeconds",):
                 if k in q:
                     try:
@@ -936,6 +1024,17 @@ class Handler(BaseHTTPRequestHandler):
             out["status"]["reason"] = reason
         return out
 
+    def wants_table(self):
+        """The first acceptable media type decides, as in the real server's negotiation."""
+        for part in (self.headers.get("Accept") or "").split(","):
+            params = dict(x.strip().split("=", 1) for x in part.split(";")[1:] if "=" in x)
+            if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" and params.get("v") in ("v1",
+                                                                                                         "v1beta1"):
+                return True
+            if part.strip().startswith(("application/json", "*/*")) and "as" not in params:
+                return False
+        return False
+
     def field_terms(self, rt, fs):
         terms = parse_field_selector(fs)
         for f, _, _ in terms:
@@ -959,6 +1058,10 @@ class Handler(BaseHTTPRequestHandler):
                 detail="resourceVersionMatch is forbidden unless resourceVersion is provided")])
         items, rv, cont, remaining = self.st.store.list(rt, info.namespace or None, lr, ft, limit,
                                                         q.get("continue"), q.get("resourceVersion"), rvm)
+        if self.wants_table():
+            self.send_obj(200, table.build(rt, [self.out(rt, o, v) for o in items], rv,
+                                           q.get("includeObject") or "Metadata", cont, remaining))
+            return
         md = {"resourceVersion": str(rv)}
         if cont:
             md["continue"] = cont
@@ -1203,7 +1306,9 @@ def parse_args(argv):
     p.add_argument("--token-file", help="static token CSV: token,user,uid,\"group1,group2\"")
     p.add_argument("--san", action="append", default=[], help="extra subject alternative name for the server "
                                                                 "certificate (repeatable)")
-    p.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (tokens only)")
+    p.add_argument("--insecure-http", action="store_true",
+                   help="serve plain HTTP: requests without credentials are admin, as on the real server's old "
+                        "insecure port; bearer tokens still select their identity")
     p.add_argument("--watch-history", type=int, default=1000,
                    help="changes kept for watches and paginated lists; older resourceVersions get 410 Gone")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch BOOKMARKs")

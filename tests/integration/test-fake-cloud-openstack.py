@@ -154,12 +154,12 @@ def test_nova(t, c, ctx):
 
 
 def test_expiry(t, c, ctx):
-    c.settings(token_ttl=1)
+    c.settings(token_ttl=2)
     st, h, _ = c.api("POST", "/v3/auth/tokens", password_auth())
     tok = h["X-Subject-Token"]
     nova = ctx["nova"][len(c.url):]
     t.eq(c.get(nova + "/servers", {"X-Auth-Token": tok})[0], 200, "fresh token works")
-    time.sleep(1.5)
+    time.sleep(2.5)
     t.eq(c.get(nova + "/servers", {"X-Auth-Token": tok})[0], 401, "expired token: 401")
     c.settings(token_ttl=3600)
 
@@ -167,7 +167,7 @@ def test_expiry(t, c, ctx):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory(prefix="cn-fake-openstack-") as tmp:
-        with FakeCloud(tmp, extra_args=["--build-seconds", "0.4"]) as c:
+        with FakeCloud(tmp, extra_args=["--build-seconds", "2"]) as c:
             ctx = {}
             for fn in (test_keystone, test_nova, test_expiry):
                 t.run(fn, c, ctx)

@@ -5,6 +5,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
@@ -184,6 +185,18 @@ def test_status(t, k):
     st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1",
                   {"spec": {"replicas": 3}}, "application/merge-patch+json")
     t.eq(d["metadata"]["generation"], 2, "spec change bumps generation")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1", {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"},
+                                                   "requests": {"cpu": 1, "memory": "1.5Gi"}}}]}}}},
+        "application/strategic-merge-patch+json")
+    r = d["spec"]["template"]["spec"]["containers"][0]["resources"]
+    t.eq(r, {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1536Mi"}},
+         "resource quantities come back in canonical form")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1", {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "lots"}}}]}}}},
+        "application/strategic-merge-patch+json")
+    t.ok(st == 400 and d["message"].startswith('Deployment in version "v1" cannot be handled as a Deployment: '
+                                               'quantities must match the regular expression'), "bad quantity: 400", d)
 
 
 def test_finalizers(t, k):
@@ -245,6 +258,52 @@ def test_events(t, k):
     t.ok(st == 422 and "eventTime: Required value" in r["message"], "events.k8s.io event needs eventTime", r)
 
 
+def wait_for(fn, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if fn():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_gc(t, k):
+    CMS = "/api/v1/namespaces/default/configmaps"
+
+    def owner(name):
+        st, o = k.api("POST", CMS, {"metadata": {"name": name}})
+        return {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": o["metadata"]["uid"]}
+
+    def dep(name, ref):
+        return k.api("POST", CMS, {"metadata": {"name": name, "ownerReferences": [ref]}})
+
+    def exists(name):
+        return k.api("GET", CMS + "/" + name)[0] == 200
+    r1 = owner("own-bg")
+    dep("dep-bg", r1)
+    st, r = k.api("DELETE", CMS + "/own-bg")
+    t.eq(st, 200, "background delete of an owner")
+    t.ok(wait_for(lambda: not exists("dep-bg")), "garbage collector deletes the dependent")
+    r2 = owner("own-fg")
+    k.api("POST", CMS, {"metadata": {"name": "dep-fg", "finalizers": ["example.com/hold"],
+                                     "ownerReferences": [dict(r2, blockOwnerDeletion=True)]}})
+    st, r = k.api("DELETE", CMS + "/own-fg", {"propagationPolicy": "Foreground"})
+    t.ok(st == 200 and "foregroundDeletion" in r["metadata"].get("finalizers", [])
+         and r["metadata"].get("deletionTimestamp"), "foreground delete: finalizer and deletionTimestamp", r)
+    t.ok(wait_for(lambda: bool(k.api("GET", CMS + "/dep-fg")[1]["metadata"].get("deletionTimestamp"))),
+         "dependent is being deleted")
+    time.sleep(0.3)
+    t.ok(exists("own-fg"), "owner waits for its blocking dependent")
+    k.api("PATCH", CMS + "/dep-fg", {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    t.ok(wait_for(lambda: not exists("own-fg")), "owner goes once the dependent is gone")
+    r3 = owner("own-or")
+    dep("dep-or", r3)
+    st, r = k.api("DELETE", CMS + "/own-or?propagationPolicy=Orphan")
+    t.ok(wait_for(lambda: not exists("own-or")), "orphan delete removes the owner")
+    st, d = k.api("GET", CMS + "/dep-or")
+    t.eq((st, d["metadata"].get("ownerReferences")), (200, None), "orphaned dependent stays, reference removed")
+
+
 def test_audit(t, k):
     recs = k.audit()
     t.ok(len(recs) > 20, "audit log has one line per request")
@@ -261,7 +320,7 @@ def test_audit(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events, test_audit))
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events, test_gc, test_audit))
     sys.exit(t.done())
 
 

@@ -50,6 +50,23 @@ def node_json(k):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
+def test_table(t, k):
+    r = k.kubectl("get", "nodes")
+    t.eq((r.returncode, r.stdout, r.stderr.strip()), (0, "", "No resources found"),
+         "kubectl get of an empty cluster-scoped list (server-side Table)")
+    k.api("POST", "/api/v1/nodes", {"metadata": {"name": "cp-0", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+                                    "spec": {"unschedulable": True}})
+    k.api("PATCH", "/api/v1/nodes/cp-0/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                                            "nodeInfo": {"kubeletVersion": "v1.32.1"}}},
+          "application/merge-patch+json")
+    r = k.kubectl("get", "nodes", "--no-headers")
+    t.eq(r.stdout.split(), ["cp-0", "Ready,SchedulingDisabled", "control-plane", r.stdout.split()[3], "v1.32.1"],
+         "node columns as the real server prints them")
+    r = k.kubectl("get", "ns", "default")
+    t.eq(r.stdout.splitlines()[0].split(), ["NAME", "STATUS", "AGE"], "namespace columns")
+    k.api("DELETE", "/api/v1/nodes/cp-0")
+
+
 def test_node(t, k):
     d = k.state_dir
     f = os.path.join(d, "node.yaml")
@@ -157,7 +174,7 @@ def test_apply(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_node, test_apply))
+    run_with_server(t, (test_table, test_node, test_apply))
     sys.exit(t.done())
 
 
