@@ -35,7 +35,10 @@ static int help(void) {
                "     --leader-elect-retry-period DUR\n"
                "     --bind-address ADDR          Health/metrics address (default 0.0.0.0)\n"
                "     --port N                     Health/metrics port, 0 disables (default 10260)\n"
-               "     --kube-api-qps Q --kube-api-burst B\n\n"
+               "     --kube-api-qps Q --kube-api-burst B\n"
+               "     --machine-provider NAME      Reconcile CloudnodeMachines with this provider\n"
+               "                                  (hetzner; Cluster API infrastructure provider)\n"
+               "     --machine-cloud-config FILE  The provider's cloud.conf (credentials)\n\n"
                "render:\n"
                "     --dest-dir DIR                     Output directory\n"
                "     --cluster-infrastructure-file FILE An Infrastructure object (YAML or JSON)\n"
@@ -66,6 +69,8 @@ enum {
         ARG_INFRA_FILE,
         ARG_IMAGES_FILE,
         ARG_CLOUD_CONFIG_FILE,
+        ARG_MACHINE_PROVIDER,
+        ARG_MACHINE_CLOUD_CONFIG,
 };
 
 static const struct option options[] = {
@@ -91,6 +96,8 @@ static const struct option options[] = {
         { "cluster-infrastructure-file", required_argument, NULL, ARG_INFRA_FILE },
         { "images-file", required_argument, NULL, ARG_IMAGES_FILE },
         { "cloud-config-file", required_argument, NULL, ARG_CLOUD_CONFIG_FILE },
+        { "machine-provider", required_argument, NULL, ARG_MACHINE_PROVIDER },
+        { "machine-cloud-config", required_argument, NULL, ARG_MACHINE_CLOUD_CONFIG },
         {},
 };
 
@@ -218,6 +225,12 @@ static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
                         break;
                 case ARG_CLOUD_CONFIG_FILE:
                         a->render.cloud_config_file = optarg;
+                        break;
+                case ARG_MACHINE_PROVIDER:
+                        a->run.machine_provider = optarg;
+                        break;
+                case ARG_MACHINE_CLOUD_CONFIG:
+                        a->run.machine_cloud_config = optarg;
                         break;
                 default:
                         return -EINVAL;

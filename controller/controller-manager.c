@@ -28,6 +28,7 @@
 #include "kube-informer.h"
 #include "kube-leader.h"
 #include "log.h"
+#include "machine-controller.h"
 #include "metrics.h"
 
 #define STATUS_OBJECT_NAME "cloudnode"
@@ -60,6 +61,7 @@ struct Manager {
 
         CnKubeInformer *informers[N_RESOURCES];
         CnKubeInformer *nodes, *source, *status;
+        MachineController *machines;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
         unsigned discovery_step;
@@ -564,6 +566,8 @@ static void on_started_leading(CnKubeLeader *l, void *userdata) {
 
         log_info("Became the leader");
         m->leading = true;
+        if (m->machines)
+                machine_controller_set_leading(m->machines, true);
         (void) cn_metric_set(m->m_leader, NULL, 1);
         manager_schedule(m);
 }
@@ -572,6 +576,8 @@ static void on_stopped_leading(CnKubeLeader *l, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
         m->leading = false;
+        if (m->machines)
+                machine_controller_set_leading(m->machines, false);
         (void) cn_metric_set(m->m_leader, NULL, 0);
         if (m->stopping)
                 return;
@@ -619,7 +625,7 @@ static int healthz(CnHttpd *d, const char *path, CnBuf *body, const char **conte
 static int readyz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (!all_synced(m)) {
+        if (!all_synced(m) || (m->machines && !machine_controller_synced(m->machines))) {
                 (void) cn_buf_add_str(body, "informers not synced\n");
                 return 503;
         }
@@ -728,6 +734,15 @@ static int start_informers(Manager *m) {
                   &m->status);
         if (r < 0)
                 return r;
+        if (m->options.machine_provider) {
+                r = machine_controller_new(m->event, m->client, m->recorder, m->metrics, m->options.machine_provider,
+                                           m->options.machine_cloud_config, &m->machines);
+                if (r < 0)
+                        return r;
+                r = machine_controller_start(m->machines);
+                if (r < 0)
+                        return r;
+        }
         m->started = true;
 
         if (m->options.leader_elect) {
@@ -747,6 +762,8 @@ static int start_informers(Manager *m) {
                         return r;
         } else {
                 m->leading = true;
+                if (m->machines)
+                        machine_controller_set_leading(m->machines, true);
                 (void) cn_metric_set(m->m_leader, NULL, 1);
         }
         return 0;
@@ -801,6 +818,7 @@ Manager *manager_free(Manager *m) {
         cn_kube_informer_unref(m->nodes);
         cn_kube_informer_unref(m->source);
         cn_kube_informer_unref(m->status);
+        machine_controller_free(m->machines);
         cn_kube_request_free(m->discovery);
         cn_kube_leader_free(m->leader);
         cn_kube_event_recorder_free(m->recorder);

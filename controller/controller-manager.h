@@ -27,6 +27,8 @@ typedef struct ControllerOptions {
         usec_t retry_period;
         const char *bind_address;
         int port; /* < 0: no health server */
+        const char *machine_provider;     /* NULL: no Cluster API machines */
+        const char *machine_cloud_config;
         double kube_api_qps;
         unsigned kube_api_burst;
 } ControllerOptions;

@@ -2,7 +2,7 @@
 """Generates the per-role Ignition configs, MachineConfig wrappers and #cloud-config user-data
 from ignition/cloudnode.yaml (see the comment there). Run at build time:
 
-    ignition-gen.py --srcdir SRC --out-dir DIR
+    ignition-gen.py --srcdir SRC --builddir BUILD --out-dir DIR
 
 Everything is serialized with json/yaml libraries; file and unit contents are read from the tree
 byte for byte."""
@@ -44,35 +44,29 @@ def node_config(src, role):
     return (text + yaml.safe_dump(cfg, default_flow_style=False, sort_keys=True)).encode("utf-8")
 
 
-def units(src, srcdir):
+def units(src, dirs):
     out = []
     for u in src["units"]:
-        path = os.path.join(srcdir, u["file"])
-        contents = None
-        if os.path.exists(path):
-            contents = read(srcdir, u["file"]).decode("utf-8")
-        elif not u.get("optional"):
-            raise SystemExit("ignition-gen: missing %s" % u["file"])
+        base, rel = (dirs["build"], u["built"]) if "built" in u else (dirs["src"], u["file"])
+        contents = read(base, rel).decode("utf-8")
         out.append((u["name"], contents, bool(u.get("enabled"))))
     return out
 
 
-def files(src, srcdir, role):
+def files(src, dirs, role):
     out = [("/etc/cloudnode/cloudnode.yaml", node_config(src, role), 0o644)]
     for f in src["files"]:
-        out.append((f["path"], read(srcdir, f["file"]), f["mode"]))
+        out.append((f["path"], read(dirs["src"], f["file"]), f["mode"]))
     return out
 
 
-def ignition(src, srcdir, role):
+def ignition(src, dirs, role):
     cfg = {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": []}, "systemd": {"units": []}}
-    for path, data, mode in files(src, srcdir, role):
+    for path, data, mode in files(src, dirs, role):
         cfg["storage"]["files"].append({"path": path, "mode": mode, "overwrite": True,
                                         "contents": {"source": data_url(data)}})
-    for name, contents, enabled in units(src, srcdir):
-        unit = {"name": name}
-        if contents is not None:
-            unit["contents"] = contents
+    for name, contents, enabled in units(src, dirs):
+        unit = {"name": name, "contents": contents}
         if enabled:
             unit["enabled"] = True
         cfg["systemd"]["units"].append(unit)
@@ -89,16 +83,15 @@ def machine_config(role, pool, ign):
     }
 
 
-def cloud_config(src, srcdir, role):
+def cloud_config(src, dirs, role):
     wf = []
-    for path, data, mode in files(src, srcdir, role):
+    for path, data, mode in files(src, dirs, role):
         wf.append({"path": path, "content": data.decode("utf-8"), "permissions": "0%o" % mode,
                    "owner": "root:root"})
     enable = []
-    for name, contents, enabled in units(src, srcdir):
-        if contents is not None:
-            wf.append({"path": "/etc/systemd/system/" + name, "content": contents, "permissions": "0644",
-                       "owner": "root:root"})
+    for name, contents, enabled in units(src, dirs):
+        wf.append({"path": "/etc/systemd/system/" + name, "content": contents, "permissions": "0644",
+                   "owner": "root:root"})
         if enabled:
             enable.append(name)
     # runcmd runs after write_files; the agent's tmpfiles and udev rule are applied first so that
@@ -123,18 +116,20 @@ def write(path, text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--srcdir", required=True)
+    ap.add_argument("--builddir", required=True)
     ap.add_argument("--out-dir", required=True)
     a = ap.parse_args()
     src = load_source(a.srcdir)
+    dirs = {"src": a.srcdir, "build": a.builddir}
     os.makedirs(a.out_dir, exist_ok=True)
     for role, spec in src["roles"].items():
-        ign = ignition(src, a.srcdir, role)
+        ign = ignition(src, dirs, role)
         write(os.path.join(a.out_dir, "cloudnode-%s.ign" % role), json.dumps(ign, indent=2, sort_keys=True) + "\n")
         if spec.get("machineConfigPool"):
             mc = machine_config(role, spec["machineConfigPool"], ign)
             write(os.path.join(a.out_dir, "cloudnode-%s.machineconfig.yaml" % role),
                   yaml.safe_dump(mc, default_flow_style=False, sort_keys=False, width=1 << 20))
-        write(os.path.join(a.out_dir, "cloudnode-%s.cloud-config.yaml" % role), cloud_config(src, a.srcdir, role))
+        write(os.path.join(a.out_dir, "cloudnode-%s.cloud-config.yaml" % role), cloud_config(src, dirs, role))
     return 0
 
 

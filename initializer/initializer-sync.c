@@ -180,7 +180,10 @@ static void patch_node(NodeState *s, json_object *node) {
                 .instance_type = i->instance_type,
                 .region = i->region,
                 .zone = i->zone,
-                .extra_labels = i->extra_labels,
+                /* The node-mode identity runs on every host; the admission policy shipped with it
+                 * lets it set the well-known labels only, so that a compromised node cannot
+                 * label itself into workloads. Provider labels come from cluster mode. */
+                .extra_labels = m->config->node_name ? NULL : i->extra_labels,
         };
         int r;
 

@@ -5,7 +5,8 @@
  *
  * Request handles: pass ret_request = NULL for a "floating" request the client owns until it
  * completes; or receive a handle, which the caller owns and must release with
- * cn_kube_request_free() (in or after the callback, or earlier to cancel).
+ * cn_kube_request_free() (in or after the callback, or earlier to cancel). Freeing the handle
+ * inside its own callback is safe: the result stays valid until the callback returns.
  *
  * Behaviour common to all requests:
  * - Client-side rate limit: token bucket with qps and burst (like client-go's, which
@@ -109,7 +110,9 @@ typedef void (*CnKubeCallback)(CnKubeClient *c, const CnKubeResult *result, void
  * after success). e is referenced. */
 int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOptions *options,
                        CnKubeClient **ret);
-/* Cancels every outstanding request without calling their callbacks. */
+/* Cancels every outstanding request without calling their callbacks. Not from within a callback
+ * of this client (leave the loop first). Informers, leader electors and event recorders built on
+ * the client must be freed before it. */
 CnKubeClient *cn_kube_client_free(CnKubeClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeClient *, cn_kube_client_free);
 #define _cleanup_kube_client_ _cleanup_(cn_kube_client_freep)

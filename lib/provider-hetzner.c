@@ -10,6 +10,7 @@
 #include "cloud-config.h"
 #include "json-util.h"
 #include "log.h"
+#include "provider-machine.h"
 #include "provider.h"
 
 #define HETZNER_DEFAULT_ENDPOINT "https://api.hetzner.cloud/v1"
@@ -257,11 +258,27 @@ static int hetzner_instance_get(CnProvider *p, CnProviderCall *call, const CnPro
         return cn_provider_call_http(call, "GET", url, &o, on_server, NULL);
 }
 
+/* For the machine lifecycle in provider-hetzner-machine.c. */
+int cn_provider_hetzner_request_options(CnProvider *p, const char **ret_endpoint, CnProviderHttpOptions *o) {
+        Hetzner *h = cn_provider_data(p);
+
+        *ret_endpoint = h->endpoint;
+        o->bearer_token = h->token;
+        o->ca_file = h->ca_file;
+        o->error_parser = hetzner_error_message;
+        return 0;
+}
+
 const CnProviderOps cn_provider_hetzner_ops = {
         .name = "hetzner",
         .size = sizeof(Hetzner),
         .init = hetzner_init,
         .done = hetzner_done,
         .instance_get = hetzner_instance_get,
-        /* Machine lifecycle: implemented with the controller's machine issue. */
+        .add_defaults = cn_provider_hetzner_add_defaults,
+        .validate = cn_provider_hetzner_validate,
+        .machine_get = cn_provider_hetzner_machine_get,
+        .machine_create = cn_provider_hetzner_machine_create,
+        .machine_cleanup = cn_provider_hetzner_machine_cleanup,
+        .metrics_labels = cn_provider_hetzner_metrics_labels,
 };

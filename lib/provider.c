@@ -36,6 +36,8 @@ typedef enum CallMode {
         CALL_METADATA,
         CALL_EXISTS,
         CALL_SHUTDOWN,
+        CALL_MACHINE,
+        CALL_CLEANUP,
 } CallMode;
 
 struct CnProviderCall {
@@ -46,6 +48,8 @@ struct CnProviderCall {
         CallMode mode;
         CnProviderInstanceCallback instance_cb;
         CnProviderBoolCallback bool_cb;
+        CnProviderMachineCallback machine_cb;
+        CnProviderCleanupCallback cleanup_cb;
         void *userdata;
         void *state;
         void (*free_state)(void *);
@@ -323,6 +327,63 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 c->bool_cb(c->provider, &r, r.error == 0 && instance && instance->shutdown, c->userdata);
                 cn_provider_instance_free(instance);
                 break;
+        case CALL_MACHINE:
+        case CALL_CLEANUP:
+                /* Machine calls finish through their own functions below. */
+                assert(false);
+                break;
+        }
+        call_unref(c);
+}
+
+/* Machine lifecycle calls (implemented per provider in lib/provider-*-machine.c) share the
+ * instance calls' ownership rules: one in-flight reference, one for the caller's handle. */
+int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
+                                   void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret) {
+        CnProviderCall *c;
+        int r;
+
+        assert(p);
+        assert(!!mcb != !!ccb);
+        r = call_new(p, mcb ? CALL_MACHINE : CALL_CLEANUP, userdata, &c);
+        if (r < 0)
+                return r;
+        c->machine_cb = mcb;
+        c->cleanup_cb = ccb;
+        if (ret) {
+                c->n_ref++;
+                *ret = c;
+        }
+        r = start(c, arg);
+        if (r < 0) {
+                c->finished = true;
+                if (ret) {
+                        *ret = NULL;
+                        call_unref(c);
+                }
+                call_unref(c);
+                return r;
+        }
+        return 0;
+}
+
+void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance) {
+        assert(c);
+        assert(c->mode == CALL_MACHINE);
+        if (!c->finished) {
+                c->finished = true;
+                c->machine_cb(c->provider, res, res->error < 0 ? NULL : instance, c->userdata);
+        }
+        json_object_put(instance);
+        call_unref(c);
+}
+
+void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done) {
+        assert(c);
+        assert(c->mode == CALL_CLEANUP);
+        if (!c->finished) {
+                c->finished = true;
+                c->cleanup_cb(c->provider, res, res->error >= 0 && done, c->userdata);
         }
         call_unref(c);
 }

@@ -215,6 +215,16 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
  * reference. Takes ownership of instance. */
 void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
 
+/* Machine lifecycle calls (lib/provider-*-machine.c): creates the call (exactly one of mcb/ccb),
+ * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
+ * below. A negative return from start unwinds and is returned (no callback). The instance passed
+ * to finish_machine is consumed (the callback borrows it). */
+typedef int (*CnProviderCallStart)(CnProviderCall *c, void *arg);
+int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
+                                   void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret);
+void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance);
+void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done);
+
 /* URL-escapes one query value or path segment. */
 char *cn_provider_escape(const char *s);
 

@@ -236,15 +236,8 @@ class Api:
         s = st["settings"]
         limit = int(s["hetzner_ratelimit_limit"])
         rate = float(s["hetzner_ratelimit_refill_per_second"])
-        key = hashlib.sha256(token.encode()).hexdigest()[:16]
-        b = st["ratelimit"].get(key) or {"tokens": float(limit), "t": now}
-        tokens = min(float(limit), b["tokens"] + (now - b["t"]) * rate)
-        if tokens >= 1:
-            tokens -= 1
-            remaining = int(tokens)
-        else:
-            remaining = -1
-        st["ratelimit"][key] = {"tokens": tokens, "t": now}
+        key = "hetzner:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+        remaining, tokens = st_mod.take_token(st, key, limit, rate, now)
         reset = int(now + ((limit - tokens) / rate if rate > 0 else 3600))
         return limit, remaining, reset
 

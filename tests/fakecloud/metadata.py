@@ -10,6 +10,7 @@ import ipaddress
 import json
 import time
 
+from . import state as st_mod
 from . import yamlout
 from .web import Response, json_response, text
 
@@ -647,6 +648,15 @@ def _azure_walk(node, parts):
     return node
 
 
+def _azure_throttled(state, inst):
+    rate = float(state.read()["settings"].get("azure_imds_requests_per_second") or 0)
+    if rate <= 0:
+        return False
+    with state.locked() as st:
+        remaining, _ = st_mod.take_token(st, "azure:" + inst["id"], max(1, int(rate)), rate, time.time())
+    return remaining < 0
+
+
 def azure(req, inst, path):
     parts = _split(path)
     if not parts or parts[0] != "metadata":
@@ -657,6 +667,8 @@ def azure(req, inst, path):
         return _azure_err(400, "Bad request. Required metadata header not specified")
     if req.method not in ("GET", "HEAD"):
         return _azure_err(405, "Method not allowed")
+    if _azure_throttled(req.state, inst):
+        return _azure_err(429, "Too many requests")
     if parts == ["metadata", "versions"]:
         return json_response({"apiVersions": AZURE_API_VERSIONS}, content_type="application/json; charset=utf-8")
     if len(parts) < 2 or parts[1] != "instance":

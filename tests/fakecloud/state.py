@@ -44,6 +44,8 @@ DEFAULT_SETTINGS = {
     # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
     "hetzner_action_errors": [],
     "nova_build_errors": [],
+    # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
+    "azure_imds_requests_per_second": 5,
 }
 
 # Per-platform defaults, taken from the examples in each cloud's documentation.
@@ -318,3 +320,17 @@ def sweep(st, now=None):
     now = now or time.time()
     for iid in [i for i, inst in st["instances"].items() if inst.get("delete_at") and inst["delete_at"] <= now]:
         remove_instance(st, iid)
+
+
+def take_token(st, key, limit, rate, now):
+    """Token bucket kept in the state: capacity limit, refilled at rate per second. Returns
+    (whole tokens left after taking one, or -1 when none was there; exact tokens left)."""
+    b = st["ratelimit"].get(key) or {"tokens": float(limit), "t": now}
+    tokens = min(float(limit), b["tokens"] + (now - b["t"]) * rate)
+    if tokens >= 1:
+        tokens -= 1
+        remaining = int(tokens)
+    else:
+        remaining = -1
+    st["ratelimit"][key] = {"tokens": tokens, "t": now}
+    return remaining, tokens

@@ -11,6 +11,8 @@ server    HTTP handling, authentication, discovery, watch, faults, audit log
 cel       a subset of CEL for ValidatingAdmissionPolicies
 admission ValidatingAdmissionPolicy enforcement
 proto     protobuf request bodies of kubectl's typed clients
+quantity  resource.Quantity parsing and canonical form
 schema    custom resources against their openAPIV3Schema
 registry  resource types and discovery documents
+table     meta.k8s.io Table responses for kubectl get
 """

@@ -16,6 +16,7 @@ import uuid
 
 from . import errors
 from .errors import ApiError
+from .quantity import normalize_resources
 from .schema import prune, schema_for
 from .selection import fields_match, labels_match
 from .kinds import (VIRTUAL, apply_defaults, decode_secret_data, normalize_times, omit_empty, secret_string_data,
@@ -287,15 +288,25 @@ class Store:
             obj = self._prune_cr(rt, obj)
         else:
             obj = omit_empty(rt, obj)
-            bad = normalize_times(rt, obj)
-            if bad:
-                raise errors.bad_request(bad)
+            self._decode_fields(rt, obj)
         if (rt.group, rt.kind) == ("", "Secret"):
             secret_string_data(obj)
             bad = decode_secret_data(obj)
             if bad:
                 raise errors.bad_request(bad)
         return obj
+
+    @staticmethod
+    def _decode_fields(rt, obj):
+        """Times and quantities as the Go types decode (and re-encode) them; a value they cannot
+        decode fails the whole request with 400, as on the real server."""
+        bad = normalize_times(rt, obj)
+        if bad is None:
+            q = normalize_resources(obj)
+            if q:
+                bad = '%s in version "%s" cannot be handled as a %s: %s' % (rt.kind, rt.version, rt.kind, q)
+        if bad:
+            raise errors.bad_request(bad)
 
     @staticmethod
     def _prune_cr(rt, obj):
@@ -416,10 +427,11 @@ class Store:
                     out["status"] = new["status"]
                 else:
                     out.pop("status", None)
-                out = self._prune_cr(rt, out) if rt.crd is not None else omit_empty(rt, out)
-                bad = normalize_times(rt, out) if rt.crd is None else None
-                if bad:
-                    raise errors.bad_request(bad)
+                if rt.crd is not None:
+                    out = self._prune_cr(rt, out)
+                else:
+                    out = omit_empty(rt, out)
+                    self._decode_fields(rt, out)
             else:
                 out = new
                 if "status" in rt.sub:

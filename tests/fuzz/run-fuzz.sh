@@ -6,7 +6,7 @@ top_src="${CN_TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 top_build="${CN_TOP_BUILDDIR:-$top_src}"
 runs="${FUZZ_RUNS:-2000}"
 if [ "${1:-}" = "--runs" ]; then runs="$2"; shift 2; fi
-names="$*"
+names="${*:-${FUZZ_NAMES:-}}"
 if [ -z "$names" ]; then
         for b in "$top_build"/tests/fuzz/fuzz-*; do
                 case "$b" in *.c|*.o|*.log|*.trs) continue ;; esac

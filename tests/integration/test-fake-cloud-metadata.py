@@ -162,6 +162,8 @@ def test_gcp(t, tmp):
 
 def test_azure(t, tmp):
     with FakeCloud(os.path.join(tmp, "az"), platform="azure") as c:
+        t.eq(c.settings()["azure_imds_requests_per_second"], 5, "IMDS limit defaults to the documented 5/s")
+        c.settings(azure_imds_requests_per_second=0)
         inst = c.update_instance(c.instance["id"], {"labels": {"env": "test"}, "user_data": "hello"})
         M = {"Metadata": "true"}
         st, h, body = c.get("/metadata/instance?api-version=2021-02-01")
@@ -197,6 +199,11 @@ def test_azure(t, tmp):
         t.eq(st, 404, "unknown path 404")
         t.eq(c.get("/metadata/instance?api-version=2021-02-01", dict(M, **{"X-Forwarded-For": "1.2.3.4"}))[0],
              400, "X-Forwarded-For refused")
+        # One request per two seconds: the second one in a row is over the limit.
+        c.settings(azure_imds_requests_per_second=0.5)
+        got = [c.get("/metadata/instance/compute/name?api-version=2021-02-01&format=text", M) for _ in range(2)]
+        t.eq([g[0] for g in got], [200, 429], "over the IMDS rate: 429")
+        t.eq(got[1][2], {"error": "Too many requests"}, "429 body is JSON")
 
 
 def test_digitalocean(t, tmp):

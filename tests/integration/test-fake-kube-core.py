@@ -185,6 +185,18 @@ def test_status(t, k):
     st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1",
                   {"spec": {"replicas": 3}}, "application/merge-patch+json")
     t.eq(d["metadata"]["generation"], 2, "spec change bumps generation")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1", {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"},
+                                                   "requests": {"cpu": 1, "memory": "1.5Gi"}}}]}}}},
+        "application/strategic-merge-patch+json")
+    r = d["spec"]["template"]["spec"]["containers"][0]["resources"]
+    t.eq(r, {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1536Mi"}},
+         "resource quantities come back in canonical form")
+    st, d = k.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/d1", {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "lots"}}}]}}}},
+        "application/strategic-merge-patch+json")
+    t.ok(st == 400 and d["message"].startswith('Deployment in version "v1" cannot be handled as a Deployment: '
+                                               'quantities must match the regular expression'), "bad quantity: 400", d)
 
 
 def test_finalizers(t, k):

@@ -30,6 +30,11 @@ def read_src(rel):
         return f.read()
 
 
+def read_build(rel):
+    with open(build(rel), "rb") as f:
+        return f.read()
+
+
 def run(cmd):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return p.returncode, p.stdout
@@ -62,8 +67,10 @@ def test_ignition(t, tmp):
             ign = json.load(f)
         t.eq(ign["ignition"]["version"], "3.3.0", "%s: spec 3.3.0" % role)
         units = {u["name"]: u for u in ign["systemd"]["units"]}
-        t.eq(units["cloudnode-agent.service"].get("contents", "").encode(), read_src("units/cloudnode-agent.service"),
+        t.eq(units["cloudnode-agent.service"].get("contents", "").encode(), read_build("units/cloudnode-agent.service"),
              "%s: agent unit embedded byte for byte" % role)
+        t.eq(units["cloudnode-initializer.service"].get("contents", "").encode(),
+             read_build("units/cloudnode-initializer.service"), "%s: initializer unit embedded byte for byte" % role)
         t.ok(units["cloudnode-agent.service"].get("enabled") is True, "%s: agent unit enabled" % role)
         t.ok(units.get("cloudnode-initializer.service", {}).get("enabled") is True, "%s: initializer enabled" % role)
         t.eq(units["run-cloudnode-configdrive.mount"].get("contents", "").encode(),
@@ -105,7 +112,9 @@ def test_cloud_config(t, tmp):
         doc = yaml.safe_load(text)
         files = {f["path"]: f for f in doc["write_files"]}
         t.eq(files["/etc/systemd/system/cloudnode-agent.service"]["content"].encode(),
-             read_src("units/cloudnode-agent.service"), "%s: agent unit written byte for byte" % role)
+             read_build("units/cloudnode-agent.service"), "%s: agent unit written byte for byte" % role)
+        t.eq(files["/etc/systemd/system/cloudnode-initializer.service"]["content"].encode(),
+             read_build("units/cloudnode-initializer.service"), "%s: initializer unit written byte for byte" % role)
         t.eq(yaml.safe_load(files["/etc/cloudnode/cloudnode.yaml"]["content"]).get("role"), role,
              "%s: node config role" % role)
         enabled = [c[-1] for c in doc["runcmd"] if c[:2] == ["systemctl", "enable"]]

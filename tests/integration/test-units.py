@@ -16,19 +16,31 @@ UNITS = ["cloudnode-agent.service", "run-cloudnode-configdrive.mount", "run-clou
 MAX_EXPOSURE = 2.0
 
 
+def unit_path(u):
+    """The agent's unit is generated at build time (install paths filled in); the mounts are sources."""
+    return build("units", u) if u == "cloudnode-agent.service" else src("units", u)
+
+
+def exec_path():
+    with open(unit_path("cloudnode-agent.service")) as f:
+        m = re.search(r"^ExecStart=(\S+)", f.read(), re.M)
+    return m.group(1)
+
+
 def make_root(tmp):
     """A root with the units in /etc/systemd/system and the agent binary at the path ExecStart
     names, so that verify checks the real unit files against a real executable."""
     root = os.path.join(tmp, "root")
     unitdir = os.path.join(root, "etc", "systemd", "system")
     os.makedirs(unitdir)
-    os.makedirs(os.path.join(root, "usr", "bin"))
-    shutil.copy(build("agent", "cloudnode-agent"), os.path.join(root, "usr", "bin", "cloudnode-agent"))
+    binary = os.path.join(root, exec_path().lstrip("/"))
+    os.makedirs(os.path.dirname(binary), exist_ok=True)
+    shutil.copy(build("agent", "cloudnode-agent"), binary)
     # systemd's own units (sysinit.target, network-online.target, ...) from the host; copied with
     # their symlinks, which point inside the directory.
     shutil.copytree("/usr/lib/systemd/system", os.path.join(root, "usr", "lib", "systemd", "system"), symlinks=True)
     for u in UNITS:
-        shutil.copy(src("units", u), os.path.join(unitdir, u))
+        shutil.copy(unit_path(u), os.path.join(unitdir, u))
     return root, unitdir
 
 
@@ -65,13 +77,14 @@ def test_security(t, tmp):
 
 
 def test_unit_content(t, tmp):
-    with open(src("units", "cloudnode-agent.service")) as f:
+    with open(unit_path("cloudnode-agent.service")) as f:
         text = f.read()
     t.ok(re.search(r"^After=.*network-online\.target", text, re.M) is not None, "ordered after network-online")
     t.ok(re.search(r"^Before=.*kubelet\.service", text, re.M) is not None, "ordered before kubelet")
     t.ok(re.search(r"^Type=notify$", text, re.M) and re.search(r"^RemainAfterExit=yes$", text, re.M),
          "notify with RemainAfterExit")
-    t.ok(re.search(r"^ExecStart=/usr/bin/cloudnode-agent --once$", text, re.M) is not None, "--once by default")
+    t.ok(re.search(r"^ExecStart=/\S*/cloudnode-agent --once$", text, re.M) is not None, "--once by default")
+    t.ok("@bindir@" not in text, "install path filled in at build time")
     t.ok(re.search(r"^CapabilityBoundingSet=$", text, re.M) is not None, "no capabilities")
 
 

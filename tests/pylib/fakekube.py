@@ -12,6 +12,7 @@
         k.clear_faults()
         k.watch(path, timeout=...) -> iterator of (type, object) from a watch stream
         k.kubectl(*args, kubeconfig=None) -> subprocess.CompletedProcess (text)
+        k.serviceaccount_dir(ns, name, dest) -> dest with token, ca.crt, namespace (in-cluster config)
 
 The server's own documentation: tests/README-fake-kube-apiserver.md."""
 import base64
@@ -67,6 +68,10 @@ class FakeKube:
         self.host, self.port = u.hostname, u.port
         self.https = u.scheme == "https"
         self._ctx = None
+        self._admin_token = None
+        if not self.https:
+            with open(self.kubeconfig) as f:
+                self._admin_token = json.load(f)["users"][0]["user"]["token"]
         if self.https:
             self._ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
             self._ctx.load_cert_chain(os.path.join(self.state_dir, "admin.crt"),
@@ -113,6 +118,7 @@ class FakeKube:
                 data = data.encode()
             h.setdefault("Content-Type", content_type or "application/json")
         h.setdefault("Accept", "application/json")
+        token = token or self._admin_token
         if token:
             h["Authorization"] = "Bearer " + token
         c = self._conn()
@@ -161,6 +167,21 @@ class FakeKube:
             json.dump(cfg, f, indent=2)
         return path
 
+    def serviceaccount_dir(self, namespace, name, dest):
+        """Writes what a pod of that service account sees in
+        /var/run/secrets/kubernetes.io/serviceaccount (token, ca.crt, namespace) into dest, for
+        in-cluster configuration; returns dest. The API address is self.host/self.port
+        (KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT)."""
+        os.makedirs(dest, exist_ok=True)
+        tok = self.token_for("system:serviceaccount:%s:%s" % (namespace, name))
+        for fname, data, mode in (("token", tok, 0o600), ("namespace", namespace, 0o644)):
+            fd = os.open(os.path.join(dest, fname), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+        if self.https:
+            shutil.copyfile(os.path.join(self.state_dir, "ca.crt"), os.path.join(dest, "ca.crt"))
+        return dest
+
     # --- observation and faults ----------------------------------------------------------
 
     def audit(self):
@@ -187,6 +208,7 @@ class FakeKube:
             ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
             c = http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=timeout)
         h = {"Accept": "application/json"}
+        token = token or self._admin_token
         if token:
             h["Authorization"] = "Bearer " + token
         try:

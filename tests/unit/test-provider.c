@@ -138,7 +138,7 @@ static void test_classes_and_lifecycle(void) {
         _cleanup_(cn_provider_freep) CnProvider *p = NULL;
         _cleanup_json_ json_object *cfg = json_tokener_parse("{\"Global\":{\"token\":\"t\"}}");
         sd_event *e = NULL;
-        char *reason = NULL;
+        _cleanup_free_ char *reason = NULL;
 
         TAP_EQ_INT(cn_provider_error_class(-ENOENT), CN_PROVIDER_NOT_FOUND, "404 is not-found");
         TAP_EQ_INT(cn_provider_error_class(-EACCES), CN_PROVIDER_TERMINAL, "401/403 are terminal");
@@ -158,9 +158,10 @@ static void test_classes_and_lifecycle(void) {
         free(reason);
         reason = NULL;
         TAP_EQ_INT(cn_provider_new("hetzner", http, cfg, &p, NULL), 0, "hetzner with a token");
-        TAP_EQ_INT(cn_provider_validate(p, cfg, &reason), -EOPNOTSUPP, "machine lifecycle: validate not implemented yet");
-        TAP_EQ_INT(cn_provider_machine_create(p, &(CnProviderMachine) { .name = "m" }, "", NULL, NULL, NULL), -EOPNOTSUPP,
-                   "machine lifecycle: create not implemented yet");
+        TAP_EQ_INT(cn_provider_validate(p, cfg, &reason), -EINVAL,
+                   "machine lifecycle: a spec without serverType is invalid");
+        TAP_EQ_INT(cn_provider_machine_create(p, &(CnProviderMachine) { .name = "m" }, "", NULL, NULL, NULL), -EINVAL,
+                   "machine lifecycle: create needs the machine's UID");
         TAP_EQ_INT(cn_provider_instance_metadata(p, &(CnProviderNodeRef) { .provider_id = "aws:///i-1" }, NULL, NULL, NULL),
                    -EINVAL, "a providerID of another cloud is refused at once");
         p = cn_provider_free(p);

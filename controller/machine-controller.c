@@ -1,0 +1,645 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CloudnodeMachine reconciler. See machine-controller.h and machine-reconcile.h.
+ *
+ * Crash safety comes from the provider: every create is preceded by a lookup of the instance by
+ * the CloudnodeMachine's UID label, and the server carries that label from the create request on,
+ * so a restart between create and status write adopts the server instead of creating another. At
+ * most one cloud call per machine is in flight; a machine waiting for a retry has a timer. */
+#include <errno.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "cloud-config.h"
+#include "hash-util.h"
+#include "http.h"
+#include "json-util.h"
+#include "kube-informer.h"
+#include "log.h"
+#include "machine-controller.h"
+#include "machine-reconcile.h"
+#include "provider-machine.h"
+#include "provider.h"
+
+#define POLL_BASE_USEC (500 * USEC_PER_MSEC)
+#define POLL_CAP_USEC (30 * USEC_PER_SEC)
+#define USERDATA_MAX (32U * 1024U)
+
+static const CnKubeResource resource_cloudnodemachines = {
+        .group = "infrastructure.cluster.x-k8s.io", .version = "v1beta2", .resource = "cloudnodemachines",
+        .kind = "CloudnodeMachine", .namespaced = true,
+};
+static const CnKubeResource resource_machines = {
+        .group = "cluster.x-k8s.io", .version = "v1beta2", .resource = "machines", .kind = "Machine",
+        .namespaced = true,
+};
+static const CnKubeResource resource_clusters = {
+        .group = "cluster.x-k8s.io", .version = "v1beta2", .resource = "clusters", .kind = "Cluster",
+        .namespaced = true,
+};
+
+typedef struct MachineState MachineState;
+
+struct MachineController {
+        sd_event *event;
+        CnKubeClient *client;
+        CnKubeEventRecorder *recorder;
+        CnHttp *http;
+        CnProvider *provider;
+        char *provider_name;
+        CnMetric *m_phase, *m_calls;
+        CnKubeInformer *infra_machines, *machines, *clusters;
+        sd_event_source *reconcile_source;
+        bool leading;
+        MachineState *states;
+};
+
+struct MachineState {
+        MachineController *mc;
+        MachineState *next;
+        char *namespace, *name;
+        CnProviderCall *call;
+        CnKubeRequest *request; /* bootstrap Secret read */
+        sd_event_source *timer;
+        CnBackoff backoff;
+        json_object *spec;      /* provider spec of the pass in flight */
+        char *uid;
+        bool seen;
+};
+
+static void schedule(MachineController *mc) {
+        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_ONESHOT);
+}
+
+static MachineState *state_free(MachineState *s) {
+        if (!s)
+                return NULL;
+        cn_provider_call_free(s->call);
+        cn_kube_request_free(s->request);
+        sd_event_source_disable_unref(s->timer);
+        json_object_put(s->spec);
+        free(s->namespace);
+        free(s->name);
+        free(s->uid);
+        free(s);
+        return NULL;
+}
+
+static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
+        MachineState *s;
+
+        for (s = mc->states; s; s = s->next)
+                if (streq(s->namespace, ns) && streq(s->name, name))
+                        return s;
+        s = calloc(1, sizeof(MachineState));
+        if (!s)
+                return NULL;
+        s->mc = mc;
+        s->namespace = strdup(ns);
+        s->name = strdup(name);
+        if (!s->namespace || !s->name)
+                return state_free(s);
+        cn_backoff_init(&s->backoff, POLL_BASE_USEC, POLL_CAP_USEC);
+        s->next = mc->states;
+        mc->states = s;
+        return s;
+}
+
+static bool state_busy(MachineState *s) {
+        int enabled = SD_EVENT_OFF;
+
+        if (s->call || s->request)
+                return true;
+        return s->timer && sd_event_source_get_enabled(s->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF;
+}
+
+static json_object *lookup_infra_machine(MachineState *s) {
+        return cn_kube_informer_lookup(s->mc->infra_machines, s->namespace, s->name);
+}
+
+static void reconcile_one(MachineController *mc, MachineState *s);
+
+static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+
+        (void) sd_event_source_set_enabled(es, SD_EVENT_OFF);
+        reconcile_one(s->mc, s);
+        return 0;
+}
+
+static void retry_later(MachineState *s, usec_t min_delay) {
+        usec_t delay = cn_backoff_next(&s->backoff, min_delay);
+
+        if (!s->timer) {
+                if (sd_event_add_time_relative(s->mc->event, &s->timer, CLOCK_MONOTONIC, delay, 0, on_timer, s) < 0)
+                        return;
+                (void) sd_event_source_set_description(s->timer, "machine-retry");
+        } else
+                (void) sd_event_source_set_time_relative(s->timer, delay);
+        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+}
+
+static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        if (result->error < 0)
+                log_debug_errno(result->error, "Machine write failed, the next event retries: %s",
+                                strna(result->message));
+}
+
+static int patch_status(MachineState *s, json_object *status_patch) {
+        return cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, "status",
+                             CN_KUBE_PATCH_MERGE, status_patch, on_written, NULL, NULL);
+}
+
+/* A Ready=False condition with a reason, written only when it differs from the live one. */
+static int set_waiting(MachineState *s, json_object *cnm, const char *reason, const char *message) {
+        _cleanup_json_ json_object *patch = NULL;
+        json_object *conds = cn_json_get(cnm, "status", "conditions", NULL);
+
+        for (size_t i = 0; conds && json_object_is_type(conds, json_type_array) && i < json_object_array_length(conds);
+             i++) {
+                json_object *c = json_object_array_get_idx(conds, i);
+
+                if (streq(strempty(cn_json_string(c, "type", NULL)), "Ready") &&
+                    streq(strempty(cn_json_string(c, "reason", NULL)), reason) &&
+                    streq(strempty(cn_json_string(c, "message", NULL)), strempty(message)))
+                        return 0;
+        }
+        if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
+                return -ENOMEM;
+        return patch_status(s, patch);
+}
+
+static void set_failed(MachineState *s, const char *reason, const char *message) {
+        _cleanup_json_ json_object *patch = NULL;
+        json_object *cnm = lookup_infra_machine(s);
+
+        log_warning("CloudnodeMachine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
+        if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
+                return;
+        (void) cn_json_set_string(patch, reason, "status", "failureReason", NULL);
+        (void) cn_json_set_string(patch, strempty(message), "status", "failureMessage", NULL);
+        (void) patch_status(s, patch);
+        if (cnm) {
+                CnKubeObjectRef ref;
+
+                if (cn_kube_object_ref_from_json(cnm, &resource_cloudnodemachines, &ref) >= 0)
+                        (void) cn_kube_event_record(s->mc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
+                                                    strna(message));
+        }
+}
+
+/* The instance is known: record it, and when it runs set providerID and readiness. */
+static void record_instance(MachineState *s, json_object *instance) {
+        _cleanup_json_ json_object *patch = NULL;
+        json_object *cnm = lookup_infra_machine(s), *ready_v = json_object_object_get(instance, "ready");
+        const char *pid = cn_json_string(instance, "providerID", NULL);
+        bool ready = ready_v && json_object_get_boolean(ready_v);
+        int r;
+
+        if (ready && pid && cnm && !cn_json_string(cnm, "spec", "providerID", NULL)) {
+                _cleanup_json_ json_object *spec_patch = json_object_new_object();
+
+                if (spec_patch && cn_json_set_string(spec_patch, pid, "spec", "providerID", NULL) >= 0)
+                        (void) cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, NULL,
+                                             CN_KUBE_PATCH_MERGE, spec_patch, on_written, NULL, NULL);
+        }
+        r = cn_machine_status_patch(cn_json_string(instance, "id", NULL), cn_json_string(instance, "state", NULL),
+                                    json_object_object_get(instance, "addresses"), ready,
+                                    ready ? "InstanceRunning" : "InstanceProvisioning", NULL, &patch);
+        if (r >= 0)
+                (void) patch_status(s, patch);
+        if (ready)
+                cn_backoff_reset(&s->backoff);
+        else
+                retry_later(s, 0);
+}
+
+static bool handle_error(MachineState *s, const CnProviderResult *res, const char *what) {
+        switch (cn_provider_error_class(res->error)) {
+        case CN_PROVIDER_TERMINAL:
+                set_failed(s, res->error == -EACCES || res->error == -EPERM ? "Unauthorized" : "InvalidConfiguration",
+                           res->message ?: what);
+                return true;
+        case CN_PROVIDER_RETRYABLE:
+                if (res->error == -CN_PROVIDER_EMULTIPLE) {
+                        /* A human must decide which server is this machine: neither adopt nor create. */
+                        (void) set_waiting(s, lookup_infra_machine(s), "MultipleInstances", res->message);
+                        return true;
+                }
+                log_info("CloudnodeMachine %s/%s: %s failed, retrying: %s", s->namespace, s->name, what,
+                         strna(res->message));
+                retry_later(s, res->retry_after);
+                return true;
+        default:
+                return false;
+        }
+}
+
+static void on_created(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+
+        s->call = cn_provider_call_free(s->call);
+        if (res->error < 0) {
+                (void) handle_error(s, res, "create");
+                return;
+        }
+        log_info("CloudnodeMachine %s/%s: created instance %s", s->namespace, s->name,
+                 strna(cn_json_string(instance, "id", NULL)));
+        record_instance(s, instance);
+}
+
+static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+        _cleanup_free_ void *data = NULL;
+        const char *b64 = cn_json_string(result->object, "data", "value", NULL);
+        CnProviderMachine m = { .namespace = s->namespace, .name = s->name, .uid = s->uid, .spec = s->spec };
+        size_t size = 0;
+        int r;
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0 || !b64) {
+                /* The bootstrap provider writes it; wait for its event rather than failing. */
+                log_info("CloudnodeMachine %s/%s: bootstrap data not readable yet: %s", s->namespace, s->name,
+                         strna(result->message));
+                retry_later(s, 0);
+                return;
+        }
+        r = cn_base64_decode(b64, strlen(b64), &data, &size);
+        if (r < 0 || size > USERDATA_MAX || memchr(data, 0, size)) {
+                set_failed(s, "InvalidBootstrapData", "the bootstrap data Secret's value is not usable userdata");
+                return;
+        }
+        r = cn_provider_machine_create(s->mc->provider, &m, data, on_created, s, &s->call);
+        if (r < 0) {
+                CnProviderResult res = { .error = r, .message = "could not start the create request" };
+
+                (void) handle_error(s, &res, "create");
+        }
+}
+
+static void on_lookup(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+        json_object *cnm = lookup_infra_machine(s);
+        const char *owner = cnm ? cn_machine_owner_name(cnm) : NULL;
+        json_object *machine = owner ? cn_kube_informer_lookup(s->mc->machines, s->namespace, owner) : NULL;
+        const char *secret = cn_json_string(machine, "spec", "bootstrap", "dataSecretName", NULL);
+        int r;
+
+        s->call = cn_provider_call_free(s->call);
+        if (res->error >= 0) {
+                log_info("CloudnodeMachine %s/%s: adopting instance %s", s->namespace, s->name,
+                         strna(cn_json_string(instance, "id", NULL)));
+                record_instance(s, instance);
+                return;
+        }
+        if (res->error != -ENOENT) {
+                (void) handle_error(s, res, "lookup");
+                return;
+        }
+        if (!secret) {
+                retry_later(s, 0);
+                return;
+        }
+        r = cn_kube_get(s->mc->client, &cn_kube_resource_secrets, s->namespace, secret, NULL, on_secret, s,
+                        &s->request);
+        if (r < 0)
+                retry_later(s, 0);
+}
+
+static void on_poll(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+
+        s->call = cn_provider_call_free(s->call);
+        if (res->error == -ENOENT) {
+                /* Deleted outside the controller: report it, never create a replacement here (the
+                 * Machine's owner decides), so there is no re-creation loop. */
+                set_failed(s, "InstanceDeleted", "the instance no longer exists in the cloud");
+                return;
+        }
+        if (res->error < 0) {
+                (void) handle_error(s, res, "status poll");
+                return;
+        }
+        record_instance(s, instance);
+}
+
+static int patch_finalizers(MachineState *s, json_object *cnm, bool add) {
+        _cleanup_json_ json_object *patch = json_object_new_object(), *list = json_object_new_array();
+        json_object *cur = cn_json_get(cnm, "metadata", "finalizers", NULL);
+        const char *rv = cn_json_string(cnm, "metadata", "resourceVersion", NULL);
+        int r;
+
+        if (!patch || !list)
+                return -ENOMEM;
+        for (size_t i = 0; cur && json_object_is_type(cur, json_type_array) && i < json_object_array_length(cur); i++) {
+                const char *f = json_object_get_string(json_object_array_get_idx(cur, i));
+
+                if (f && !streq(f, CN_MACHINE_FINALIZER))
+                        (void) json_object_array_add(list, json_object_new_string(f));
+        }
+        if (add)
+                (void) json_object_array_add(list, json_object_new_string(CN_MACHINE_FINALIZER));
+        r = cn_json_set(patch, json_object_get(list), "metadata", "finalizers", NULL);
+        if (r >= 0 && rv)
+                r = cn_json_set_string(patch, rv, "metadata", "resourceVersion", NULL);
+        if (r < 0)
+                return r;
+        return cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, NULL,
+                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+}
+
+static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+        json_object *cnm;
+
+        s->call = cn_provider_call_free(s->call);
+        if (res->error < 0) {
+                if (cn_provider_error_class(res->error) == CN_PROVIDER_TERMINAL)
+                        log_warning("CloudnodeMachine %s/%s: cleanup refused: %s", s->namespace, s->name,
+                                    strna(res->message));
+                retry_later(s, res->retry_after);
+                return;
+        }
+        if (!done) {
+                retry_later(s, 0);
+                return;
+        }
+        cnm = lookup_infra_machine(s);
+        if (cnm) {
+                log_info("CloudnodeMachine %s/%s: instance gone, removing the finalizer", s->namespace, s->name);
+                (void) patch_finalizers(s, cnm, false);
+        }
+}
+
+static json_object *provider_spec(MachineController *mc, json_object *cnm) {
+        return cn_json_get(cnm, "spec", mc->provider_name, NULL);
+}
+
+static void reconcile_one(MachineController *mc, MachineState *s) {
+        json_object *cnm = lookup_infra_machine(s), *machine = NULL, *cluster = NULL;
+        const char *owner, *cluster_name;
+        CnProviderMachine m;
+        CnMachineStep step;
+        int r;
+
+        if (!cnm || !mc->leading || state_busy(s))
+                return;
+        owner = cn_machine_owner_name(cnm);
+        if (owner)
+                machine = cn_kube_informer_lookup(mc->machines, s->namespace, owner);
+        cluster_name = cn_json_string(cnm, "metadata", "labels", "cluster.x-k8s.io/cluster-name", NULL) ?:
+                       cn_json_string(machine, "spec", "clusterName", NULL);
+        if (cluster_name)
+                cluster = cn_kube_informer_lookup(mc->clusters, s->namespace, cluster_name);
+        step = cn_machine_next_step(cnm, machine, cluster, false);
+        log_debug("CloudnodeMachine %s/%s: %s", s->namespace, s->name, cn_machine_step_to_string(step));
+
+        free(s->uid);
+        s->uid = strdup(strempty(cn_json_string(cnm, "metadata", "uid", NULL)));
+        m = (CnProviderMachine) {
+                .namespace = s->namespace,
+                .name = s->name,
+                .uid = s->uid,
+                .spec = provider_spec(mc, cnm),
+                .provider_id = cn_json_string(cnm, "spec", "providerID", NULL),
+        };
+        switch (step) {
+        case CN_MACHINE_ADD_FINALIZER:
+                (void) patch_finalizers(s, cnm, true);
+                break;
+        case CN_MACHINE_WAIT_OWNER:
+                (void) set_waiting(s, cnm, "WaitingForMachine", "no owner Machine yet");
+                break;
+        case CN_MACHINE_WAIT_INFRA:
+                (void) set_waiting(s, cnm, "WaitingForClusterInfrastructure", "the Cluster's infrastructure is not provisioned");
+                break;
+        case CN_MACHINE_WAIT_BOOTSTRAP:
+                (void) set_waiting(s, cnm, "WaitingForBootstrapData", "spec.bootstrap.dataSecretName is not set");
+                break;
+        case CN_MACHINE_LOOKUP_OR_CREATE: {
+                _cleanup_free_ char *reason = NULL;
+                json_object *spec = NULL;
+
+                r = cn_provider_add_defaults(mc->provider, m.spec, &spec);
+                if (r >= 0)
+                        r = cn_provider_validate(mc->provider, spec, &reason);
+                if (r < 0) {
+                        json_object_put(spec);
+                        set_failed(s, "InvalidConfiguration", reason ?: "the provider spec is not valid");
+                        break;
+                }
+                json_object_put(s->spec);
+                s->spec = spec;
+                m.spec = spec;
+                r = cn_provider_machine_get(mc->provider, &m, on_lookup, s, &s->call);
+                if (r < 0)
+                        retry_later(s, 0);
+                break;
+        }
+        case CN_MACHINE_POLL:
+                r = cn_provider_machine_get(mc->provider, &m, on_poll, s, &s->call);
+                if (r < 0)
+                        retry_later(s, 0);
+                break;
+        case CN_MACHINE_CLEANUP:
+                r = cn_provider_machine_cleanup(mc->provider, &m, on_cleanup, s, &s->call);
+                if (r < 0)
+                        retry_later(s, 0);
+                break;
+        default:
+                break;
+        }
+}
+
+static int count_phase(json_object *cnm, void *userdata) {
+        size_t *counts = userdata;
+        json_object *ready = cn_json_get(cnm, "status", "ready", NULL);
+
+        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL))
+                counts[2]++;
+        else if (cn_json_string(cnm, "status", "failureReason", NULL))
+                counts[3]++;
+        else if (ready && json_object_get_boolean(ready))
+                counts[1]++;
+        else
+                counts[0]++;
+        return 0;
+}
+
+static void update_phase_metrics(MachineController *mc) {
+        static const char *const phases[] = { "Provisioning", "Running", "Deleting", "Failed" };
+        size_t counts[4] = {};
+
+        (void) cn_kube_informer_foreach(mc->infra_machines, count_phase, counts);
+        for (size_t i = 0; i < ELEMENTSOF(phases); i++)
+                (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
+}
+
+static int visit(json_object *cnm, void *userdata) {
+        MachineController *mc = userdata;
+        const char *ns = cn_json_string(cnm, "metadata", "namespace", NULL);
+        const char *name = cn_json_string(cnm, "metadata", "name", NULL);
+        MachineState *s;
+
+        if (!ns || !name)
+                return 0;
+        s = state_get(mc, ns, name);
+        if (!s)
+                return -ENOMEM;
+        s->seen = true;
+        reconcile_one(mc, s);
+        return 0;
+}
+
+static int on_reconcile_all(sd_event_source *es, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+        MachineState **p;
+
+        if (!machine_controller_synced(mc))
+                return 0;
+        update_phase_metrics(mc);
+        if (!mc->leading)
+                return 0;
+        for (MachineState *s = mc->states; s; s = s->next)
+                s->seen = false;
+        (void) cn_kube_informer_foreach(mc->infra_machines, visit, mc);
+        /* Forget machines that are gone from the cache (their calls are cancelled). */
+        for (p = &mc->states; *p;) {
+                MachineState *s = *p;
+
+                if (s->seen) {
+                        p = &s->next;
+                        continue;
+                }
+                *p = s->next;
+                state_free(s);
+        }
+        return 0;
+}
+
+static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
+        schedule(userdata);
+}
+
+static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
+        schedule(userdata);
+}
+
+static void on_synced(CnKubeInformer *i, void *userdata) {
+        schedule(userdata);
+}
+
+static const CnKubeInformerHandlers handlers = {
+        .added = on_added,
+        .updated = on_updated,
+        .deleted = on_added,
+        .synced = on_synced,
+};
+
+static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        (void) cn_metric_inc(mc->m_calls, CN_LABELS(provider, operation, result));
+}
+
+int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
+                           const char *provider, const char *cloud_config_file, MachineController **ret) {
+        _cleanup_(machine_controller_freep) MachineController *mc = NULL;
+        _cleanup_json_ json_object *cfg = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        mc = calloc(1, sizeof(MachineController));
+        if (!mc)
+                return -ENOMEM;
+        mc->event = sd_event_ref(e);
+        mc->client = client;
+        mc->recorder = recorder;
+        mc->provider_name = strdup(provider);
+        if (!mc->provider_name)
+                return -ENOMEM;
+        if (cloud_config_file) {
+                r = cn_cloud_config_load(cloud_config_file, &cfg, &err);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to read %s: %s", cloud_config_file, err ?: strerror(-r));
+        }
+        r = cn_http_new(e, &mc->http);
+        if (r < 0)
+                return r;
+        free(err);
+        err = NULL;
+        r = cn_provider_new(provider, mc->http, cfg, &mc->provider, &err);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the %s provider for machines: %s", provider,
+                                       err ?: strerror(-r));
+        r = cn_metrics_gauge(metrics, "cloudnode_machines", "CloudnodeMachines by provider and phase.",
+                             CN_LABELS("provider", "phase"), &mc->m_phase);
+        if (r >= 0)
+                r = cn_metrics_counter(metrics, "cloudnode_cloud_api_requests",
+                                       "Cloud API requests of the machine lifecycle by operation and result.",
+                                       CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        if (r < 0)
+                return r;
+        cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
+        r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile_all, mc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(mc->reconcile_source, "machine-reconcile");
+        *ret = TAKE_PTR(mc);
+        return 0;
+}
+
+MachineController *machine_controller_free(MachineController *mc) {
+        if (!mc)
+                return NULL;
+        while (mc->states) {
+                MachineState *s = mc->states;
+
+                mc->states = s->next;
+                state_free(s);
+        }
+        cn_kube_informer_unref(mc->infra_machines);
+        cn_kube_informer_unref(mc->machines);
+        cn_kube_informer_unref(mc->clusters);
+        sd_event_source_disable_unref(mc->reconcile_source);
+        cn_provider_free(mc->provider);
+        cn_http_free(mc->http);
+        sd_event_unref(mc->event);
+        free(mc->provider_name);
+        free(mc);
+        return NULL;
+}
+
+static int watch(MachineController *mc, const CnKubeResource *r, CnKubeInformer **ret) {
+        int k;
+
+        k = cn_kube_informer_new(mc->client, r, &(CnKubeInformerOptions) {}, ret);
+        if (k < 0)
+                return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
+        k = cn_kube_informer_add_handlers(*ret, &handlers, mc, NULL);
+        if (k < 0)
+                return k;
+        return cn_kube_informer_start(*ret);
+}
+
+int machine_controller_start(MachineController *mc) {
+        int r;
+
+        r = watch(mc, &resource_cloudnodemachines, &mc->infra_machines);
+        if (r >= 0)
+                r = watch(mc, &resource_machines, &mc->machines);
+        if (r >= 0)
+                r = watch(mc, &resource_clusters, &mc->clusters);
+        return r;
+}
+
+bool machine_controller_synced(MachineController *mc) {
+        return cn_kube_informer_has_synced(mc->infra_machines) && cn_kube_informer_has_synced(mc->machines) &&
+               cn_kube_informer_has_synced(mc->clusters);
+}
+
+void machine_controller_set_leading(MachineController *mc, bool leading) {
+        mc->leading = leading;
+        if (leading)
+                schedule(mc);
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""cloudnode-initializer in node mode, inside a network namespace with real interfaces: the
+instance's metadata served at 169.254.169.254 in the namespace (tests/fake-cloud, platform aws),
+the API server reached over a veth pair, the node-mode service account with the shipped RBAC. Covers: a Node that registers late, exactly two writes, READY=1, dual
+stack with an IPv6 address added later (one status write, only for that change), an unrelated
+address that changes nothing, provided-node-ip mismatch (tainted, Warning) then a dual-stack
+pair that matches (its order first)."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+from cninit import (BINARY, NODE_SA, RBAC, Initializer, addresses, events, get_node, initialized,  # noqa: E402
+                    make_node, node_gets, tainted, wait_for, writes)
+from fakecloud import FakeCloud, Netns  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+# The shipped ValidatingAdmissionPolicy is not loaded: its last validation reads
+# object.spec.unschedulable, which a Node that never was cordoned does not have, so CEL fails
+# with "no such key" and, with failurePolicy Fail, every update of such a Node by this identity
+# is denied (on a real API server as in the fake one). RBAC is enforced.
+
+
+def ip(*args):
+    subprocess.run(["ip"] + list(args), check=True, capture_output=True)
+
+
+def ready_sent(i):
+    return any("READY=1" in m for m in i.notify_messages())
+
+
+def test_node_mode(t, d, ns, link, k, c, inst):
+    host_ip = link[1]
+    cfg = os.path.join(d, "cloudnode.yaml")
+    with open(cfg, "w") as f:
+        f.write("platform: aws\nrole: worker\n")
+    name = "nm1"
+    args = ["--node-name=" + name, "--kubeconfig=" + k.kubeconfig_for(NODE_SA), "--config=" + cfg,
+            "--bind-address=" + link[2], "-v", "4"]
+    private4, public4, v6 = inst["private_ipv4"], inst["public_ipv4"], inst["ipv6"]
+
+    i = Initializer(args, netns=ns.name, state_dir=d, name="node").start()
+    try:
+        time.sleep(1.5)
+        t.ok(i.proc.poll() is None, "waits for a Node that is not registered yet")
+        t.ok(not ready_sent(i), "no READY=1 before the Node is initialized")
+        make_node(k, name, addresses=[{"type": "Hostname", "address": "kubelet-name"}])
+        node = wait_for(lambda: initialized(k, name), 30)
+        t.ok(node, "the late Node is initialized", i.log()[-3000:])
+        node = node or {}
+        hostname = next((a for ty, a in addresses(node) if ty == "Hostname"), None)
+        t.eq(addresses(node), [("InternalIP", private4), ("ExternalIP", public4), ("Hostname", hostname)],
+             "IPv4 addresses only: the IPv6 address is not on an interface yet")
+        t.ok(hostname and hostname != "kubelet-name", "the metadata hostname replaces the kubelet's")
+        t.ok(node.get("spec", {}).get("providerID", "").startswith("aws:///") and
+             node["spec"]["providerID"].endswith("/" + inst["id"]), "providerID aws:///<zone>/<id>", node.get("spec"))
+        labels = node.get("metadata", {}).get("labels", {})
+        t.eq(labels.get("node.kubernetes.io/instance-type"), inst["type"], "instance-type label")
+        t.ok(labels.get("topology.kubernetes.io/zone") == inst["zone"] and labels.get("topology.kubernetes.io/region"),
+             "zone and region labels", labels)
+        t.eq(writes(k, NODE_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
+             "exactly two writes: status, then the Node")
+        t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1 once the Node is initialized")
+        t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "Synced event, created by the node-mode identity")
+        t.ok("Initialized node %s" % name in i.log(), "one log line says the Node is initialized")
+
+        # IPv6 configured later: one status write with the dual-stack list
+        ns.run(["ip", "addr", "add", v6 + "/64", "dev", "eth0", "nodad"], check=True)
+        n2 = wait_for(lambda: ("InternalIP", v6) in addresses(get_node(k, name)) and get_node(k, name), 15)
+        t.ok(n2, "an IPv6 address added later is written", i.log()[-2000:])
+        t.eq(addresses(n2 or {}), [("InternalIP", private4), ("InternalIP", v6), ("ExternalIP", public4),
+                                    ("Hostname", hostname)], "dual stack: IPv4 before IPv6 within a type")
+        time.sleep(1)
+        t.eq(len(writes(k, NODE_SA, name)), 3, "one more write, on the status")
+
+        # an address the metadata does not know changes nothing
+        ns.run(["ip", "addr", "add", "192.0.2.50/32", "dev", "eth0"], check=True)
+        time.sleep(2.5)
+        t.eq(len(writes(k, NODE_SA, name)), 3, "an unrelated address causes no write")
+        # removing the IPv6 address takes it out again
+        ns.run(["ip", "addr", "del", v6 + "/64", "dev", "eth0"], check=True)
+        t.ok(wait_for(lambda: ("InternalIP", v6) not in addresses(get_node(k, name)), 15),
+             "a removed address is taken out")
+        t.eq(node_gets(k, NODE_SA), [], "no GET of the Node: one watch narrowed to metadata.name")
+        forbidden = [r for r in k.audit() if r.get("user") == NODE_SA and r.get("code") in (401, 403)]
+        t.eq([(r["verb"], r["resource"]) for r in forbidden], [], "everything it needs is allowed by the shipped RBAC")
+    finally:
+        t.eq(i.stop(), 0, "SIGTERM: clean exit")
+
+    # provided-node-ip that matches no address: stays tainted, says why, no READY
+    ns.run(["ip", "addr", "add", v6 + "/64", "dev", "eth0", "nodad"], check=True)
+    k.api("DELETE", "/api/v1/nodes/" + name)
+    make_node(k, name, annotations={"alpha.kubernetes.io/provided-node-ip": "10.99.99.99"})
+    before = len(writes(k, NODE_SA, name))
+    i = Initializer(args, netns=ns.name, state_dir=d, name="node-pip").start()
+    try:
+        t.ok(wait_for(lambda: events(k, name, "ProvidedNodeIPMismatch"), 20), "mismatch: Warning event",
+             i.log()[-2000:])
+        t.ok(tainted(get_node(k, name)), "mismatch: the Node stays tainted")
+        t.eq(len(writes(k, NODE_SA, name)), before, "mismatch: nothing written to the Node")
+        t.ok(not ready_sent(i), "mismatch: no READY=1")
+        k.api("PATCH", "/api/v1/nodes/" + name,
+              {"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": "%s,%s" % (v6, private4)}}},
+              content_type="application/merge-patch+json")
+        n3 = wait_for(lambda: initialized(k, name), 30)
+        t.ok(n3, "a matching dual-stack pair: initialized after the retry")
+        got = addresses(n3 or {})
+        t.eq(got[:2], [("InternalIP", v6), ("InternalIP", private4)], "the pair comes first, in its order")
+        t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1")
+    finally:
+        i.stop()
+
+    # metadata service unreachable: the Node stays tainted and a Warning says why
+    bad = os.path.join(d, "unreachable.yaml")
+    with open(bad, "w") as f:
+        f.write("platform: aws\nmetadata:\n  endpoint: http://127.0.0.1:9\n  retries: 0\n  deadline: 2s\n")
+    k.api("DELETE", "/api/v1/nodes/" + name)
+    make_node(k, name)
+    args_bad = [a if not a.startswith("--config=") else "--config=" + bad for a in args]
+    i = Initializer(args_bad, netns=ns.name, state_dir=d, name="node-nometa").start()
+    try:
+        ev = wait_for(lambda: events(k, name, "FailedToGetInstance"), 30)
+        t.ok(ev, "metadata unreachable: Warning event FailedToGetInstance", i.log()[-2000:])
+        t.ok(tainted(get_node(k, name)), "metadata unreachable: the Node stays tainted")
+        t.ok(i.proc.poll() is None and not ready_sent(i), "metadata unreachable: still running, not ready")
+    finally:
+        i.stop()
+
+
+def main():
+    t = Tap()
+    if not os.access(BINARY, os.X_OK):
+        t.skip_all("cloudnode-initializer is not built")
+    if os.geteuid() != 0:
+        t.skip_all("network namespaces need root")
+    idx = os.getpid() % 200 + 20
+    host_if = "cnh%d" % os.getpid()
+    link = (host_if, "10.251.%d.1" % idx, "10.251.%d.2" % idx)
+    with tempfile.TemporaryDirectory() as d:
+        with FakeCloud(os.path.join(d, "cloud")) as c:
+            inst = c.add_instance({"platform": "aws", "name": "nm1"})
+            # The namespace starts with the IPv4 address only; IPv6 is added by the test.
+            with Netns(instance=dict(inst, ipv6=None)) as ns:
+                ip("link", "add", host_if, "type", "veth", "peer", "name", "kapi0", "netns", ns.name)
+                ip("addr", "add", link[1] + "/24", "dev", host_if)
+                ip("link", "set", host_if, "up")
+                ip("-n", ns.name, "addr", "add", link[2] + "/24", "dev", "kapi0")
+                ip("-n", ns.name, "link", "set", "kapi0", "up")
+                try:
+                    with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
+                                   listen="169.254.169.254:80"), \
+                         FakeKube(os.path.join(d, "kube"), rbac=RBAC, listen=link[1] + ":0") as k:
+                        t.run(test_node_mode, d, ns, link, k, c, inst)
+                finally:
+                    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+    sys.exit(t.done())
+
+
+main()
