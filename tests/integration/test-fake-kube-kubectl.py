@@ -9,7 +9,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, src  # noqa: E402
 from fakekube import run_with_server  # noqa: E402
 
 NODE_YAML = """apiVersion: v1
@@ -172,9 +172,30 @@ def test_apply(t, k):
     t.ok(r.returncode != 0, "namespace contents deleted")
 
 
+def test_project_manifests(t, k):
+    """The project's own kustomizations apply cleanly, as they must on a real cluster."""
+    found = False
+    for overlay in ("base", "overlays/capi", "overlays/single-node"):
+        path = src("manifests", *overlay.split("/"))
+        if not os.path.exists(os.path.join(path, "kustomization.yaml")):
+            continue
+        found = True
+        r = k.kubectl("kustomize", path)
+        if r.returncode != 0:
+            t.ok(False, "kubectl kustomize %s" % overlay, r.stderr)
+            continue
+        out = os.path.join(k.state_dir, "rendered.yaml")
+        with open(out, "w") as f:
+            f.write(r.stdout)
+        r = k.kubectl("apply", "-f", out)
+        t.ok(r.returncode == 0 and not r.stderr.strip(), "kubectl apply of manifests/%s" % overlay, r.stderr)
+    if not found:
+        t.skip("project manifests", "no manifests/*/kustomization.yaml in this tree")
+
+
 def main():
     t = Tap()
-    run_with_server(t, (test_table, test_node, test_apply))
+    run_with_server(t, (test_table, test_node, test_apply, test_project_manifests))
     sys.exit(t.done())
 
 

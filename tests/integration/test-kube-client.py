@@ -569,6 +569,29 @@ def test_events(t, k):
          "repeats are PATCHes of the existing Event, not new Events", [(a["verb"], a["code"]) for a in writes])
 
 
+def test_continue_expired(t, d):
+    """A continue token whose snapshot is gone (410 Expired) restarts list_all once."""
+    with FakeKube(os.path.join(d, "short-history"), extra_args=["--watch-history", "5"]) as k:
+        ensure_ns(k, "ce")
+        ensure_ns(k, "noise")
+        for n in ("c1", "c2", "c3"):
+            k.api("POST", "/api/v1/namespaces/ce/configmaps", cm(n))
+        p = subprocess.Popen([DRIVER, "--kubeconfig", k.kubeconfig, "--qps", "1", "--burst", "1",
+                              "list-all", "configmaps", "ce", "1"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        for i in range(8):  # push the first page's snapshot out of the history
+            k.api("POST", "/api/v1/namespaces/noise/configmaps", cm("n%d" % i))
+        out, _ = p.communicate(timeout=60)
+        lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+        r = result(lines)
+        t.ok(p.returncode == 0 and sorted(i["metadata"]["name"] for i in r["object"]["items"]) == ["c1", "c2", "c3"],
+             "list_all completes after its continue token expired", r)
+        lists = [(a["code"], "continue=" in a["query"]) for a in audit(k) if a["verb"] == "list"
+                 and a["namespace"] == "ce"]
+        t.ok((410, True) in lists and lists[lists.index((410, True)) + 1] == (200, False),
+             "the expired page was answered 410 and the list started over", lists)
+
+
 def main():
     t = Tap()
     if not os.path.exists(DRIVER):
@@ -580,6 +603,7 @@ def main():
                        test_informer, test_informer_field_selector, test_token_file_rotation,
                        test_leader_election, test_leader_loses_lease, test_events):
                 t.run(fn, k)
+        t.run(test_continue_expired, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     sys.exit(t.done())
