@@ -348,6 +348,8 @@ int manager_run(Manager *m) {
         if (!m->config->node_name)
                 (void) sd_notify(false, "READY=1");
         r = sd_event_loop(m->event);
+        if (r == -ENOLCK)
+                return r; /* lost the Lease: already said so */
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         return r;
