@@ -20,7 +20,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
-LONG_ENV = {"CN_RELIABILITY_CRASH_TRIALS": "0", "CN_RELIABILITY_SOAK_SECONDS": "300"}
+LONG_ENV = {"CN_RELIABILITY_CRASH_TRIALS": "0", "CN_RELIABILITY_SOAK_SECONDS": "300",
+            "CN_RELIABILITY_WATCH_RESTARTS": "3000"}
 
 
 def run_fuzz(runs):
@@ -86,6 +87,13 @@ def markdown(fuzz, results, figures, long, runs):
         elif f["test"] == "secrets":
             out.append("- Secrets: %d secrets searched in %d logs, events, metrics and written files (%d bytes); "
                        "occurrences found: %d." % (f["secrets"], f["sources"], f["bytes"], f["found"]))
+        elif f["test"] == "soak":
+            out.append("- Fault soak (cloudnode-initializer, cluster mode, Hetzner): %s s of random faults, %d faults "
+                       "injected, %d Nodes each initialized exactly once; RSS %d kB after warm-up, %d kB at the end; "
+                       "%d watch restarts with RSS %d -> %d kB and fds %d -> %d (seed %d)." %
+                       (f.get("seconds"), f["faults"], f.get("nodes", 0), f.get("rss_warm_kb", 0),
+                        f.get("rss_end_kb", 0), f.get("watch_restarts", 0), *(f.get("rss_watch_kb") or [0, 0]),
+                        *(f.get("fds_watch") or [0, 0]), f["seed"]))
         else:
             out.append("- %s: %s" % (f["test"], ", ".join("%s %s" % kv for kv in sorted(f.items()) if kv[0] != "test")))
     return "\n".join(out) + "\n"
