@@ -22,7 +22,7 @@ SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.dirname(HERE)
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
-from fakecloud import FakeCloud  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
 PLATFORMS = ["aws", "openstack", "hetzner", "gcp", "azure", "digitalocean"]
@@ -75,6 +75,7 @@ class Demo:
         self.start = time.monotonic()
         self.events = []
         self.machine = None
+        self.machine_created = None
 
     # -- setup ---------------------------------------------------------------------
 
@@ -88,6 +89,7 @@ class Demo:
         rbac = [os.path.join(SRC, "manifests", "operand", f)
                 for f in ("node-initializer-rbac.yaml", "cluster-initializer-rbac.yaml")]
         rbac.append(os.path.join(SRC, "manifests", "controller", "controller-rbac.yaml"))
+        rbac.append(os.path.join(SRC, "manifests", "overlays", "capi", "controller-capi-rbac.yaml"))
         self.kube = FakeKube(os.path.join(self.dir, "kube"), rbac=[p for p in rbac if os.path.exists(p)],
                              listen=("0.0.0.0:0" if self.use_netns else "127.0.0.1:0"), extra_args=extra)
         self.kube.start()
@@ -113,10 +115,18 @@ class Demo:
         if r.returncode != 0:
             say("installing the controller's own manifests failed: %s" % r.stderr.strip())
             return
+        self.install_capi()
         kc = self.kube.kubeconfig_for(CONTROLLER_SA)
+        # Hetzner credentials for the machine reconciler, readable by the controller only.
+        conf = os.path.join(self.dir, "hetzner-cloud.conf")
+        with open(os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write("[Global]\ntoken = %s\nendpoint = %s/v1\n" % (HETZNER_TOKEN, self.cloud.url))
         log = open(os.path.join(self.dir, "controller.log"), "w")
         p = subprocess.Popen([binary("controller"), "run", "--kubeconfig", kc, "--namespace", NAMESPACE,
-                              "--port", "0"], stdout=log, stderr=subprocess.STDOUT)
+                              "--cloud-config-source", "%s/cloud-provider-config" % NAMESPACE,
+                              "--leader-elect=false", "--port", "0",
+                              "--machine-provider", "hetzner", "--machine-cloud-config", conf],
+                             stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         say("cloudnode-controller running (pid %d), log %s" % (p.pid, log.name))
 
@@ -217,12 +227,71 @@ class Demo:
 
     # -- the Cluster API machine ----------------------------------------------------
 
-    def create_machine(self):
-        r = self.kube.kubectl("apply", "-f", os.path.join(SRC, "manifests", "crds", "capi"))
+    CAPI = "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/"
+    INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/default/"
+
+    def install_capi(self):
+        """Cluster API's own Cluster and Machine types (as CRDs, as clusterctl would install them)
+        and cloudnode's infrastructure CRDs."""
+        for plural, kind in (("clusters", "Cluster"), ("machines", "Machine")):
+            self.kube.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": plural + ".cluster.x-k8s.io"},
+                "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
+                         "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
+                         "versions": [{"name": "v1beta2", "served": True, "storage": True,
+                                       "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {"type": "object",
+                                                                      "x-kubernetes-preserve-unknown-fields": True}}}]}})
+        r = self.kube.kubectl("apply", "--validate=false", "-k", os.path.join(SRC, "manifests", "crds", "capi"))
         if r.returncode != 0:
-            self.machine = ("unavailable", "Cluster API CRDs not applied: %s" % r.stderr.strip()[:120])
+            self.machine = ("unavailable", "CRDs not applied: %s" % r.stderr.strip()[:200])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.kube.api("GET", self.INFRA + "cloudnodemachines")[0] != 200:
+            time.sleep(0.1)
+
+    def create_machine(self):
+        """One CloudnodeMachine created the Cluster API way: Cluster, bootstrap data Secret, Machine,
+        and the infrastructure machine it owns."""
+        if self.machine:
             return
-        self.machine = ("created", "")
+        k = self.kube
+        k.api("POST", self.CAPI + "clusters", {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                               "metadata": {"name": "demo"}, "spec": {}})
+        k.api("PATCH", self.CAPI + "clusters/demo/status",
+              {"status": {"initialization": {"infrastructureProvisioned": True}}}, "application/merge-patch+json")
+        k.api("POST", "/api/v1/namespaces/default/secrets", {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-machine-bootstrap"},
+            "data": {"value": "I2Nsb3VkLWNvbmZpZwpob3N0bmFtZTogZGVtby1tYWNoaW5lCg=="}})
+        code, m = k.api("POST", self.CAPI + "machines", {
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": "demo-machine"},
+            "spec": {"clusterName": "demo", "bootstrap": {"dataSecretName": "demo-machine-bootstrap"}}})
+        if code >= 300:
+            self.machine = ("unavailable", "Machine not created: HTTP %d" % code)
+            return
+        code, _ = k.api("POST", self.INFRA + "cloudnodemachines", {
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
+            "metadata": {"name": "demo-machine", "labels": {"cluster.x-k8s.io/cluster-name": "demo"},
+                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                                              "name": "demo-machine", "uid": m["metadata"]["uid"]}]},
+            "spec": {"hetzner": {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}}})
+        self.machine = ("created", "") if code < 300 else ("unavailable", "CloudnodeMachine: HTTP %d" % code)
+        self.machine_created = time.monotonic()
+
+    def machine_row(self):
+        if not self.machine or self.machine[0] == "unavailable":
+            return None
+        code, o = self.kube.api("GET", self.INFRA + "cloudnodemachines/demo-machine")
+        if code != 200:
+            return None
+        st = o.get("status") or {}
+        ready = st.get("ready") is True
+        if ready and self.machine[0] != "ready":
+            self.machine = ("ready", "%.2fs after creation, providerID %s" % (
+                time.monotonic() - self.machine_created, o["spec"].get("providerID")))
+        addrs = ",".join(a.get("address", "") for a in st.get("addresses") or [])
+        return ("machine/demo-machine", "hetzner", o["spec"].get("providerID", ""), addrs,
+                "Ready" if ready else "provisioning", self.machine[1].split("s after")[0] + "s" if ready else "")
 
     # -- display -------------------------------------------------------------------
 
@@ -239,7 +308,7 @@ class Demo:
             if obj:
                 taints = obj.get("spec", {}).get("taints") or []
                 tainted = any(t.get("key") == TAINT for t in taints)
-                taint = "uninitialized" if tainted else "removed"
+                taint = "tainted" if tainted else "initialized"
                 pid = obj.get("spec", {}).get("providerID", "")
                 addrs = ",".join(a["address"] for a in obj.get("status", {}).get("addresses", [])
                                  if a.get("type") in ("InternalIP", "ExternalIP"))
@@ -247,10 +316,13 @@ class Demo:
                     node.initialized_at = now
             t = ("%.2fs" % (node.initialized_at - node.registered_at)) if node.initialized_at else ""
             rows.append((node.name, node.platform, pid, addrs, taint, t))
+        m = self.machine_row()
+        if m:
+            rows.append(m)
         return rows
 
     def draw(self, rows, last):
-        header = ("NODE", "PLATFORM", "PROVIDER ID", "ADDRESSES", "TAINT", "INIT")
+        header = ("NODE", "PLATFORM", "PROVIDER ID", "ADDRESSES", "STATE", "TIME")
         if TTY:
             widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
             out = ["\033[H\033[J", "cloudnode demo — %d nodes, %.1fs" % (len(rows), time.monotonic() - self.start), ""]
@@ -261,7 +333,7 @@ class Demo:
         else:
             for r in rows:
                 if last.get(r[0]) != r:
-                    say("%-22s %-12s taint=%-13s providerID=%s addresses=%s %s" % (r[0], r[1], r[4], r[2] or "-",
+                    say("%-22s %-12s %-12s providerID=%s addresses=%s %s" % (r[0], r[1], r[4], r[2] or "-",
                                                                                  r[3] or "-", r[5]))
             last.update({r[0]: r for r in rows})
 
@@ -281,11 +353,12 @@ class Demo:
         while time.monotonic() < deadline:
             rows = self.snapshot()
             self.draw(rows, last)
-            if all(n.initialized_at for n in self.nodes):
+            if all(n.initialized_at for n in self.nodes) and (not self.machine or self.machine[0] != "created"):
                 break
             time.sleep(0.5)
         self.summary()
-        return 0 if all(n.initialized_at for n in self.nodes) else 1
+        machine_ok = self.machine is not None and self.machine[0] == "ready"
+        return 0 if all(n.initialized_at for n in self.nodes) and machine_ok else 1
 
     def summary(self):
         audit = self.kube.audit()

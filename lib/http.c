@@ -25,7 +25,7 @@ struct CnHttp {
         sd_event_source *timer;
         CURLM *multi;
         HttpSocket *sockets;
-        CnHttpRequest *requests; /* submitted, not completed */
+        CnHttpRequest *requests; /* every request of this client that is still alive */
 };
 
 struct CnHttpRequest {
@@ -246,17 +246,20 @@ static void request_detach(CnHttpRequest *r) {
         r->done = true;
         if (r->http && r->http->multi)
                 (void) curl_multi_remove_handle(r->http->multi, r->easy);
-        request_unlink(r);
         cn_http_request_unref(r);
 }
 
 CnHttp *cn_http_free(CnHttp *h) {
         if (!h)
                 return NULL;
+        /* Requests the caller still holds outlive the client, detached from it; the extra reference
+         * keeps each alive while that happens, as the caller may hold none. */
         while (h->requests) {
-                CnHttpRequest *r = h->requests;
+                CnHttpRequest *r = cn_http_request_ref(h->requests);
                 request_detach(r);
+                request_unlink(r);
                 r->http = NULL;
+                cn_http_request_unref(r);
         }
         if (h->multi) {
                 /* Cached connections are closed now; their sources go below, not one by one. */
@@ -335,6 +338,10 @@ int cn_http_request_new(CnHttp *h, const char *method, const char *url, CnHttpRe
                 return -ENOMEM;
         r->n_ref = 1;
         r->http = h;
+        r->next = h->requests;
+        if (r->next)
+                r->next->prev = r;
+        h->requests = r;
         r->max_response = CN_HTTP_DEFAULT_MAX_RESPONSE;
         r->method = strdup(method);
         r->url = strdup(url);
@@ -385,6 +392,8 @@ CnHttpRequest *cn_http_request_unref(CnHttpRequest *r) {
         if (--r->n_ref > 0)
                 return NULL;
         /* A submitted request holds a reference, so it is never freed while curl has it. */
+        if (r->http)
+                request_unlink(r);
         curl_easy_cleanup(r->easy);
         curl_slist_free_all(r->headers);
         strv_free(r->response_headers);
@@ -580,10 +589,6 @@ int cn_http_request_submit(CnHttpRequest *r, CnHttpCallback cb, void *userdata) 
                 return -EIO;
         r->submitted = true;
         cn_http_request_ref(r);
-        r->next = h->requests;
-        if (r->next)
-                r->next->prev = r;
-        h->requests = r;
         return 0;
 }
 
@@ -593,7 +598,7 @@ void cn_http_request_cancel(CnHttpRequest *r) {
 }
 
 static void request_complete(CnHttpRequest *r, CURLcode code) {
-        _cleanup_(cn_http_request_unrefp) CnHttpRequest *ref = cn_http_request_ref(r);
+        _cleanup_(cn_http_request_unrefp) _unused_ CnHttpRequest *ref = cn_http_request_ref(r);
 
         (void) curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
         if (r->too_big)
@@ -633,7 +638,7 @@ static void run_callback(CnHttpRequest *r, int error, void *userdata) {
 }
 
 int cn_http_request_run(CnHttpRequest *r) {
-        _cleanup_(cn_http_request_unrefp) CnHttpRequest *ref = cn_http_request_ref(r);
+        _cleanup_(cn_http_request_unrefp) _unused_ CnHttpRequest *ref = cn_http_request_ref(r);
         int k;
 
         assert(r);

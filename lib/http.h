@@ -7,8 +7,9 @@
  * boundary, with curl's message available for debug logs.
  *
  * Lifetime: cn_http_request_new() returns a reference the caller owns; a submitted request keeps
- * itself alive until its completion callback has returned. Cancelling or freeing the CnHttp
- * never calls completion callbacks. */
+ * itself alive until its completion callback has returned, so a caller may drop its reference right
+ * after submitting. Cancelling or freeing the CnHttp never calls completion callbacks; requests the
+ * caller still holds stay valid after cn_http_free() (detached: submitting them gives -ESTALE). */
 #pragma once
 
 #include <systemd/sd-event.h>

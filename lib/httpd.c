@@ -97,6 +97,7 @@ static enum MHD_Result httpd_access(void *cls, struct MHD_Connection *c, const c
         return respond(c, MHD_HTTP_NOT_FOUND, content_type, "not found\n", 10);
 }
 
+static void httpd_log(void *cls, const char *fmt, va_list ap) _printf_(2, 0);
 static void httpd_log(void *cls, const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = NULL;
 

@@ -22,6 +22,7 @@ struct CnKubeLeader {
         void *userdata;
 
         sd_event_source *timer;
+        sd_event_source *deadline_timer; /* leading: renew deadline since the last renewal */
         CnKubeRequest *req;
         bool running, leading, releasing;
 
@@ -115,6 +116,7 @@ CnKubeLeader *cn_kube_leader_free(CnKubeLeader *l) {
         if (!l)
                 return NULL;
         l->timer = sd_event_source_disable_unref(l->timer);
+        l->deadline_timer = sd_event_source_disable_unref(l->deadline_timer);
         l->req = cn_kube_request_free(l->req);
         json_object_put(l->lease);
         free(l->observed_holder);
@@ -151,6 +153,8 @@ int cn_kube_leader_check(CnKubeLeader *l, uint64_t tolerance_usec) {
 }
 
 static void set_leading(CnKubeLeader *l, bool leading) {
+        if (!leading)
+                l->deadline_timer = sd_event_source_disable_unref(l->deadline_timer);
         if (l->leading == leading)
                 return;
         l->leading = leading;
@@ -260,6 +264,33 @@ static int lease_body(CnKubeLeader *l, json_object *base, bool release, json_obj
         return 0;
 }
 
+/* A renewal that hangs (retries inside the client, a stalled connection) must not keep us leading
+ * past the deadline: another candidate may take the Lease once it has expired. */
+static int on_renew_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnKubeLeader *l = ASSERT_PTR(userdata);
+
+        l->deadline_timer = sd_event_source_disable_unref(l->deadline_timer);
+        log_debug("Lease %s/%s: not renewed within the renew deadline, giving up leadership.", l->namespace,
+                  l->name);
+        l->req = cn_kube_request_free(l->req);
+        set_leading(l, false);
+        (void) schedule(l, next_delay(l));
+        return 0;
+}
+
+static void arm_renew_deadline(CnKubeLeader *l) {
+        int k;
+
+        l->deadline_timer = sd_event_source_disable_unref(l->deadline_timer);
+        k = sd_event_add_time_relative(cn_kube_client_get_event(l->client), &l->deadline_timer, CLOCK_MONOTONIC,
+                                       l->renew_deadline, 0, on_renew_deadline, l);
+        if (k < 0) {
+                log_debug_errno(k, "Failed to arm the renew deadline timer: %m");
+                return;
+        }
+        (void) sd_event_source_set_description(l->deadline_timer, "kube-leader-renew-deadline");
+}
+
 static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
         CnKubeLeader *l = ASSERT_PTR(userdata);
 
@@ -273,6 +304,7 @@ static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userda
         observe(l, result->object);
         l->last_renew_mono = now_mono(l);
         set_leading(l, true);
+        arm_renew_deadline(l);
         (void) schedule(l, next_delay(l));
 }
 
@@ -401,6 +433,7 @@ int cn_kube_leader_release(CnKubeLeader *l, CnKubeLeaderDoneFn done, void *userd
 
         l->running = false;
         l->timer = sd_event_source_disable_unref(l->timer);
+        l->deadline_timer = sd_event_source_disable_unref(l->deadline_timer);
         l->req = cn_kube_request_free(l->req);
         l->releasing = true;
         l->done = done;

@@ -14,4 +14,5 @@ proto     protobuf request bodies of kubectl's typed clients
 quantity  resource.Quantity parsing and canonical form
 schema    custom resources against their openAPIV3Schema
 registry  resource types and discovery documents
+table     meta.k8s.io Table responses for kubectl get
 """

@@ -26,6 +26,9 @@ def worker(k, mode, idx, stop, counts, errors):
     n = 0
     i = 0
     while not stop.is_set():
+        if mode == "newconn":
+            c.close()
+            c = http.client.HTTPSConnection(k.host, k.port, context=ctx, timeout=30)
         name = "bench-%d-%d" % (idx, i % 10)
         i += 1
         do_patch = mode == "patch" or (mode == "mixed" and i % 2 == 0)
@@ -83,10 +86,11 @@ def main():
             wt.start()
             print("| load (%d threads, keep-alive HTTPS, %.0f s each) | requests/s | errors |" % (a.threads, a.seconds))
             print("|---|---|---|")
-            for mode in ("get", "patch", "mixed"):
+            for mode in ("get", "patch", "mixed", "newconn"):
                 rate, errs = run(k, mode, a.threads, a.seconds)
                 print("| %s | %.0f | %d |" % ({"get": "GET node", "patch": "merge PATCH node",
-                                               "mixed": "GET/PATCH alternating"}[mode], rate, errs))
+                                               "mixed": "GET/PATCH alternating",
+                                               "newconn": "GET node, new TLS connection each"}[mode], rate, errs))
             st, r = k.api("GET", "/fakekube/state")
             time.sleep(1)
             print("\nwatch events seen: %d; writes committed: %d" % (

@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, patch as patchmod, proto
+from . import certs, errors, patch as patchmod, proto, table
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -868,8 +868,10 @@ class Handler(BaseHTTPRequestHandler):
         ctype = self.headers.get("Content-Type") or ""
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)
-            if info.subresource == "status":
-                pass
+            if self.wants_table() and not info.subresource:
+                self.send_obj(200, table.build(rt, [self.out(rt, obj, v)], obj["metadata"]["resourceVersion"],
+                                               q.get("includeObject") or "Metadata"))
+                return
             self.send_obj(200, self.out(rt, obj, v))
         elif info.verb == "list":
             self.do_list(rt, info, q, v)
@@ -1022,6 +1024,17 @@ class Handler(BaseHTTPRequestHandler):
             out["status"]["reason"] = reason
         return out
 
+    def wants_table(self):
+        """The first acceptable media type decides, as in the real server's negotiation."""
+        for part in (self.headers.get("Accept") or "").split(","):
+            params = dict(x.strip().split("=", 1) for x in part.split(";")[1:] if "=" in x)
+            if params.get("as") == "Table" and params.get("g") == "meta.k8s.io" and params.get("v") in ("v1",
+                                                                                                         "v1beta1"):
+                return True
+            if part.strip().startswith(("application/json", "*/*")) and "as" not in params:
+                return False
+        return False
+
     def field_terms(self, rt, fs):
         terms = parse_field_selector(fs)
         for f, _, _ in terms:
@@ -1045,6 +1058,10 @@ class Handler(BaseHTTPRequestHandler):
                 detail="resourceVersionMatch is forbidden unless resourceVersion is provided")])
         items, rv, cont, remaining = self.st.store.list(rt, info.namespace or None, lr, ft, limit,
                                                         q.get("continue"), q.get("resourceVersion"), rvm)
+        if self.wants_table():
+            self.send_obj(200, table.build(rt, [self.out(rt, o, v) for o in items], rv,
+                                           q.get("includeObject") or "Metadata", cont, remaining))
+            return
         md = {"resourceVersion": str(rv)}
         if cont:
             md["continue"] = cont

@@ -56,13 +56,13 @@ def capi_crd(kind, plural):
 
 
 class Controller:
-    def __init__(self, k, tmp, conf):
+    def __init__(self, k, tmp, conf, leader_args=("--leader-elect=false",)):
         self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
         self.p = subprocess.Popen(
             [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
              "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
-             "--leader-elect=false", "--port", "0", "--machine-provider", "hetzner", "--machine-cloud-config", conf,
-             "-v", "4"], stdout=self.log, stderr=subprocess.STDOUT)
+             "--port", "0", "--machine-provider", "hetzner", "--machine-cloud-config", conf,
+             "-v", "4"] + list(leader_args), stdout=self.log, stderr=subprocess.STDOUT)
 
     def kill(self):
         if self.p.poll() is None:
@@ -226,6 +226,34 @@ def test_kill_points(t, env, rounds=6):
     t.ok(len(creates) <= rounds, "no duplicate create (%d creates for %d machines)" % (len(creates), rounds))
 
 
+def test_two_replicas(t, env):
+    """Two replicas with leader election; the leader is killed while machines are being created.
+    The follower takes over; still one server per machine."""
+    args = ("--leader-elect=true", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=500ms")
+    a = Controller(env.k, env.tmp, env.conf, args)
+    b = Controller(env.k, env.tmp, env.conf, args)
+    lease = "/apis/coordination.k8s.io/v1/namespaces/cloudnode/leases/cloudnode-controller"
+    try:
+        holder = wait_for(lambda: (env.k.api("GET", lease)[1] or {}).get("spec", {}).get("holderIdentity"), 20)
+        leader = wait_for(lambda: next((x for x in (a, b) if "Became the leader" in x.output()), None), 20)
+        t.ok(holder and leader, "one replica leads")
+        t.ok(not all("Became the leader" in x.output() for x in (a, b)), "only one")
+        uids = [env.machine("ha%d" % i)["metadata"]["uid"] for i in range(3)]
+        time.sleep(0.7)
+        # Kill the leader mid-create; the other must take over once the lease expires.
+        (leader or a).kill()
+        ok = wait_for(lambda: all(env.ready("ha%d" % i) for i in range(3)), 60)
+        t.ok(ok, "the surviving replica finishes the machines", a.output()[-1500:] + b.output()[-1500:])
+        t.eq([len(env.servers(u)) for u in uids], [1, 1, 1], "exactly one server per machine")
+        for i in range(3):
+            env.delete("ha%d" % i)
+        t.ok(wait_for(lambda: all(env.gone("ha%d" % i) for i in range(3)), 60), "and deletes them")
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_out_of_band_delete(t, env):
     ctl = Controller(env.k, env.tmp, env.conf)
     try:
@@ -291,6 +319,7 @@ def main():
             t.run(test_invalid_spec, env)
             t.run(test_out_of_band_delete, env)
             t.run(test_rate_limited, env)
+            t.run(test_two_replicas, env)
             t.run(test_kill_points, env)
     return t.done()
 

@@ -106,6 +106,9 @@ def test_custom_resources(t, k):
     st, r = k.api("GET", "/apis/cluster.x-k8s.io/v1beta1/machines")
     t.ok(st == 200 and r["kind"] == "MachineList" and r["items"][0]["kind"] == "Machine",
          "cross-namespace list; custom resource items keep kind")
+    st, r = k.api("GET", MACHINES, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+    t.ok(st == 200 and r["kind"] == "Table" and [c["name"] for c in r["columnDefinitions"]] == ["Name", "Age"]
+         and r["rows"][0]["object"]["kind"] == "PartialObjectMetadata", "Table for custom resources", r)
     r = k.kubectl("get", "machines.cluster.x-k8s.io", "-A", "-o", "jsonpath={.items[*].metadata.name}")
     t.eq((r.returncode, r.stdout), (0, "m1 mw"), "kubectl get custom resources")
 
@@ -128,6 +131,11 @@ def test_project_crds(t, k):
                                      spec["names"]["plural"])
         st, r = k.api("GET", path)
         t.eq((st, r.get("kind")), (200, spec["names"]["kind"] + "List"), "list %s" % spec["names"]["plural"])
+        cols = [c["name"] for c in next(x for x in spec["versions"] if x.get("storage")).get(
+            "additionalPrinterColumns") or [{"name": "Age"}]]
+        st, r = k.api("GET", path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        t.eq([c["name"] for c in r.get("columnDefinitions", [])], ["Name"] + cols,
+             "additionalPrinterColumns of %s" % spec["names"]["plural"])
 
 
 def test_crd_delete(t, k):

@@ -9,7 +9,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, src  # noqa: E402
 from fakekube import run_with_server  # noqa: E402
 
 NODE_YAML = """apiVersion: v1
@@ -48,6 +48,23 @@ spec:
 def node_json(k):
     r = k.kubectl("get", "node", "worker-1", "-o", "json")
     return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def test_table(t, k):
+    r = k.kubectl("get", "nodes")
+    t.eq((r.returncode, r.stdout, r.stderr.strip()), (0, "", "No resources found"),
+         "kubectl get of an empty cluster-scoped list (server-side Table)")
+    k.api("POST", "/api/v1/nodes", {"metadata": {"name": "cp-0", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+                                    "spec": {"unschedulable": True}})
+    k.api("PATCH", "/api/v1/nodes/cp-0/status", {"status": {"conditions": [{"type": "Ready", "status": "True"}],
+                                                            "nodeInfo": {"kubeletVersion": "v1.32.1"}}},
+          "application/merge-patch+json")
+    r = k.kubectl("get", "nodes", "--no-headers")
+    t.eq(r.stdout.split(), ["cp-0", "Ready,SchedulingDisabled", "control-plane", r.stdout.split()[3], "v1.32.1"],
+         "node columns as the real server prints them")
+    r = k.kubectl("get", "ns", "default")
+    t.eq(r.stdout.splitlines()[0].split(), ["NAME", "STATUS", "AGE"], "namespace columns")
+    k.api("DELETE", "/api/v1/nodes/cp-0")
 
 
 def test_node(t, k):
@@ -155,9 +172,30 @@ def test_apply(t, k):
     t.ok(r.returncode != 0, "namespace contents deleted")
 
 
+def test_project_manifests(t, k):
+    """The project's own kustomizations apply cleanly, as they must on a real cluster."""
+    found = False
+    for overlay in ("base", "overlays/capi", "overlays/single-node"):
+        path = src("manifests", *overlay.split("/"))
+        if not os.path.exists(os.path.join(path, "kustomization.yaml")):
+            continue
+        found = True
+        r = k.kubectl("kustomize", path)
+        if r.returncode != 0:
+            t.ok(False, "kubectl kustomize %s" % overlay, r.stderr)
+            continue
+        out = os.path.join(k.state_dir, "rendered.yaml")
+        with open(out, "w") as f:
+            f.write(r.stdout)
+        r = k.kubectl("apply", "-f", out)
+        t.ok(r.returncode == 0 and not r.stderr.strip(), "kubectl apply of manifests/%s" % overlay, r.stderr)
+    if not found:
+        t.skip("project manifests", "no manifests/*/kustomization.yaml in this tree")
+
+
 def main():
     t = Tap()
-    run_with_server(t, (test_node, test_apply))
+    run_with_server(t, (test_table, test_node, test_apply, test_project_manifests))
     sys.exit(t.done())
 
 

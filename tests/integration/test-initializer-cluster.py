@@ -5,6 +5,7 @@ Nodes initialized with exactly two writes each and no Node GETs; provided-node-i
 mismatch; a Node without instance; a Node deleted while its instance is looked up; periodic
 address reconciliation writing only on change; the lifecycle controller; health and metrics
 (promtool check metrics)."""
+import json
 import os
 import shutil
 import subprocess
@@ -72,6 +73,17 @@ def test_initialize(t, k, c, d):
 
         t.ok(tainted(get_node(k, "orphan")), "a Node without instance stays tainted")
         t.ok(wait_for(lambda: events(k, "orphan", "InstanceNotFound"), 20), "with a Warning event InstanceNotFound")
+        # kubelet-style status updates of a failing Node must not cut its backoff short
+        time.sleep(2)
+
+        def lookups():
+            return len([r for r in c.requests() if "name=orphan" in r.get("path", "") + "?" + r.get("query", "")])
+        before = lookups()
+        for n in range(10):
+            set_status(k, "orphan", {"conditions": [{"type": "Ready", "status": "False", "reason": "r%d" % n}]})
+            time.sleep(0.1)
+        t.ok(lookups() - before < 10, "status updates do not bypass the retry backoff (%d lookups for 10 updates)"
+             % (lookups() - before))
 
         # provided-node-ip that matches nothing: tainted, Warning, and initialized once fixed
         make_node(k, "w6", annotations={"alpha.kubernetes.io/provided-node-ip": "192.0.2.77"})
@@ -162,6 +174,24 @@ def test_lifecycle(t, k, c, d):
         t.ok(get_node(k, "lc-young") is not None, "a Node younger than the grace period is not deleted")
 
 
+def test_bad_credentials(t, k, c, d):
+    c.add_instance({"platform": "hetzner", "name": "cred"})
+    make_node(k, "cred")
+    conf = hetzner_conf(os.path.join(d, "wrong.conf"), c.url, "not-the-token")
+    args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
+            "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1"]
+    with Initializer(args, state_dir=d, name="badcred") as i:
+        ev = wait_for(lambda: events(k, "cred", "FailedToGetInstance"), 20)
+        t.ok(ev, "rejected credentials: Warning event FailedToGetInstance", i.log()[-2000:])
+        t.ok(ev and ev[0].get("type") == "Warning" and "refused" in ev[0].get("message", ""),
+             "the event says the cloud refused the request", ev)
+        t.ok(ev and "not-the-token" not in json.dumps(ev), "the token is not in the event")
+        t.ok(tainted(get_node(k, "cred")), "the Node stays tainted")
+        time.sleep(2)
+        t.ok(i.proc.poll() is None, "the initializer keeps running and retrying")
+        t.eq(writes(k, CLUSTER_SA, "cred"), [], "nothing is written to the Node")
+
+
 def main():
     t = Tap()
     if not os.access(BINARY, os.X_OK):
@@ -169,6 +199,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)
+            t.run(test_bad_credentials, k, c, d)
         with FakeKube(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
             t.run(test_lifecycle, k, c, d)
     sys.exit(t.done())

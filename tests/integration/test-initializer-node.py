@@ -113,6 +113,22 @@ def test_node_mode(t, d, ns, link, k, c, inst):
     finally:
         i.stop()
 
+    # metadata service unreachable: the Node stays tainted and a Warning says why
+    bad = os.path.join(d, "unreachable.yaml")
+    with open(bad, "w") as f:
+        f.write("platform: aws\nmetadata:\n  endpoint: http://127.0.0.1:9\n  retries: 0\n  deadline: 2s\n")
+    k.api("DELETE", "/api/v1/nodes/" + name)
+    make_node(k, name)
+    args_bad = [a if not a.startswith("--config=") else "--config=" + bad for a in args]
+    i = Initializer(args_bad, netns=ns.name, state_dir=d, name="node-nometa").start()
+    try:
+        ev = wait_for(lambda: events(k, name, "FailedToGetInstance"), 30)
+        t.ok(ev, "metadata unreachable: Warning event FailedToGetInstance", i.log()[-2000:])
+        t.ok(tainted(get_node(k, name)), "metadata unreachable: the Node stays tainted")
+        t.ok(i.proc.poll() is None and not ready_sent(i), "metadata unreachable: still running, not ready")
+    finally:
+        i.stop()
+
 
 def main():
     t = Tap()

@@ -529,6 +529,23 @@ def test_leader_election(t, k):
     t.ok(all(x["code"] in (200, 409) for x in puts), "Lease writes are updates guarded by resourceVersion")
 
 
+def test_leader_loses_lease(t, k):
+    a = Proc(k, "leader", "kube-system", "cn-test-lease2", "cand-x", "3", "2", "0.5")
+    try:
+        t.ok(a.wait_for(lambda x: x["what"] == "started-leading"), "candidate leads")
+        k.inject({"code": 500, "resource": "leases", "count": -1})
+        t0 = time.monotonic()
+        lost = a.wait_for(lambda x: x["what"] == "stopped-leading", timeout=10)
+        took = time.monotonic() - t0
+        t.ok(lost and took < 3.5, "leader steps down within the renew deadline when it cannot renew (%.1fs)" % took)
+        k.clear_faults()
+        t.ok(a.wait_for(lambda x: x["what"] == "started-leading", timeout=15), "and leads again once the API is back")
+    finally:
+        k.clear_faults()
+        rc = a.stop(signal.SIGTERM)
+    t.eq(rc, 0, "candidate exits cleanly")
+
+
 def test_events(t, k):
     before = len(audit(k))
     rc, lines, _ = drive(k, "event", "nodes", "-", "ev-node", "Warning", "FailedThing", "it failed", "3")
@@ -552,6 +569,29 @@ def test_events(t, k):
          "repeats are PATCHes of the existing Event, not new Events", [(a["verb"], a["code"]) for a in writes])
 
 
+def test_continue_expired(t, d):
+    """A continue token whose snapshot is gone (410 Expired) restarts list_all once."""
+    with FakeKube(os.path.join(d, "short-history"), extra_args=["--watch-history", "5"]) as k:
+        ensure_ns(k, "ce")
+        ensure_ns(k, "noise")
+        for n in ("c1", "c2", "c3"):
+            k.api("POST", "/api/v1/namespaces/ce/configmaps", cm(n))
+        p = subprocess.Popen([DRIVER, "--kubeconfig", k.kubeconfig, "--qps", "1", "--burst", "1",
+                              "list-all", "configmaps", "ce", "1"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        for i in range(8):  # push the first page's snapshot out of the history
+            k.api("POST", "/api/v1/namespaces/noise/configmaps", cm("n%d" % i))
+        out, _ = p.communicate(timeout=60)
+        lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+        r = result(lines)
+        t.ok(p.returncode == 0 and sorted(i["metadata"]["name"] for i in r["object"]["items"]) == ["c1", "c2", "c3"],
+             "list_all completes after its continue token expired", r)
+        lists = [(a["code"], "continue=" in a["query"]) for a in audit(k) if a["verb"] == "list"
+                 and a["namespace"] == "ce"]
+        t.ok((410, True) in lists and lists[lists.index((410, True)) + 1] == (200, False),
+             "the expired page was answered 410 and the list started over", lists)
+
+
 def main():
     t = Tap()
     if not os.path.exists(DRIVER):
@@ -561,8 +601,9 @@ def main():
         with FakeKube(d) as k:
             for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_writes, test_retry_after, test_watch,
                        test_informer, test_informer_field_selector, test_token_file_rotation,
-                       test_leader_election, test_events):
+                       test_leader_election, test_leader_loses_lease, test_events):
                 t.run(fn, k)
+        t.run(test_continue_expired, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     sys.exit(t.done())

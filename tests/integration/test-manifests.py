@@ -149,6 +149,10 @@ def test_variants(t, tmp):
             r = find(objs, "Role", "cloudnode:controller:cloud-config-reader")
             t.eq(r["metadata"]["namespace"], "openshift-config", "openshift: reader Role in openshift-config")
         if variant == "overlays/capi":
+            t.ok("--machine-provider=hetzner" in args and
+                 any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials"
+                     for v in ctl["spec"]["template"]["spec"].get("volumes", [])),
+                 "capi: controller runs the machine reconciler with credentials from a Secret")
             for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
                 crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
                 t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==

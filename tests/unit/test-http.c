@@ -530,11 +530,34 @@ int main(void) {
         test_stream(e, h);
         test_tls(h);
 
-        /* Freeing the client with a request in flight calls nothing and leaks nothing. */
+        /* A request whose caller dropped its reference after submitting completes and is freed. */
+        {
+                CnHttpRequest *fire = NULL;
+                _cleanup_free_ char *uh = url("/hello");
+                Order o = {};
+                TAP_EQ_INT(cn_http_request_new(h, "GET", uh, &fire), 0, "new fire-and-forget");
+                TAP_EQ_INT(cn_http_request_submit(fire, order_done, &o), 0, "submit");
+                cn_http_request_unref(fire);
+                for (usec_t end = cn_now(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC;
+                     !o.log[0] && cn_now(CLOCK_MONOTONIC) < end;)
+                        (void) sd_event_run(e, 100 * USEC_PER_MSEC);
+                TAP_EQ_STR(o.log, "H", "fire-and-forget request completed");
+        }
+
+        /* Freeing the client with requests in flight calls nothing and leaks nothing, whether the
+         * caller still holds them or not. */
         u = url("/slow");
+        CnHttpRequest *dropped = NULL;
+        _cleanup_(cn_http_request_unrefp) CnHttpRequest *unsubmitted = NULL;
         TAP_EQ_INT(cn_http_request_new(h, "GET", u, &pending), 0, "new");
         TAP_EQ_INT(cn_http_request_submit(pending, never_called, &called), 0, "submit");
+        TAP_EQ_INT(cn_http_request_new(h, "GET", u, &dropped), 0, "new");
+        TAP_EQ_INT(cn_http_request_submit(dropped, never_called, &called), 0, "submit");
+        cn_http_request_unref(dropped);
+        TAP_EQ_INT(cn_http_request_new(h, "GET", u, &unsubmitted), 0, "new, never submitted");
         h = cn_http_free(h);
+        TAP_EQ_INT(cn_http_request_submit(unsubmitted, never_called, &called), -ESTALE,
+                   "a request created before the client was freed cannot be submitted after");
         TAP_OK(!called, "freeing the client does not call pending callbacks");
         TAP_EQ_INT(cn_http_request_submit(pending, never_called, &called), -ESTALE,
                    "a request of a freed client cannot be submitted");

@@ -49,7 +49,7 @@ int main(void) {
         _cleanup_(cn_http_freep) CnHttp *h = NULL;
         _cleanup_(cn_httpd_freep) CnHttpd *d = NULL, *d6 = NULL, *bad = NULL;
         _cleanup_(cn_metrics_freep) CnMetrics *m = NULL;
-        _cleanup_free_ char *b1 = NULL, *b2 = NULL, *b3 = NULL, *ct = NULL, *b4 = NULL, *b5 = NULL, *b6 = NULL;
+        _cleanup_free_ char *b1 = NULL, *b2 = NULL, *b3 = NULL, *ct = NULL, *b4 = NULL, *b6 = NULL;
         CnMetric *c = NULL;
         uint16_t port;
         int p;
