@@ -22,6 +22,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relstats import record  # noqa: E402
 from cntap import Tap, build  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 
@@ -177,9 +179,7 @@ def main():
             stats.update(points=len(points), leftover_temps=leftovers, failures=len(bad) + len(not_converged))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if os.environ.get("CN_RELIABILITY_STATS"):
-        with open(os.environ["CN_RELIABILITY_STATS"], "a") as f:
-            f.write(json.dumps(stats) + "\n")
+    record(stats)
     sys.exit(t.done())
 
 

@@ -17,6 +17,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relstats import record  # noqa: E402
 from cntap import Tap, build  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 
@@ -280,9 +282,7 @@ def main():
                         f.write(doc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if os.environ.get("CN_RELIABILITY_STATS"):
-        with open(os.environ["CN_RELIABILITY_STATS"], "a") as f:
-            f.write(json.dumps(stats) + "\n")
+    record(stats)
     sys.exit(t.done())
 
 

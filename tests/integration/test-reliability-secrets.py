@@ -22,6 +22,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relstats import record  # noqa: E402
 from cntap import Tap, build, src  # noqa: E402
 from cninit import (CLUSTER_SA, RBAC, BINARY as INITIALIZER, Initializer, free_port, hetzner_conf,  # noqa: E402
                     initialized, make_node, wait_for)
@@ -215,10 +217,8 @@ def main():
              found)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    if os.environ.get("CN_RELIABILITY_STATS"):
-        with open(os.environ["CN_RELIABILITY_STATS"], "a") as f:
-            f.write(json.dumps({"test": "secrets", "secrets": len(secrets), "sources": len(texts),
-                                "bytes": sum(len(v) for v in texts.values()), "found": len(found)}) + "\n")
+    record({"test": "secrets", "secrets": len(secrets), "sources": len(texts),
+            "bytes": sum(len(v) for v in texts.values()), "found": len(found)})
     sys.exit(t.done())
 
 

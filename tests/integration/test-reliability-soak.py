@@ -11,7 +11,6 @@ RSS bounded across them.
 Bounded for `make check` (about 30 s). Longer: CN_RELIABILITY_SOAK_SECONDS (default 8) and
 CN_RELIABILITY_WATCH_RESTARTS (default 60); seed CN_RELIABILITY_SEED (printed).
 CN_RELIABILITY_STATS=FILE appends the figures as one JSON line (tests/reliability/report.py)."""
-import json
 import os
 import random
 import sys
@@ -19,6 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relstats import record  # noqa: E402
 from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
                     wait_for, writes)
@@ -208,9 +209,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(soak, k, c, d, random.Random(seed), seconds, restarts, stats)
-    if os.environ.get("CN_RELIABILITY_STATS"):
-        with open(os.environ["CN_RELIABILITY_STATS"], "a") as f:
-            f.write(json.dumps(stats) + "\n")
+    record(stats)
     sys.exit(t.done())
 
 
