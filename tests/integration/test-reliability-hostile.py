@@ -18,7 +18,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from relstats import record  # noqa: E402
+from relutil import record  # noqa: E402
 from cntap import Tap, build  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 

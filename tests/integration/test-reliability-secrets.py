@@ -11,7 +11,6 @@ and URL-encoded): none may appear.
 The credentials must really have been used: the test also asserts that the clouds and the API
 server accepted them. CN_RELIABILITY_STATS=FILE appends the figures as one JSON line."""
 import base64
-import importlib.util
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from relstats import record  # noqa: E402
+from relutil import machines_helpers, record  # noqa: E402
 from cntap import Tap, build, src  # noqa: E402
 from cninit import (CLUSTER_SA, RBAC, BINARY as INITIALIZER, Initializer, free_port, hetzner_conf,  # noqa: E402
                     initialized, make_node, wait_for)
@@ -34,15 +33,6 @@ import yaml  # noqa: E402
 
 OS_PASSWORD = "demo-password"
 CONTROLLER = build("controller", "cloudnode-controller")
-
-
-def load_machines_helpers():
-    """The Cluster API fixtures of test-controller-machines.py (Env, Controller), not copied."""
-    spec = importlib.util.spec_from_file_location(
-        "cn_machines", os.path.join(os.path.dirname(os.path.abspath(__file__)), "test-controller-machines.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def token_of(kubeconfig):
@@ -105,7 +95,7 @@ def initializer_flows(t, k, c, d, texts):
 
 
 def controller_flow(t, k, c, d, texts):
-    m = load_machines_helpers()
+    m = machines_helpers()
     env = m.Env(k, c, d)
     env.setup()
     # 500, not 401: the controller treats 401 as a terminal machine failure (failureReason).

@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
-from relstats import record  # noqa: E402
+from relutil import fd_count, record, rss_kb  # noqa: E402
 from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
                     wait_for, writes)
@@ -49,18 +49,6 @@ CLOUD_FAULTS = [
     {"platform": "hetzner", "service": "api", "reset": True},
     {"platform": "hetzner", "service": "api", "latency": 0.4},
 ]
-
-
-def proc_rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def proc_fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 def inject_random(k, c, rng, counts):
@@ -109,7 +97,7 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         warm = wait_for(lambda: all(initialized(k, n) for n in names), 60)
         t.ok(warm, "warm-up: first Nodes initialized through one fault of every kind", i.log()[-2000:])
         time.sleep(1)
-        rss0, fds0 = proc_rss_kb(pid), proc_fds(pid)
+        rss0, fds0 = rss_kb(pid), fd_count(pid)
         t.diag("after warm-up: RSS %d kB, %d fds" % (rss0, fds0))
 
         # The informer caches every Node, so the number of Nodes is held constant (initialized
@@ -146,7 +134,7 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         t.eq(sorted({n: v for n, v in once.items() if v != 1}.items()), [],
              "every Node initialized exactly once (one successful taint-removing PATCH each)")
         time.sleep(1)
-        rss1, fds1 = proc_rss_kb(pid), proc_fds(pid)
+        rss1, fds1 = rss_kb(pid), fd_count(pid)
         t.ok(rss1 <= rss0 + RSS_MARGIN_KB, "RSS after the soak %d kB, after warm-up %d kB (margin %d kB)" %
              (rss1, rss0, RSS_MARGIN_KB))
         t.ok(fds1 <= fds0 + 2, "open fds after the soak %d, after warm-up %d" % (fds1, fds0), os.listdir(
@@ -179,10 +167,10 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         t.diag("%.1f s: watch restarts begin" % (time.monotonic() - t0))
         warm = churn(max(20, restarts_wanted // 5))
         time.sleep(0.5)
-        rss_w0, fds_w0 = proc_rss_kb(pid), proc_fds(pid)
+        rss_w0, fds_w0 = rss_kb(pid), fd_count(pid)
         restarts = churn(restarts_wanted + warm)
         time.sleep(0.5)
-        rss_w1, fds_w1 = proc_rss_kb(pid), proc_fds(pid)
+        rss_w1, fds_w1 = rss_kb(pid), fd_count(pid)
         t.diag("%.1f s: watch restarts done" % (time.monotonic() - t0))
         k.clear_faults()
         t.ok(restarts - warm >= restarts_wanted, "%d watch restarts after a warm-up of %d (wanted %d)" %

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
 LONG_ENV = {"CN_RELIABILITY_CRASH_TRIALS": "0", "CN_RELIABILITY_SOAK_SECONDS": "300",
-            "CN_RELIABILITY_WATCH_RESTARTS": "3000"}
+            "CN_RELIABILITY_WATCH_RESTARTS": "3000", "CN_RELIABILITY_MACHINES": "40"}
 
 
 def run_fuzz(runs):
@@ -94,6 +94,12 @@ def markdown(fuzz, results, figures, long, runs):
                        (f.get("seconds"), f["faults"], f.get("nodes", 0), f.get("rss_warm_kb", 0),
                         f.get("rss_end_kb", 0), f.get("watch_restarts", 0), *(f.get("rss_watch_kb") or [0, 0]),
                         *(f.get("fds_watch") or [0, 0]), f["seed"]))
+        elif f["test"] == "machines":
+            out.append("- Machine soak (cloudnode-controller, Hetzner): %d machines, %d faults injected, %d of %d "
+                       "converged under faults, no duplicate or orphaned server asserted; RSS %d -> %d kB, fds "
+                       "%d -> %d (seed %d)." % (f.get("machines", 0), f["faults"], f.get("converged", 0),
+                                                f.get("machines", 2) - 2, *(f.get("rss_kb") or [0, 0]),
+                                                *(f.get("fds") or [0, 0]), f["seed"]))
         else:
             out.append("- %s: %s" % (f["test"], ", ".join("%s %s" % kv for kv in sorted(f.items()) if kv[0] != "test")))
     return "\n".join(out) + "\n"
