@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "netlink.h"
 #include "node-config.h"
+#include "node-addresses.h"
 #include "node-patch.h"
 #include "provider.h"
 
@@ -36,7 +37,20 @@ int manager_enqueue_reconcile(json_object *node, void *userdata) {
         return 0;
 }
 
-static void node_seen(Manager *m, json_object *node) {
+static bool streq_null(const char *a, const char *b) {
+        return a && b ? streq(a, b) : a == b;
+}
+
+/* Whether an update touched what initialization reads. Kubelet heartbeats and condition
+ * changes do not, and must not cut short the backoff of a Node that keeps failing. */
+static bool init_inputs_changed(json_object *old, json_object *node) {
+        return !old || cn_node_has_taint(old, CN_TAINT_UNINITIALIZED) != cn_node_has_taint(node, CN_TAINT_UNINITIALIZED) ||
+               !streq_null(cn_node_get_provided_node_ip(old), cn_node_get_provided_node_ip(node)) ||
+               !streq_null(cn_node_get_provider_id(old), cn_node_get_provider_id(node)) ||
+               !streq_null(cn_node_get_kubelet_hostname(old), cn_node_get_kubelet_hostname(node));
+}
+
+static void node_seen(Manager *m, json_object *old, json_object *node) {
         const char *name = cn_node_get_name(node);
 
         if (!name || !m->controllers_started)
@@ -54,16 +68,18 @@ static void node_seen(Manager *m, json_object *node) {
                 }
                 if (s->taint_seen == 0)
                         s->taint_seen = cn_now(CLOCK_MONOTONIC);
+                if (s->retry && !init_inputs_changed(old, node))
+                        return;
                 queue_add(m, name);
         }
 }
 
 static void on_node_added(CnKubeInformer *i, json_object *node, void *userdata) {
-        node_seen(userdata, node);
+        node_seen(userdata, NULL, node);
 }
 
 static void on_node_updated(CnKubeInformer *i, json_object *old, json_object *node, void *userdata) {
-        node_seen(userdata, node);
+        node_seen(userdata, old, node);
 }
 
 static void on_node_deleted(CnKubeInformer *i, json_object *node, void *userdata) {
@@ -83,7 +99,7 @@ static void on_nodes_synced(CnKubeInformer *i, void *userdata) {
 }
 
 static int enqueue_existing(json_object *node, void *userdata) {
-        node_seen(userdata, node);
+        node_seen(userdata, NULL, node);
         return 0;
 }
 

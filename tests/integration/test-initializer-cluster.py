@@ -73,6 +73,17 @@ def test_initialize(t, k, c, d):
 
         t.ok(tainted(get_node(k, "orphan")), "a Node without instance stays tainted")
         t.ok(wait_for(lambda: events(k, "orphan", "InstanceNotFound"), 20), "with a Warning event InstanceNotFound")
+        # kubelet-style status updates of a failing Node must not cut its backoff short
+        time.sleep(2)
+
+        def lookups():
+            return len([r for r in c.requests() if "name=orphan" in r.get("path", "") + "?" + r.get("query", "")])
+        before = lookups()
+        for n in range(10):
+            set_status(k, "orphan", {"conditions": [{"type": "Ready", "status": "False", "reason": "r%d" % n}]})
+            time.sleep(0.1)
+        t.ok(lookups() - before < 10, "status updates do not bypass the retry backoff (%d lookups for 10 updates)"
+             % (lookups() - before))
 
         # provided-node-ip that matches nothing: tainted, Warning, and initialized once fixed
         make_node(k, "w6", annotations={"alpha.kubernetes.io/provided-node-ip": "192.0.2.77"})
