@@ -422,6 +422,11 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 r = cn_provider_add_defaults(mc->provider, m.spec, &spec);
                 if (r >= 0)
                         r = cn_provider_validate(mc->provider, spec, &reason);
+                if (r == -EOPNOTSUPP) {
+                        json_object_put(spec);
+                        set_failed(s, "NotSupported", "this provider does not implement the machine lifecycle");
+                        break;
+                }
                 if (r < 0) {
                         json_object_put(spec);
                         set_failed(s, "InvalidConfiguration", reason ?: "the provider spec is not valid");

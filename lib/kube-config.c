@@ -254,6 +254,12 @@ static int load_user(CnKubeConfig *c, json_object *user, const char *base_dir, c
                             c->client_key_file || c->client_key_pem ? "key" : "certificate",
                             c->client_key_file || c->client_key_pem ? "certificate" : "key");
 
+        /* lib/http takes the pair from files or from memory, not one of each. */
+        if ((c->client_cert_file && c->client_key_pem) || (c->client_cert_pem && c->client_key_file))
+                return fail(reterr_message, -EOPNOTSUPP,
+                            "%s: %s mixes a client certificate/key file with inline data; use files or *-data for both",
+                            origin, what);
+
         r = get_optional_string(user, "token", what, origin, &token, reterr_message);
         if (r < 0)
                 return r;

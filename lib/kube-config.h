@@ -68,7 +68,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeConfig *, cn_kube_config_free);
  * Errors: -ENOENT (file, or a named context/cluster/user does not exist, or no context selected),
  * -EINVAL (invalid YAML or structure; missing server or CA; non-https server; both file and data
  * for one item; certificate without key), -EPERM (insecure-skip-tls-verify: true), -EOPNOTSUPP
- * (exec/auth-provider/basic-auth users), -EBADMSG (undecodable base64 *-data), -ENODATA (empty
+ * (exec/auth-provider/basic-auth users; a client certificate/key pair mixing a file and inline
+ * data), -EBADMSG (undecodable base64 *-data), -ENODATA (empty
  * file). Referenced CA/cert/key/token files are checked to be
  * readable. */
 int cn_kube_config_load(const char *path, const char *context, CnKubeConfig **ret, char **reterr_message);

@@ -201,6 +201,9 @@ static void test_errors(void) {
                                 "main", NULL, -EOPNOTSUPP, "exec");
         expect_kubeconfig_error("certificate without key", withca, "\"client-certificate\":\"/etc/hostname\"",
                                 "main", NULL, -EINVAL, "without a client key");
+        expect_kubeconfig_error("certificate file with inline key", withca,
+                                "\"client-certificate\":\"/etc/hostname\",\"client-key-data\":\"QUFB\"", "main", NULL,
+                                -EOPNOTSUPP, "mixes");
         expect_kubeconfig_error("unreadable tokenFile", withca, "\"tokenFile\":\"does-not-exist\"", "main", NULL,
                                 -ENOENT, "does-not-exist");
         expect_kubeconfig_error("cluster without server", "\"certificate-authority-data\":\"AAAA\"",

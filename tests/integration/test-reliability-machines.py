@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Fault soak of cloudnode-controller's machine controller (Hetzner): CloudnodeMachines are
+created and deleted while a random mix of faults hits the Hetzner API (5xx, 429 throttling, TCP
+resets, latency) and the fake API server (5xx and 409 conflicts on CloudnodeMachine writes,
+closed watches, 410 Gone). Then: every machine converged (ready, one server carrying its UID),
+no duplicate create, after deletion no orphaned server, the process never exited, RSS at the end
+within a small margin of RSS after warm-up, fds back to their warm-up count.
+
+Bounded for `make check` (about 20 s): CN_RELIABILITY_MACHINES (default 6 after 2 warm-up
+machines); seed CN_RELIABILITY_SEED (printed). CN_RELIABILITY_STATS=FILE appends the figures."""
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relutil import fd_count, machines_helpers, record, rss_kb  # noqa: E402
+from cntap import Tap, build, src  # noqa: E402
+from fakecloud import FakeCloud  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+RSS_MARGIN_KB = 1536
+CLOUD_FAULTS = [
+    {"platform": "hetzner", "service": "api", "status": 500},
+    {"platform": "hetzner", "service": "api", "status": 503},
+    {"platform": "hetzner", "service": "api", "reset": True},
+    {"platform": "hetzner", "service": "api", "latency": 0.4},
+]
+KUBE_FAULTS = [
+    {"verb": "patch", "resource": "cloudnodemachines", "code": 500},
+    {"verb": "patch", "resource": "cloudnodemachines", "action": "conflict"},
+    {"verb": "patch", "resource": "cloudnodemachines", "subresource": "status", "code": 503, "retryAfter": 1},
+    {"verb": "watch", "resource": "cloudnodemachines", "action": "close-watch", "afterEvents": 1},
+    {"verb": "watch", "resource": "cloudnodemachines", "action": "gone"},
+]
+
+
+def soak(t, m, k, c, tmp, rng, count, stats):
+    env = m.Env(k, c, tmp)
+    env.setup()
+    ctl = m.Controller(k, tmp, env.conf)
+    pid = ctl.p.pid
+    mark = len(c.requests())
+    uids = {}
+    try:
+        for n in ("warm-0", "warm-1"):
+            uids[n] = env.machine(n)["metadata"]["uid"]
+        for rule in CLOUD_FAULTS:
+            c.fail(dict(rule, count=1))
+        stats["faults"] += len(CLOUD_FAULTS)
+        t.ok(m.wait_for(lambda: env.ready("warm-0") and env.ready("warm-1"), 60),
+             "warm-up machines ready through one cloud fault of every kind", ctl.output()[-2000:])
+        env.delete("warm-1")
+        t.ok(m.wait_for(lambda: env.gone("warm-1"), 60), "warm-up machine deleted")
+        time.sleep(0.5)
+        rss0, fds0 = rss_kb(pid), fd_count(pid)
+        t.diag("after warm-up: RSS %d kB, %d fds" % (rss0, fds0))
+
+        names = ["soak-%02d" % i for i in range(count)]
+        for n in names:
+            for _ in range(rng.randint(1, 2)):
+                if rng.random() < 0.6:
+                    rule = dict(rng.choice(CLOUD_FAULTS), count=rng.randint(1, 2))
+                    c.fail(rule)
+                else:
+                    rule = dict(rng.choice(KUBE_FAULTS), count=1)
+                    k.inject(rule)
+                stats["faults"] += rule["count"]
+            uids[n] = env.machine(n)["metadata"]["uid"]
+            time.sleep(rng.uniform(0.1, 0.6))
+        ready = m.wait_for(lambda: all(env.ready(n) for n in names), 90)
+        converged = sum(1 for n in names if env.ready(n))
+        t.ok(ready, "all %d machines converged under the fault mix" % count,
+             [n for n in names if not env.ready(n)])
+        t.eq(sorted(n for n in names if len(env.servers(uids[n])) != 1), [],
+             "exactly one server carries each machine's UID")
+        for n in names:
+            env.delete(n)
+        t.ok(m.wait_for(lambda: all(env.gone(n) for n in names), 90), "all machines deleted",
+             [n for n in names if not env.gone(n)])
+        k.clear_faults()
+        c.clear_faults()
+        t.eq(sorted(n for n in names + ["warm-1"] if env.servers(uids[n])), [], "no orphaned server")
+        creates = [r for r in c.requests()[mark:]
+                   if r.get("method") == "POST" and r.get("path", "").endswith("/v1/servers") and r.get("status") in
+                   (200, 201)]
+        t.ok(len(creates) <= count + 2, "no duplicate create (%d servers created for %d machines)" %
+             (len(creates), count + 2))
+        t.ok(ctl.p.poll() is None, "the controller never exited", ctl.output()[-2000:])
+        time.sleep(0.5)
+        rss1, fds1 = rss_kb(pid), fd_count(pid)
+        t.ok(rss1 <= rss0 + RSS_MARGIN_KB, "RSS after the soak %d kB, after warm-up %d kB (margin %d kB)" %
+             (rss1, rss0, RSS_MARGIN_KB))
+        t.ok(fds1 <= fds0 + 2, "open fds after the soak %d, after warm-up %d" % (fds1, fds0))
+        stats.update(machines=count + 2, converged=converged, rss_kb=[rss0, rss1],
+                     fds=[fds0, fds1])
+    finally:
+        t.eq(ctl.stop(), 0, "SIGTERM: clean exit")
+
+
+def main():
+    t = Tap()
+    if not os.access(build("controller", "cloudnode-controller"), os.X_OK):
+        t.skip_all("cloudnode-controller is not built")
+    count = int(os.environ.get("CN_RELIABILITY_MACHINES", "6"))
+    seed = int(os.environ.get("CN_RELIABILITY_SEED", str(int(time.time()))))
+    t.diag("seed %d (CN_RELIABILITY_SEED to repeat)" % seed)
+    stats = {"test": "machines", "faults": 0, "seed": seed}
+    m = machines_helpers()
+    with tempfile.TemporaryDirectory() as tmp:
+        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
+                src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
+        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+            c.settings(build_seconds=0.3, action_seconds=0.2)
+            t.run(soak, m, k, c, tmp, random.Random(seed), count, stats)
+    record(stats)
+    sys.exit(t.done())
+
+
+if __name__ == "__main__":
+    main()

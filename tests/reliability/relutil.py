@@ -1,0 +1,34 @@
+"""Helpers shared by the reliability tests (tests/integration/test-reliability-*.py)."""
+import importlib.util
+import json
+import os
+
+INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration")
+
+
+def record(stats):
+    """Figures for tests/reliability/report.py: one JSON line appended to the file named by
+    CN_RELIABILITY_STATS (nothing when unset)."""
+    path = os.environ.get("CN_RELIABILITY_STATS")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(stats) + "\n")
+
+
+def machines_helpers():
+    """Env and Controller of test-controller-machines.py (Cluster API CRDs and fixtures), reused
+    rather than copied."""
+    spec = importlib.util.spec_from_file_location("cn_machines",
+                                                  os.path.join(INTEGRATION, "test-controller-machines.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
