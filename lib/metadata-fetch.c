@@ -325,6 +325,8 @@ static int slot_start(Slot *s) {
         r = cn_http_request_submit(req, on_response, s);
         if (r < 0)
                 return r;
+        /* A retry replaces the finished request of the previous attempt. */
+        cn_http_request_unref(s->req);
         s->req = TAKE_PTR(req);
         return 0;
 }

@@ -188,7 +188,9 @@ class FakeKube:
         out = []
         with open(os.path.join(self.state_dir, "audit.jsonl")) as f:
             for line in f:
-                if line.strip():
+                # The server may be writing the last record right now: a line without its
+                # newline is not complete yet.
+                if line.strip() and line.endswith("\n"):
                     out.append(json.loads(line))
         return out
 

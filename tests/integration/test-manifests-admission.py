@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The ValidatingAdmissionPolicy of the node-mode initializer identity, evaluated by the fake API
+server: what the initializer does to a freshly registered Node (no annotations, no
+unschedulable field) is allowed; anything else it might try is denied."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap, src  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
+TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+MERGE = "application/merge-patch+json"
+
+
+def node(name, **spec):
+    s = {"taints": [{"key": TAINT, "value": "true", "effect": "NoSchedule"},
+                    {"key": "example.com/other", "effect": "NoSchedule"}]}
+    s.update(spec)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": s}
+
+
+def main():
+    t = Tap()
+    d = tempfile.mkdtemp(prefix="cn-vap-")
+    with FakeKube(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
+        r = k.kubectl("apply", "-f", src("manifests", "operand", "node-initializer-admission-policy.yaml"))
+        t.eq(r.returncode, 0, "the policy and its binding apply") or t.diag(r.stderr)
+        token = k.token_for(USER)
+        for i, n in enumerate(("n1", "n2", "n3", "n4", "n5")):
+            k.api("POST", "/api/v1/nodes", node(n))
+
+        def patch(name, body, sub=""):
+            st, obj = k.api("PATCH", "/api/v1/nodes/%s%s" % (name, sub), body, MERGE, token=token)
+            return st, obj
+
+        st, obj = patch("n1", {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}, "/status")
+        t.eq(st, 200, "addresses on nodes/status are allowed")
+        st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1",
+                                        "taints": [{"key": "example.com/other", "effect": "NoSchedule"}]},
+                               "metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large",
+                                                       "topology.kubernetes.io/zone": "us-east-1a"}}})
+        t.eq(st, 200, "providerID from empty, well-known labels and removing the uninitialized taint are allowed",) \
+            or t.diag(obj)
+        st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-2"}})
+        t.ok(st in (403, 422), "changing a set providerID is denied (HTTP %d)" % st, obj)
+        st, obj = patch("n2", {"metadata": {"labels": {"node-role.kubernetes.io/control-plane": ""}}})
+        t.ok(st in (403, 422), "another label is denied (HTTP %d)" % st, obj)
+        st, obj = patch("n3", {"spec": {"taints": [{"key": TAINT, "value": "true", "effect": "NoSchedule"}]}})
+        t.ok(st in (403, 422), "removing another taint is denied (HTTP %d)" % st, obj)
+        st, obj = patch("n4", {"spec": {"unschedulable": True}})
+        t.ok(st in (403, 422), "cordoning is denied (HTTP %d)" % st, obj)
+        st, obj = patch("n5", {"metadata": {"annotations": {"example.com/a": "b"}}})
+        t.ok(st in (403, 422), "adding an annotation is denied (HTTP %d)" % st, obj)
+        st, obj = k.api("PATCH", "/api/v1/nodes/n2", {"metadata": {"annotations": {"example.com/a": "b"}}}, MERGE)
+        t.eq(st, 200, "other identities are not affected by the policy")
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
