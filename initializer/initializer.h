@@ -89,6 +89,7 @@ struct NodeState {
         CnProviderInstance *instance; /* the instance being applied */
         unsigned attempt;
         char *last_warning;   /* to avoid repeating the same Warning event on every retry */
+        uint64_t written_rv;  /* resourceVersion our initializing PATCH produced, until the cache has it */
 };
 
 typedef struct Metrics {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """cloudnode-initializer in node mode, inside a network namespace with real interfaces: the
 instance's metadata served at 169.254.169.254 in the namespace (tests/fake-cloud, platform aws),
-the API server reached over a veth pair, the node-mode service account with the shipped RBAC. Covers: a Node that registers late, exactly two writes, READY=1, dual
+the API server reached over a veth pair, the node-mode service account with the shipped RBAC
+and admission policy. Covers: a Node that registers late, exactly two writes, READY=1, dual
 stack with an IPv6 address added later (one status write, only for that change), an unrelated
 address that changes nothing, provided-node-ip mismatch (tainted, Warning) then a dual-stack
 pair that matches (its order first)."""
@@ -13,15 +14,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, RBAC, Initializer, addresses, events, get_node, initialized,  # noqa: E402
+from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, events, get_node, initialized,  # noqa: E402
                     make_node, node_gets, tainted, wait_for, writes)
 from fakecloud import FakeCloud, Netns  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
-# The shipped ValidatingAdmissionPolicy is not loaded: its last validation reads
-# object.spec.unschedulable, which a Node that never was cordoned does not have, so CEL fails
-# with "no such key" and, with failurePolicy Fail, every update of such a Node by this identity
-# is denied (on a real API server as in the fake one). RBAC is enforced.
+POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")
 
 
 def ip(*args):
@@ -152,7 +150,7 @@ def main():
                 try:
                     with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
                                    listen="169.254.169.254:80"), \
-                         FakeKube(os.path.join(d, "kube"), rbac=RBAC, listen=link[1] + ":0") as k:
+                         FakeKube(os.path.join(d, "kube"), rbac=RBAC, load=[POLICY], listen=link[1] + ":0") as k:
                         t.run(test_node_mode, d, ns, link, k, c, inst)
                 finally:
                     subprocess.run(["ip", "link", "del", host_if], capture_output=True)

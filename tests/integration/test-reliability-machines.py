@@ -22,6 +22,7 @@ from fakecloud import FakeCloud  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
 RSS_MARGIN_KB = 1536
+FD_SLACK = 5
 CLOUD_FAULTS = [
     {"platform": "hetzner", "service": "api", "status": 500},
     {"platform": "hetzner", "service": "api", "status": 503},
@@ -93,7 +94,11 @@ def soak(t, m, k, c, tmp, rng, count, stats):
         rss1, fds1 = rss_kb(pid), fd_count(pid)
         t.ok(rss1 <= rss0 + RSS_MARGIN_KB, "RSS after the soak %d kB, after warm-up %d kB (margin %d kB)" %
              (rss1, rss0, RSS_MARGIN_KB))
-        t.ok(fds1 <= fds0 + 2, "open fds after the soak %d, after warm-up %d" % (fds1, fds0))
+        # Slack for idle connections libcurl keeps in its connection cache (more of them stay open
+        # when the machine is loaded and requests overlap); a leak grows past it in the long form.
+        t.ok(fds1 <= fds0 + FD_SLACK, "open fds after the soak %d, after warm-up %d (slack %d)" %
+             (fds1, fds0, FD_SLACK), sorted(os.readlink("/proc/%d/fd/%s" % (pid, f)) for f in os.listdir(
+                 "/proc/%d/fd" % pid)))
         stats.update(machines=count + 2, converged=converged, rss_kb=[rss0, rss1],
                      fds=[fds0, fds1])
     finally:

@@ -4,6 +4,7 @@ fake API server, wait for conditions, count API writes in the audit log.
     with Initializer(args, netns=None, env=None) as i:
         i.port, i.log(), i.get("/metrics"), i.notify_messages(), i.proc
 """
+import datetime
 import json
 import os
 import re
@@ -98,10 +99,18 @@ def events(k, name=None, reason=None):
             and (reason is None or e.get("reason") == reason)]
 
 
+def request_start(r):
+    """When the server got the request: audit records are written when the response is done, by
+    concurrent server threads, so their order in the log is not the order of the requests."""
+    t = datetime.datetime.strptime(r["time"].replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    return t - float(r.get("duration") or 0)
+
+
 def writes(k, user, name=None):
-    """Successful and failed writes to Nodes by user, as (verb, subresource, name, code)."""
+    """Successful and failed writes to Nodes by user, as (verb, subresource, name, code), in the
+    order the server received them."""
     out = []
-    for r in k.audit():
+    for r in sorted(k.audit(), key=request_start):
         if r.get("user") != user or r.get("resource") != "nodes":
             continue
         if r.get("verb") not in ("patch", "update", "create", "delete"):

@@ -34,7 +34,7 @@ def run_fuzz(runs):
     p = subprocess.run(["sh", script, "--runs", str(runs)], capture_output=True, text=True, env=env)
     rows = []
     for line in p.stdout.splitlines():
-        m = re.match(r"(not )?ok \d+ - fuzz (\S+)(?:: (\S+) inputs)?", line)
+        m = re.match(r"(not )?ok \d+ - fuzz ([^:\s]+)(?:: (\d+|\?) inputs)?", line)
         if m:
             rows.append((m.group(2), m.group(3) or "-", "crash" if m.group(1) else "ok"))
     return rows
@@ -64,6 +64,11 @@ def markdown(fuzz, results, figures, long, runs):
     out = ["## Reliability", "",
            "Produced by `tests/reliability/report.py%s` on %s UTC." %
            (" --long" if long else "", datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")), ""]
+    settings = {k: v for k, v in sorted(os.environ.items()) if k.startswith("CN_RELIABILITY_") and k != "CN_RELIABILITY_STATS"}
+    if long:
+        settings.update(LONG_ENV)
+    if settings:
+        out += ["Settings: %s." % ", ".join("`%s=%s`" % kv for kv in sorted(settings.items())), ""]
     if fuzz is None:
         out += ["Fuzzing: targets not built (`make fuzz-build`), not run.", ""]
     else:
@@ -78,7 +83,7 @@ def markdown(fuzz, results, figures, long, runs):
     for f in figures:
         if f["test"] == "crash":
             out.append("- Crash consistency: %d SIGKILL trials of cloudnode-agent (%d killed mid-run) out of %d "
-                       "kill points of its write path; files found partial or not converging: %d; temporary files "
+                       "kill points (openat, write, fchmod, fsync, renameat, unlinkat calls of one run); files found partial or not converging: %d; temporary files "
                        "left behind: %d (seed %d)." % (f["trials"], f["killed"], f["points"], f["failures"],
                                                       f["leftover_temps"], f["seed"]))
         elif f["test"] == "hostile":

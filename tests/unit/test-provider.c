@@ -12,6 +12,10 @@
 
 static const char *fixtures;
 
+static void skip(const char *what) {
+        printf("ok %d - %s # SKIP fixtures not found under %s\n", ++tap_n, what, fixtures);
+}
+
 static json_object *load(const char *rel) {
         _cleanup_free_ char *path = NULL;
         json_object *o = NULL;
@@ -41,7 +45,7 @@ static void test_hetzner(void) {
         _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
 
         if (!one || !list) {
-                printf("# SKIP hetzner fixtures not found under %s\n", fixtures);
+                skip("hetzner: servers from the captured API responses");
                 return;
         }
         TAP_EQ_INT(cn_provider_hetzner_parse_server(cn_json_get(one, "server", NULL), NULL, &i), 0,
@@ -77,7 +81,7 @@ static void test_openstack(void) {
         _cleanup_free_ char *a = NULL, *pid = NULL;
 
         if (!srv || !tok) {
-                printf("# SKIP openstack fixtures not found under %s\n", fixtures);
+                skip("openstack: server and token from the captured API responses");
                 return;
         }
         TAP_EQ_INT(cn_provider_openstack_parse_server(cn_json_get(srv, "server", NULL), "RegionOne", &i), 0,
