@@ -223,7 +223,8 @@ static void on_metadata_run(Manager *m) {
         }
         if (r < 0) {
                 (void) sd_notifyf(false, "STATUS=Failed to write the node-local files: %s", strerror(-r));
-                m->result = AGENT_EXIT_OUTPUT;
+                /* Metadata that cannot be written safely is rejected metadata, not a write error. */
+                m->result = r == -EBADMSG ? AGENT_EXIT_METADATA : AGENT_EXIT_OUTPUT;
                 (void) sd_event_exit(m->event, 0);
                 return;
         }

@@ -70,6 +70,11 @@ int agent_write_outputs(Manager *m, unsigned *ret_written) {
                 goto finish;
         }
         r = cn_render_kubelet_dropin(&p, &out[1].data, &out[1].size);
+        if (r == -EBADMSG) {
+                log_error("The node name '%s' is not a valid Kubernetes Node name (a lower-case DNS-1123 "
+                          "subdomain); nothing written.", strna(p.node_name ?: m->metadata->hostname));
+                goto finish;
+        }
         if (r < 0) {
                 log_error_errno(r, "Failed to render %s: %m", CN_KUBELET_DROPIN_PATH);
                 goto finish;

@@ -49,6 +49,10 @@ static bool dns_subdomain_is_valid(const char *s, size_t len) {
         return label > 0 && s[len - 1] != '-';
 }
 
+bool cn_node_name_is_valid(const char *name) {
+        return name && dns_subdomain_is_valid(name, strlen(name));
+}
+
 bool cn_label_key_is_valid(const char *key) {
         const char *slash;
 

@@ -12,6 +12,8 @@
 bool cn_label_key_is_valid(const char *key);
 /* Empty, or at most 63 characters of [A-Za-z0-9_.-] starting and ending alphanumeric. */
 bool cn_label_value_is_valid(const char *value);
+/* A Node name: a DNS-1123 subdomain (lower case) of at most 253 characters. */
+bool cn_node_name_is_valid(const char *name);
 /* True when the key's prefix is kubernetes.io, k8s.io, or a subdomain of either. */
 bool cn_label_key_is_reserved(const char *key);
 

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Kubelet drop-in (see render-kubelet.h). */
+#include <ctype.h>
+
 #include "buf.h"
+#include "labels.h"
 #include "render-kubelet.h"
 #include "string-util.h"
 
@@ -33,8 +36,23 @@ int cn_render_kubelet_dropin(const CnRenderParams *p, char **ret, size_t *ret_si
         _cleanup_buf_ CnBuf b = CN_BUF_INIT(16 * 1024);
         _cleanup_free_ char *provider = NULL, *node = NULL;
         const CnInstanceMetadata *m = p->metadata;
-        const char *node_name = p->node_name ?: (m ? m->hostname : NULL);
+        _cleanup_free_ char *lower = NULL;
+        const char *node_name = p->node_name;
         int r;
+
+        /* Without a configured name the kubelet would use the host name in lower case; so do we. */
+        if (!node_name && m && m->hostname) {
+                lower = strdup(m->hostname);
+                if (!lower)
+                        return -ENOMEM;
+                for (char *c = lower; *c; c++)
+                        *c = (char) tolower((unsigned char) *c);
+                node_name = lower;
+        }
+        /* A name the API server would refuse would only make the kubelet fail later, far from the
+         * cause: refuse it here, with the previous files left in place. */
+        if (node_name && !cn_node_name_is_valid(node_name))
+                return -EBADMSG;
 
         if (m && m->provider_id && (r = cn_unit_quote_environment("KUBELET_PROVIDERID", m->provider_id, &provider)) < 0)
                 return r;

@@ -79,7 +79,19 @@ static void test_parse(void) {
         TAP_EQ_INT(cn_label_parse("a=", NULL, NULL), 0, "empty value is accepted");
 }
 
+static void test_node_names(void) {
+        TAP_OK(cn_node_name_is_valid("ip-10-0-0-13.ec2.internal"), "node name: EC2 host name");
+        TAP_OK(cn_node_name_is_valid("worker-1"), "node name: plain");
+        TAP_OK(!cn_node_name_is_valid("Worker-1"), "node name: upper case refused");
+        TAP_OK(!cn_node_name_is_valid("-Bad_Label.Value-"), "node name: label syntax is not node syntax");
+        TAP_OK(!cn_node_name_is_valid("a\nb"), "node name: newline refused");
+        TAP_OK(!cn_node_name_is_valid("a..b"), "node name: empty DNS label refused");
+        TAP_OK(!cn_node_name_is_valid(""), "node name: empty refused");
+        TAP_OK(!cn_node_name_is_valid(NULL), "node name: NULL refused");
+}
+
 int main(void) {
+        test_node_names();
         test_keys();
         test_values();
         test_reserved();
