@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* File reading with a cap and the atomic writer. See fileio.h. */
+#include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "fileio.h"
@@ -202,6 +205,48 @@ static int write_all(int fd, const void *data, size_t size) {
         return 0;
 }
 
+/* Our temporary names: ".#<base>.<16 hex digits>". */
+static bool is_temp_of(const char *name, const char *base) {
+        size_t n = strlen(base);
+
+        if (!cn_startswith(name, ".#") || strncmp(name + 2, base, n) != 0 || name[2 + n] != '.')
+                return false;
+        name += 3 + n;
+        if (strlen(name) != 16)
+                return false;
+        for (; *name; name++)
+                if (!isxdigit((unsigned char) *name))
+                        return false;
+        return true;
+}
+
+/* A writer killed between creating its temporary file and the rename leaves the file behind. Every
+ * live writer holds an flock on its temporary file, so one that can be locked is stale. */
+static void remove_stale_temps(int dir_fd, const char *base) {
+        _cleanup_close_ int fd = -EBADF;
+        DIR *d;
+        struct dirent *de;
+
+        fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d)
+                return;
+        TAKE_FD(fd);
+        while ((de = readdir(d))) {
+                _cleanup_close_ int tfd = -EBADF;
+
+                if (!is_temp_of(de->d_name, base))
+                        continue;
+                tfd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+                if (tfd < 0 || flock(tfd, LOCK_EX | LOCK_NB) < 0)
+                        continue;
+                (void) unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+}
+
 int cn_write_file_atomic(const char *root, const char *path, const void *data, size_t size, mode_t mode,
                          uid_t uid, gid_t gid, CnWriteFlags flags) {
         _cleanup_free_ char *base = NULL, *tmp = NULL;
@@ -214,6 +259,7 @@ int cn_write_file_atomic(const char *root, const char *path, const void *data, s
         if (r < 0)
                 return r;
 
+        remove_stale_temps(dir_fd, base);
         if (existing_is_identical(dir_fd, base, data, size, mode, uid, gid) > 0)
                 return 0;
 
@@ -227,6 +273,8 @@ int cn_write_file_atomic(const char *root, const char *path, const void *data, s
         fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
         if (fd < 0)
                 return -errno;
+        /* Marks the file as in use until we are done with it (see remove_stale_temps()). */
+        (void) flock(fd, LOCK_EX | LOCK_NB);
 
         r = write_all(fd, data, size);
         if (r >= 0 && (uid != CN_UID_INVALID || gid != CN_GID_INVALID) && fchown(fd, uid, gid) < 0)

@@ -138,7 +138,7 @@ def main():
             else:
                 plan = points + [rng.choice(points) for _ in range(trials - len(points))]
 
-            bad, not_converged, open_temps, leftovers = [], [], [], 0
+            bad, not_converged, open_temps, leftovers, stale_after = [], [], [], 0, []
             for sc, n in plan:
                 root = os.path.join(tmp, "trial")
                 shutil.rmtree(root, ignore_errors=True)
@@ -166,16 +166,18 @@ def main():
                     if m & ~fm:
                         open_temps.append((sc, n, k, oct(m), oct(fm)))
                 r = run_agent(root)
-                files2, _ = snapshot(root)
+                files2, temps2 = snapshot(root)
                 if r.returncode != 0 or any(files2.get(k) != v for k, v in b_files.items()):
                     not_converged.append((sc, n, r.returncode, r.stderr[-300:]))
+                stale_after.extend((sc, n, k) for k in temps2)
             t.ok(stats["killed"] >= len(plan) * 9 // 10, "%d of %d trials killed the agent mid-run" %
                  (stats["killed"], len(plan)), stats)
             t.ok(not bad, "every file is its previous or its new complete version after each kill", bad[:5])
             t.ok(not open_temps, "temporary files left by a kill are no more readable than their target",
                  open_temps[:5])
             t.ok(not not_converged, "the next run converges on the new version after each kill", not_converged[:3])
-            t.diag("temporary files left behind by kills: %d (removed by nothing; harmless names .#*)" % leftovers)
+            t.ok(not stale_after, "the next run removes the temporary files a kill left behind (%d left by kills)"
+                 % leftovers, stale_after[:5])
             stats.update(points=len(points), leftover_temps=leftovers, failures=len(bad) + len(not_converged))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <sys/file.h>
+
 #include "fileio.h"
 #include "tap.h"
 
@@ -69,6 +71,34 @@ static void test_no_partial_file(void) {
         TAP_EQ_INT(count_entries(root), before, "no temp files left after many replacements");
         TAP_EQ_INT(cn_remove_file(root, "/race"), 1, "remove existing file");
         TAP_EQ_INT(cn_remove_file(root, "/race"), 0, "remove missing file is not an error");
+}
+
+/* A writer killed before its rename leaves ".#name.<hex>" behind; the next write of that file
+ * removes it, but never the temporary file of a writer still at work (it holds an flock). */
+static void test_stale_temps(void) {
+        char dir[] = "/tmp/cn-test-stale-XXXXXX", stale[256], live[256], other[256], path[300];
+        int live_fd;
+
+        if (!mkdtemp(dir))
+                return;
+        snprintf(stale, sizeof stale, "%s/.#env.0123456789abcdef", dir);
+        snprintf(live, sizeof live, "%s/.#env.fedcba9876543210", dir);
+        snprintf(other, sizeof other, "%s/.#envx.0123456789abcdef", dir);
+        for (const char *f = stale; f; f = f == stale ? other : NULL)
+                close(open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+        live_fd = open(live, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        TAP_OK(live_fd >= 0 && flock(live_fd, LOCK_EX) == 0, "a live writer's temporary file is locked");
+        TAP_EQ_INT(cn_write_file_atomic(dir, "/env", "A=1\n", 4, 0644, CN_UID_INVALID, CN_GID_INVALID, 0), 1,
+                   "write after a killed writer");
+        TAP_OK(access(stale, F_OK) < 0 && errno == ENOENT, "the killed writer's temporary file is removed");
+        TAP_OK(access(live, F_OK) == 0, "a live writer's temporary file is left alone");
+        TAP_OK(access(other, F_OK) == 0, "another file's temporary file is left alone");
+        close(live_fd);
+        unlink(live);
+        unlink(other);
+        snprintf(path, sizeof path, "%s/env", dir);
+        unlink(path);
+        rmdir(dir);
 }
 
 int main(void) {
@@ -160,5 +190,6 @@ int main(void) {
 
         test_no_partial_file();
         rm_rf(root);
+        test_stale_temps();
         return tap_done();
 }
