@@ -325,7 +325,8 @@ class Demo:
         header = ("NODE", "PLATFORM", "PROVIDER ID", "ADDRESSES", "STATE", "TIME")
         if TTY:
             widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-            out = ["\033[H\033[J", "cloudnode demo — %d nodes, %.1fs" % (len(rows), time.monotonic() - self.start), ""]
+            out = ["\033[H\033[J", "cloudnode demo — %d nodes%s, %.1fs" % (len(self.nodes), " and 1 machine" if len(rows) > len(self.nodes) else "",
+                                                        time.monotonic() - self.start), ""]
             for r in [header] + rows:
                 out.append("  ".join(str(v).ljust(widths[i]) for i, v in enumerate(r)))
             sys.stdout.write("\n".join(out) + "\n")
@@ -445,7 +446,7 @@ def main():
         say("interrupted")
     finally:
         demo.cleanup()
-        say("cleaned up: processes stopped, network namespaces removed")
+        say("cleaned up: processes stopped%s" % (", network namespaces removed" if demo.use_netns else ""))
     return rc
 
 
