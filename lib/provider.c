@@ -44,6 +44,7 @@ struct CnProviderCall {
         unsigned n_ref;
         CnProvider *provider;
         CnHttpRequest *req;
+        bool http_pending;   /* req is submitted and its completion has not run yet */
         bool finished;
         CallMode mode;
         CnProviderInstanceCallback instance_cb;
@@ -264,12 +265,20 @@ static CnProviderCall *call_unref(CnProviderCall *c) {
 }
 
 CnProviderCall *cn_provider_call_free(CnProviderCall *c) {
+        bool in_flight;
+
         if (!c)
                 return NULL;
-        /* The caller lets go: whatever is still in flight must not call back. */
+        /* The caller lets go: whatever is still in flight must not call back. A cancelled request
+         * never completes, so its completion cannot drop the in-flight reference: do it here. */
+        in_flight = !c->finished && c->http_pending;
         c->finished = true;
         if (c->req)
                 cn_http_request_cancel(c->req);
+        if (in_flight) {
+                c->http_pending = false;
+                call_unref(c);
+        }
         return call_unref(c);
 }
 
@@ -534,6 +543,7 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
         const char *data;
         size_t size = 0;
 
+        c->http_pending = false;
         if (c->finished)
                 return;
         reply.status = error < 0 ? 0 : cn_http_request_get_status(req);
@@ -625,6 +635,7 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
                 cn_http_request_unref(c->req);
         }
         c->req = TAKE_PTR(req);
+        c->http_pending = true;
         return 0;
 }
 
