@@ -22,6 +22,7 @@ SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.dirname(HERE)
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
+from capi import install_core_crds  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
@@ -39,6 +40,15 @@ def binary(component):
 
 def run(argv, check=True, **kw):
     return subprocess.run(argv, check=check, capture_output=True, text=True, **kw)
+
+
+def stop_process(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def say(msg):
@@ -233,16 +243,7 @@ class Demo:
     def install_capi(self):
         """Cluster API's own Cluster and Machine types (as CRDs, as clusterctl would install them)
         and cloudnode's infrastructure CRDs."""
-        for plural, kind in (("clusters", "Cluster"), ("machines", "Machine")):
-            self.kube.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": {"name": plural + ".cluster.x-k8s.io"},
-                "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
-                         "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-                         "versions": [{"name": "v1beta2", "served": True, "storage": True,
-                                       "subresources": {"status": {}},
-                                       "schema": {"openAPIV3Schema": {"type": "object",
-                                                                      "x-kubernetes-preserve-unknown-fields": True}}}]}})
+        install_core_crds(self.kube)
         r = self.kube.kubectl("apply", "--validate=false", "-k", os.path.join(SRC, "manifests", "crds", "capi"))
         if r.returncode != 0:
             self.machine = ("unavailable", "CRDs not applied: %s" % r.stderr.strip()[:200])
@@ -410,21 +411,11 @@ class Demo:
         for node in self.nodes:
             for p in node.procs:
                 if isinstance(p, subprocess.Popen):
-                    if p.poll() is None:
-                        p.terminate()
-                        try:
-                            p.wait(5)
-                        except subprocess.TimeoutExpired:
-                            p.kill()
+                    stop_process(p)
                 else:
                     p.stop()
         for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_process(p)
         for ns in self.namespaces:
             run(["ip", "netns", "del", ns], check=False)
         for link in self.host_links:

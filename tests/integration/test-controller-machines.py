@@ -18,6 +18,7 @@ from cntap import Tap, build, src  # noqa: E402
 
 try:
     import yaml  # noqa: E402
+    from capi import core_crd  # noqa: E402
     from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
     from fakekube import FakeKube  # noqa: E402
 except ImportError as e:
@@ -42,17 +43,6 @@ def wait_for(fn, timeout=30.0, step=0.05):
             return last
         time.sleep(step)
     return last
-
-
-def capi_crd(kind, plural):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": plural + ".cluster.x-k8s.io"},
-            "spec": {"group": "cluster.x-k8s.io", "scope": "Namespaced",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-                     "versions": [{"name": "v1beta2", "served": True, "storage": True,
-                                   "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
 class Controller:
@@ -98,8 +88,8 @@ class Env:
                   "infrastructure.cluster.x-k8s.io_cloudnodeclusters.yaml"):
             with open(src("manifests", "crds", "capi", f)) as fh:
                 k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", capi_crd("Cluster", "clusters"))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", capi_crd("Machine", "machines"))
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Cluster", "clusters"))
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Machine", "machines"))
         for path in (CNM, MACHINES, CLUSTERS):
             wait_for(lambda: k.api("GET", path)[0] == 200)
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
