@@ -5,6 +5,8 @@
  * only patch the addresses, and only when the computed list changes. */
 #include <systemd/sd-daemon.h>
 
+#include <ctype.h>
+
 #include "initializer.h"
 #include "kube-informer.h"
 #include "log.h"
@@ -122,6 +124,20 @@ int node_mode_start(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to load node config %s: %s", m->config->config_path ?: CN_NODE_CONFIG_PATH,
                                        error ?: strerror(-r));
+        /* Wait for the Node under the name the kubelet registers: the node config's nodeName (the
+         * agent writes it into the kubelet's drop-in), else the given name in lower case, as the
+         * kubelet lowers its host name. */
+        if (!isempty(m->node_config->node_name) && !streq(m->node_config->node_name, m->config->node_name)) {
+                char *n = strdup(m->node_config->node_name);
+
+                if (!n)
+                        return log_oom();
+                log_info("Node name %s from the node config (not %s).", n, m->config->node_name);
+                free(m->config->node_name);
+                m->config->node_name = n;
+        } else
+                for (char *c = m->config->node_name; *c; c++)
+                        *c = (char) tolower((unsigned char) *c);
         cn_backoff_init(&m->metadata_backoff, METADATA_BACKOFF_BASE, METADATA_BACKOFF_CAP);
         r = cn_netlink_new(m->event, on_netlink, m, &m->netlink);
         if (r < 0)
