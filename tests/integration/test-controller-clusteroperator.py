@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""On a cluster that serves config.openshift.io ClusterOperators, cloudnode-controller reports its
+conditions on the "cloudnode" ClusterOperator (with the openshift overlay's RBAC), not on its own
+CloudnodeOperator object."""
+import importlib.util
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
+from cntap import Tap, src  # noqa: E402
+from fakekube import FakeKube  # noqa: E402
+
+# The cluster setup and the controller process of the apply test, shared rather than copied.
+_spec = importlib.util.spec_from_file_location("controller_apply", os.path.join(HERE, "test-controller-apply.py"))
+apply = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(apply)
+
+CO = "/apis/config.openshift.io/v1/clusteroperators"
+
+
+def clusteroperator_crd():
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "clusteroperators.config.openshift.io"},
+            "spec": {"group": "config.openshift.io", "scope": "Cluster",
+                     "names": {"kind": "ClusterOperator", "plural": "clusteroperators", "singular": "clusteroperator",
+                               "listKind": "ClusterOperatorList"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def conditions(k):
+    code, co = k.api("GET", CO + "/cloudnode")
+    if code != 200:
+        return {}
+    return {c["type"]: c["status"] for c in (co.get("status") or {}).get("conditions") or []}
+
+
+def main():
+    t = Tap()
+    with tempfile.TemporaryDirectory() as tmp:
+        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
+                src("manifests", "overlays", "openshift", "namespaced", "clusteroperator-rbac.yaml")]
+        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k:
+            k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", clusteroperator_crd())
+            apply.wait_for(lambda: k.api("GET", CO)[0] == 200)
+            apply.setup_cluster(k)
+            c = apply.Controller(k, tmp)
+            try:
+                got = apply.wait_for(lambda: (lambda cs: cs if cs.get("Available") == "True" and
+                                              cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
+                t.ok(got, "the ClusterOperator reports Available=True, Degraded=False", c.output()[-3000:])
+                t.ok("Progressing" in (got or {}), "and carries a Progressing condition", got)
+                code, _ = k.api("GET", apply.STATUS)
+                t.eq(code, 404, "no CloudnodeOperator object is created when ClusterOperators exist")
+                denied = [a for a in k.audit() if a.get("user") == apply.USER and a.get("code") == 403]
+                t.eq([(a.get("verb"), a.get("path")) for a in denied], [],
+                     "the openshift overlay's RBAC is enough (no 403)")
+            finally:
+                c.stop()
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
