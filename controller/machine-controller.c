@@ -64,6 +64,7 @@ struct MachineState {
         json_object *spec;      /* provider spec of the pass in flight */
         char *uid;
         bool seen;
+        bool missed;            /* an event came while busy: look again once the call is done */
 };
 
 static void schedule(MachineController *mc) {
@@ -110,6 +111,16 @@ static bool state_busy(MachineState *s) {
         if (s->call || s->request)
                 return true;
         return s->timer && sd_event_source_get_enabled(s->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF;
+}
+
+/* Called when a call or request of this machine has completed: if a change was skipped while it
+ * was in flight (say, the deletion of the object), a reconcile pass picks it up now rather than at
+ * the next unrelated event. */
+static void state_call_done(MachineState *s) {
+        if (s->missed) {
+                s->missed = false;
+                schedule(s->mc);
+        }
 }
 
 static json_object *lookup_infra_machine(MachineState *s) {
@@ -238,6 +249,7 @@ static void on_created(CnProvider *p, const CnProviderResult *res, json_object *
         MachineState *s = ASSERT_PTR(userdata);
 
         s->call = cn_provider_call_free(s->call);
+        state_call_done(s);
         if (res->error < 0) {
                 (void) handle_error(s, res, "create");
                 return;
@@ -256,6 +268,7 @@ static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdat
         int r;
 
         s->request = cn_kube_request_free(s->request);
+        state_call_done(s);
         if (result->error < 0 || !b64) {
                 /* The bootstrap provider writes it; wait for its event rather than failing. */
                 log_info("CloudnodeMachine %s/%s: bootstrap data not readable yet: %s", s->namespace, s->name,
@@ -285,6 +298,7 @@ static void on_lookup(CnProvider *p, const CnProviderResult *res, json_object *i
         int r;
 
         s->call = cn_provider_call_free(s->call);
+        state_call_done(s);
         if (res->error >= 0) {
                 log_info("CloudnodeMachine %s/%s: adopting instance %s", s->namespace, s->name,
                          strna(cn_json_string(instance, "id", NULL)));
@@ -309,6 +323,7 @@ static void on_poll(CnProvider *p, const CnProviderResult *res, json_object *ins
         MachineState *s = ASSERT_PTR(userdata);
 
         s->call = cn_provider_call_free(s->call);
+        state_call_done(s);
         if (res->error == -ENOENT) {
                 /* Deleted outside the controller: report it, never create a replacement here (the
                  * Machine's owner decides), so there is no re-creation loop. */
@@ -352,6 +367,7 @@ static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, vo
         json_object *cnm;
 
         s->call = cn_provider_call_free(s->call);
+        state_call_done(s);
         if (res->error < 0) {
                 if (cn_provider_error_class(res->error) == CN_PROVIDER_TERMINAL)
                         log_warning("CloudnodeMachine %s/%s: cleanup refused: %s", s->namespace, s->name,
@@ -381,8 +397,12 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         CnMachineStep step;
         int r;
 
-        if (!cnm || !mc->leading || state_busy(s))
+        if (!cnm || !mc->leading)
                 return;
+        if (state_busy(s)) {
+                s->missed = true;
+                return;
+        }
         owner = cn_machine_owner_name(cnm);
         if (owner)
                 machine = cn_kube_informer_lookup(mc->machines, s->namespace, owner);

@@ -54,7 +54,7 @@ def soak(t, m, k, c, tmp, rng, count, stats):
         t.ok(m.wait_for(lambda: env.ready("warm-0") and env.ready("warm-1"), 60),
              "warm-up machines ready through one cloud fault of every kind", ctl.output()[-2000:])
         env.delete("warm-1")
-        t.ok(m.wait_for(lambda: env.gone("warm-1"), 60), "warm-up machine deleted")
+        t.ok(m.wait_for(lambda: env.gone("warm-1"), 60), "warm-up machine deleted", ctl.output()[-4000:])
         time.sleep(0.5)
         rss0, fds0 = rss_kb(pid), fd_count(pid)
         t.diag("after warm-up: RSS %d kB, %d fds" % (rss0, fds0))
