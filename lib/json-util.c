@@ -60,7 +60,7 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
         return 0;
 }
 
-int cn_json_parse_file(const char *root, const char *path, size_t max_size, json_object **ret,
+int cn_parse_file_with(CnTreeParser parse, const char *root, const char *path, size_t max_size, json_object **ret,
                        char **ret_error) {
         _cleanup_free_ char *data = NULL;
         size_t size;
@@ -72,7 +72,12 @@ int cn_json_parse_file(const char *root, const char *path, size_t max_size, json
                         (void) asprintf(ret_error, "%s", strerror(-r));
                 return r;
         }
-        return cn_json_parse(data, size, max_size, ret, ret_error);
+        return parse(data, size, max_size, ret, ret_error);
+}
+
+int cn_json_parse_file(const char *root, const char *path, size_t max_size, json_object **ret,
+                       char **ret_error) {
+        return cn_parse_file_with(cn_json_parse, root, path, max_size, ret, ret_error);
 }
 
 json_object *cn_json_getv(json_object *o, va_list ap) {

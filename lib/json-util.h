@@ -19,6 +19,11 @@
  * (optional, caller frees) such as "unexpected end of data at offset 17". A document that is just
  * JSON null succeeds with *ret == NULL, as json-c represents null. */
 int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **ret, char **ret_error);
+/* A parser of the cn_json_parse() shape (cn_yaml_parse() has it too). */
+typedef int (*CnTreeParser)(const char *data, size_t size, size_t max_size, json_object **ret, char **ret_error);
+/* Reads root+path (at most max_size bytes) and parses it; a read error is described in *ret_error. */
+int cn_parse_file_with(CnTreeParser parse, const char *root, const char *path, size_t max_size, json_object **ret,
+                       char **ret_error);
 int cn_json_parse_file(const char *root, const char *path, size_t max_size, json_object **ret,
                        char **ret_error);
 

@@ -82,7 +82,9 @@ int cn_metadata_docs_get_text(CnMetadataDocs *d, const char *path, char **ret) {
         return 0;
 }
 
-int cn_metadata_docs_get_json(CnMetadataDocs *d, const char *path, json_object **ret) {
+/* A document parsed into a json-c tree; *ret NULL when absent (or, for YAML, empty). */
+static int docs_get_tree(CnMetadataDocs *d, const char *path, CnTreeParser parse, const char *format,
+                         json_object **ret) {
         _cleanup_free_ char *error = NULL;
         size_t size;
         const char *s = cn_metadata_docs_get(d, path, &size);
@@ -91,31 +93,22 @@ int cn_metadata_docs_get_json(CnMetadataDocs *d, const char *path, json_object *
         *ret = NULL;
         if (!s)
                 return 0;
-        r = cn_json_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0)
-                return cn_metadata_docs_error(d, "%s: not valid JSON: %s", path, strna(error));
-        return 0;
-}
-
-int cn_metadata_docs_get_yaml(CnMetadataDocs *d, const char *path, json_object **ret) {
-        _cleanup_free_ char *error = NULL;
-        size_t size;
-        const char *s = cn_metadata_docs_get(d, path, &size);
-        int r;
-
-        *ret = NULL;
-        if (!s)
-                return 0;
-        r = cn_yaml_parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
+        r = parse(s, size, CN_METADATA_DOCUMENT_SIZE_MAX, ret, &error);
         if (r == -ENODATA)
                 return 0;
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return cn_metadata_docs_error(d, "%s: not valid YAML: %s", path, strna(error));
+                return cn_metadata_docs_error(d, "%s: not valid %s: %s", path, format, strna(error));
         return 0;
+}
+
+int cn_metadata_docs_get_json(CnMetadataDocs *d, const char *path, json_object **ret) {
+        return docs_get_tree(d, path, cn_json_parse, "JSON", ret);
+}
+
+int cn_metadata_docs_get_yaml(CnMetadataDocs *d, const char *path, json_object **ret) {
+        return docs_get_tree(d, path, cn_yaml_parse, "YAML", ret);
 }
 
 int cn_metadata_docs_read_dir(CnMetadataDocs *d, int dir_fd, const char *dir, const CnMetadataKey *keys) {

@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "fileio.h"
+#include "json-util.h"
 #include "log.h"
 #include "string-util.h"
 #include "yaml-util.h"
@@ -385,17 +386,7 @@ int cn_yaml_parse_multi(const char *data, size_t size, size_t max_size, json_obj
 
 int cn_yaml_parse_file(const char *root, const char *path, size_t max_size, json_object **ret,
                        char **ret_error) {
-        _cleanup_free_ char *data = NULL;
-        size_t size;
-        int r;
-
-        r = cn_read_file(root, path, max_size, &data, &size);
-        if (r < 0) {
-                if (ret_error)
-                        (void) asprintf(ret_error, "%s", strerror(-r));
-                return r;
-        }
-        return cn_yaml_parse(data, size, max_size, ret, ret_error);
+        return cn_parse_file_with(cn_yaml_parse, root, path, max_size, ret, ret_error);
 }
 
 /* Emitter */
