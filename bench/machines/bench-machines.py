@@ -3,7 +3,9 @@
 cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10 and 100
 machines: cloud API calls and Kubernetes API calls per machine, and wall time per machine.
 Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose."""
+import collections
 import os
+import re
 import sys
 import tempfile
 import time
@@ -28,10 +30,33 @@ def run(env, n, prefix):
         env.delete(name)
     gone = mt.wait_for(lambda: all(env.gone(x) for x in names), 60 + 3 * n, step=0.2)
     t_total = time.monotonic() - t0
-    cloud = len(env.c.requests()) - cloud0
-    kube = len([a for a in env.k.audit()[kube0:] if a.get("user") == mt.USER])
+    creqs = env.c.requests()[cloud0:]
+    kreqs = [a for a in env.k.audit()[kube0:] if a.get("user") == mt.USER]
+    cloud, kube = len(creqs), len(kreqs)
+    if os.environ.get("BENCH_DETAIL"):
+        detail(n, creqs, kreqs)
     return (n, "%.2f" % (t_ready / n) if ok else "timeout", "%.2f" % (t_total / n) if gone else "timeout",
             cloud / n, kube / n)
+
+
+def detail(n, creqs, kreqs):
+    """Calls per machine by verb and resource (kube) and by method, path and status (cloud), with
+    the fake API server's mean time per request: where the calls go, and whether a fake is slow."""
+    kc, kd = collections.Counter(), collections.defaultdict(float)
+    for a in kreqs:
+        key = "%s %s%s %s" % (a.get("verb"), a.get("resource"),
+                              "/" + a["subresource"] if a.get("subresource") else "", a.get("code"))
+        kc[key] += 1
+        kd[key] += a.get("duration") or 0.0
+    cc = collections.Counter("%s %s %s" % (r.get("method"), re.sub(r"/[0-9]+", "/N", r.get("path", "").split("?")[0]),
+                                           r.get("status")) for r in creqs)
+    print("-- %d machines: kube calls/machine (mean ms/request)" % n)
+    for k, v in sorted(kc.items(), key=lambda x: -x[1]):
+        print("   %7.2f  %-50s %6.1f" % (v / n, k, 1000 * kd[k] / v))
+    print("-- %d machines: cloud calls/machine" % n)
+    for k, v in sorted(cc.items(), key=lambda x: -x[1]):
+        print("   %7.2f  %s" % (v / n, k))
+    sys.stdout.flush()
 
 
 def main():
