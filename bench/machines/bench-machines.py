@@ -62,21 +62,14 @@ def detail(n, creqs, kreqs):
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        rbac = [os.path.join(TOP_SRCDIR, "manifests", "controller", "controller-rbac.yaml"),
-                os.path.join(TOP_SRCDIR, "manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with mt.FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
-                mt.FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.5, action_seconds=0.3)
-            env = mt.Env(k, c, tmp)
-            env.setup()
-            ctl = mt.Controller(k, tmp, env.conf)
-            try:
-                time.sleep(1.0)
-                for n in sizes:
-                    rows.append(run(env, n, "b%d" % n))
-            finally:
-                ctl.stop()
+    with tempfile.TemporaryDirectory() as tmp, mt.environment(tmp) as env:
+        ctl = mt.Controller(env.k, tmp, env.conf)
+        try:
+            time.sleep(1.0)
+            for n in sizes:
+                rows.append(run(env, n, "b%d" % n))
+        finally:
+            ctl.stop()
     print("%9s %16s %18s %18s %16s" % ("machines", "s/machine ready", "s/machine total", "cloud calls/mach",
                                        "kube calls/mach"))
     for r in rows:

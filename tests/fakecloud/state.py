@@ -3,7 +3,11 @@
 One JSON file (DIR/state.json) holds instances, Hetzner actions, fault rules, rate-limit
 buckets and settings. Each change takes an exclusive flock on DIR/state.lock, re-reads the
 file, applies the change and replaces the file atomically, so a main process and several
-per-namespace `--instance` processes always agree."""
+per-namespace `--instance` processes always agree.
+
+Each process keeps the file's text and its parsed form and reads the file again only when it was
+replaced (inode, size or mtime changed): every API request reads the state several times, and
+parsing it each time made the fake's cost per request grow with the number of instances."""
 import base64
 import contextlib
 import copy
@@ -13,6 +17,7 @@ import hmac
 import json
 import os
 import secrets
+import threading
 import time
 import uuid
 
@@ -94,6 +99,9 @@ class State:
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, "state.json")
         self.lock_path = os.path.join(directory, "state.lock")
+        # (stat key, file text, parsed snapshot or None until read() needs it)
+        self._cache = (None, None, None)
+        self._cache_lock = threading.Lock()
         with self.locked():
             pass
 
@@ -106,12 +114,37 @@ class State:
         finally:
             os.close(fd)
 
-    def _load(self):
+    @staticmethod
+    def _key(stat):
+        return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def _text(self):
+        """The file's current text (None when there is none), from the cache when unchanged."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                st = json.load(f)
+            key = self._key(os.stat(self.path))
         except FileNotFoundError:
+            return None, None
+        with self._cache_lock:
+            if self._cache[0] == key:
+                return key, self._cache[1]
+        with open(self.path, "rb") as f:
+            key = self._key(os.fstat(f.fileno()))
+            text = f.read().decode("utf-8")
+        with self._cache_lock:
+            self._cache = (key, text, None)
+        return key, text
+
+    def _load(self, shared=False):
+        """The state as a new dict, or with shared=True the cached snapshot (never to be changed)."""
+        key, text = self._text()
+        if text is None:
             return _empty()
+        if shared:
+            with self._cache_lock:
+                if self._cache[0] == key and self._cache[2] is not None:
+                    return self._cache[2]
+        try:
+            st = json.loads(text)
         except ValueError as e:
             raise StateError(500, "%s is not valid JSON: %s" % (self.path, e))
         if not isinstance(st, dict):
@@ -121,16 +154,25 @@ class State:
             st.setdefault(k, v)
         for k, v in DEFAULT_SETTINGS.items():
             st["settings"].setdefault(k, copy.deepcopy(v))
+        if shared:
+            with self._cache_lock:
+                if self._cache[0] == key:
+                    self._cache = (key, text, st)
         return st
 
     def _save(self, st):
-        tmp = self.path + ".tmp.%d" % os.getpid()
+        # One-shot dumps uses the C encoder (json.dump with indent is pure Python and was most of
+        # a request's time). No fsync: the file only has to be atomic for the other processes,
+        # which the rename gives; it need not survive a power loss.
+        text = json.dumps(st, sort_keys=True)
+        tmp = self.path + ".tmp.%d.%d" % (os.getpid(), threading.get_ident())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(st, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
+            f.write(text)
+            key = self._key(os.fstat(f.fileno()))
         os.rename(tmp, self.path)
+        with self._cache_lock:
+            self._cache = (key, text, None)
 
     @contextlib.contextmanager
     def locked(self):
@@ -141,8 +183,10 @@ class State:
             self._save(st)
 
     def read(self):
+        """A snapshot shared by every reader until the state changes: read it, never change it
+        (changes go through locked())."""
         with self._flock(fcntl.LOCK_SH):
-            return self._load()
+            return self._load(shared=True)
 
     # -- instances -------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ create -> ready -> delete, SIGKILL at random points of create and delete without
 orphaned servers, a server removed out of band, an invalid spec as a terminal condition without
 retries, and 429 storms."""
 import base64
+import contextlib
 import os
 import random
 import signal
@@ -131,6 +132,19 @@ class Env:
 
     def gone(self, name):
         return self.get(name) is None
+
+
+@contextlib.contextmanager
+def environment(tmp):
+    """The fake API server (Cluster API's CRDs, the controller's RBAC) and the fake cloud (fast
+    builds) under tmp, set up for CloudnodeMachines."""
+    rbac = [src("manifests", "controller", "controller-rbac.yaml"),
+            src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
+    with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+        c.settings(build_seconds=0.5, action_seconds=0.3)
+        env = Env(k, c, tmp)
+        env.setup()
+        yield env
 
 
 def test_lifecycle(t, env):
@@ -296,21 +310,10 @@ def main():
     t = Tap()
     if FakeKube is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-                src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
-                FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.5, action_seconds=0.3)
-            env = Env(k, c, tmp)
-            env.setup()
-            t.run(test_lifecycle, env)
-            t.run(test_wait_for_bootstrap, env)
-            t.run(test_invalid_spec, env)
-            t.run(test_out_of_band_delete, env)
-            t.run(test_rate_limited, env)
-            t.run(test_two_replicas, env)
-            t.run(test_kill_points, env)
+    with tempfile.TemporaryDirectory() as tmp, environment(tmp) as env:
+        for test in (test_lifecycle, test_wait_for_bootstrap, test_invalid_spec, test_out_of_band_delete,
+                     test_rate_limited, test_two_replicas, test_kill_points):
+            t.run(test, env)
     return t.done()
 
 
