@@ -2,7 +2,9 @@
 """bench/machines: Cluster API machine lifecycles (create -> ready -> delete) of
 cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10 and 100
 machines: cloud API calls and Kubernetes API calls per machine, and wall time per machine.
-Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose."""
+Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
+BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
+BENCH_DETAIL=1 prints the calls by verb and resource."""
 import collections
 import os
 import re
@@ -63,7 +65,8 @@ def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp, mt.environment(tmp) as env:
-        ctl = mt.Controller(env.k, tmp, env.conf)
+        extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
+        ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
         try:
             time.sleep(1.0)
             for n in sizes:
