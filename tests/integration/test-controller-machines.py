@@ -16,7 +16,8 @@ from cntap import Tap  # noqa: E402
 
 try:
     import cncapi  # noqa: E402
-    from cncapi import MACHINES, MERGE, NS, RBAC, wait_for  # noqa: E402
+    # USER, Env, Controller and wait_for are also used by tests/reliability/relutil.py.
+    from cncapi import MACHINES, MERGE, NS, RBAC, USER, wait_for  # noqa: E402,F401
     from fakecloud import FakeCloud  # noqa: E402
     from fakekube import FakeKube  # noqa: E402
 except ImportError as e:
