@@ -15,6 +15,10 @@
 /* Several instances carry one machine's UID: refused, a human decides. */
 #define CN_PROVIDER_EMULTIPLE ENOTUNIQ
 
+/* lib/provider.c: the neutral view of an instance the provider parsed, with the cloud's own state
+ * name and whether that state is "running". */
+int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret);
+
 /* lib/provider-hetzner.c: the settings machine calls need (endpoint, token, CA). */
 int cn_provider_hetzner_request_options(CnProvider *p, const char **ret_endpoint, CnProviderHttpOptions *o);
 

@@ -203,12 +203,9 @@ int cn_provider_openstack_cloud_config(CnProvider *p, json_object *spec, json_ob
 
 int cn_provider_openstack_machine_view(json_object *server, json_object **ret, const char **ret_message) {
         _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = NULL;
-        _cleanup_json_ json_object *v = json_object_new_object();
         const char *status = cn_json_string(server, "status", NULL);
         int r;
 
-        if (!v)
-                return -ENOMEM;
         if (status && streq(status, "ERROR")) {
                 int64_t code = 0;
 
@@ -222,20 +219,8 @@ int cn_provider_openstack_machine_view(json_object *server, json_object **ret, c
         r = cn_provider_openstack_parse_server(server, NULL, &i);
         if (r < 0)
                 return r;
-        r = cn_json_set_string(v, i->instance_id, "id", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(v, i->provider_id, "providerID", NULL);
         /* The create response names no status: the server is being built. */
-        if (r >= 0)
-                r = cn_json_set_string(v, status ?: "BUILD", "state", NULL);
-        if (r >= 0)
-                r = cn_json_set(v, json_object_new_boolean(status && streq(status, "ACTIVE")), "ready", NULL);
-        if (r >= 0)
-                r = cn_json_set(v, cn_node_address_list_to_json(&i->addresses), "addresses", NULL);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        return 0;
+        return cn_provider_machine_view(i, status ?: "BUILD", status && streq(status, "ACTIVE"), ret);
 }
 
 static bool server_gone(json_object *server) {
@@ -263,6 +248,16 @@ size_t cn_provider_openstack_match_uid(json_object *servers, const char *uid, js
         return matched;
 }
 
+/* The spec's string fields and Nova's names for them. */
+static const struct {
+        const char *spec, *nova;
+} spec_to_nova[] = {
+        { "flavor", "flavorRef" },
+        { "image", "imageRef" },
+        { "availabilityZone", "availability_zone" },
+        { "keyName", "key_name" },
+};
+
 static int copy_string(json_object *body, json_object *spec, const char *from, const char *to) {
         const char *v = cn_json_string(spec, from, NULL);
 
@@ -280,14 +275,8 @@ int cn_provider_openstack_server_body(const CnProviderMachine *m, const char *us
         if (isempty(m->name) || isempty(m->uid))
                 return -EINVAL;
         r = cn_json_set_string(body, m->name, "server", "name", NULL);
-        if (r >= 0)
-                r = copy_string(body, spec, "flavor", "flavorRef");
-        if (r >= 0)
-                r = copy_string(body, spec, "image", "imageRef");
-        if (r >= 0)
-                r = copy_string(body, spec, "availabilityZone", "availability_zone");
-        if (r >= 0)
-                r = copy_string(body, spec, "keyName", "key_name");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(spec_to_nova); i++)
+                r = copy_string(body, spec, spec_to_nova[i].spec, spec_to_nova[i].nova);
         if (r < 0)
                 return r;
 
@@ -460,23 +449,30 @@ static int start(CnProviderCall *call, void *arg) {
         return cn_provider_openstack_authorize(call, cn_provider_call_get_state(call));
 }
 
+/* Every call: the machine's name and UID find its servers. */
+static int start_call(CnProvider *p, StartArgs *a, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
+                      void *userdata, CnProviderCall **ret) {
+        if (isempty(a->machine->uid) || isempty(a->machine->name))
+                return -EINVAL;
+        return cn_provider_start_machine_call(p, mcb, ccb, userdata, start, a, ret);
+}
+
 int cn_provider_openstack_machine_get(CnProvider *p, const CnProviderMachine *m, CnProviderMachineCallback cb,
                                       void *userdata, CnProviderCall **ret) {
         StartArgs a = { .machine = m, .auth = { .next = get_next, .fail = fail_machine } };
 
-        if (isempty(m->uid) || isempty(m->name))
-                return -EINVAL;
-        return cn_provider_start_machine_call(p, cb, NULL, userdata, start, &a, ret);
+        return start_call(p, &a, cb, NULL, userdata, ret);
 }
 
-static void on_created(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+/* Create and migrate_uid: the server is the one found before (migrate_uid) or the reply's. */
+static void on_server_reply(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         MachineCall *m = cn_provider_call_get_state(call);
         CnProviderResult res = reply_result(reply);
 
         /* A 401 means Nova did not act on the request: sending it again cannot duplicate. */
         if (cn_provider_openstack_reauthorize(call, &m->auth, reply))
                 return;
-        finish_with_view(call, &res, cn_json_get(reply->body, "server", NULL));
+        finish_with_view(call, &res, m->found ?: cn_json_get(reply->body, "server", NULL));
 }
 
 static int create_next(CnProviderCall *call) {
@@ -488,7 +484,7 @@ static int create_next(CnProviderCall *call) {
 
         if (asprintf(&url, "%s/servers", compute) < 0)
                 return -ENOMEM;
-        return cn_provider_call_http(call, "POST", url, &o, on_created, NULL);
+        return cn_provider_call_http(call, "POST", url, &o, on_server_reply, NULL);
 }
 
 int cn_provider_openstack_machine_create(CnProvider *p, const CnProviderMachine *m, const char *userdata_text,
@@ -496,9 +492,7 @@ int cn_provider_openstack_machine_create(CnProvider *p, const CnProviderMachine 
         StartArgs a = { .machine = m, .userdata_text = userdata_text, .create = true,
                         .auth = { .next = create_next, .fail = fail_machine } };
 
-        if (isempty(m->uid) || isempty(m->name))
-                return -EINVAL;
-        return cn_provider_start_machine_call(p, cb, NULL, userdata, start, &a, ret);
+        return start_call(p, &a, cb, NULL, userdata, ret);
 }
 
 static void on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
@@ -568,18 +562,7 @@ int cn_provider_openstack_machine_cleanup(CnProvider *p, const CnProviderMachine
                                           void *userdata, CnProviderCall **ret) {
         StartArgs a = { .machine = m, .auth = { .next = cleanup_next, .fail = fail_cleanup } };
 
-        if (isempty(m->uid) || isempty(m->name))
-                return -EINVAL;
-        return cn_provider_start_machine_call(p, NULL, cb, userdata, start, &a, ret);
-}
-
-static void on_migrated(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
-        MachineCall *m = cn_provider_call_get_state(call);
-        CnProviderResult res = reply_result(reply);
-
-        if (cn_provider_openstack_reauthorize(call, &m->auth, reply))
-                return;
-        finish_with_view(call, &res, m->found);
+        return start_call(p, &a, NULL, cb, userdata, ret);
 }
 
 static void on_migrate_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
@@ -616,7 +599,7 @@ static void on_migrate_list(CnProviderCall *call, const CnProviderHttpReply *rep
                 r = -ENOMEM;
         else {
                 o.body = body;
-                r = cn_provider_call_http(call, "POST", url, &o, on_migrated, NULL);
+                r = cn_provider_call_http(call, "POST", url, &o, on_server_reply, NULL);
         }
         if (r < 0) {
                 res = (CnProviderResult) { .error = r, .message = "could not issue the metadata request" };
@@ -632,7 +615,7 @@ int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret) {
         StartArgs a = { .machine = m, .new_uid = new_uid, .auth = { .next = migrate_next, .fail = fail_machine } };
 
-        if (isempty(m->uid) || isempty(m->name) || isempty(new_uid) || strlen(new_uid) > NOVA_METADATA_MAX_LENGTH)
+        if (isempty(new_uid) || strlen(new_uid) > NOVA_METADATA_MAX_LENGTH)
                 return -EINVAL;
-        return cn_provider_start_machine_call(p, cb, NULL, userdata, start, &a, ret);
+        return start_call(p, &a, cb, NULL, userdata, ret);
 }

@@ -258,7 +258,7 @@ class Nova:
                     return nova_error(404, "Instance %s could not be found." % parts[1])
                 return json_response({"server": self.server_json(inst, base, now)})
             if m == "DELETE":
-                return self.delete(parts[1], now)
+                return self.delete(req, parts[1], now)
         if len(parts) == 3 and parts[0] == "servers" and parts[2] == "action" and m == "POST":
             return self.action(req, parts[1])
         if len(parts) >= 3 and parts[0] == "servers" and parts[2] == "metadata":
@@ -487,11 +487,11 @@ class Nova:
             isinstance(k, str) and METADATA_KEY.match(k) and isinstance(v, str) and len(v) <= 255
             for k, v in meta.items())
 
-    def metadata(self, req, sid, key):
-        """Server metadata API: GET lists; PUT replaces all; POST merges; .../{key} one item."""
-        m = req.method
+    def _on_server(self, req, sid, fn, with_body=True):
+        """fn(st, inst, body) on the live server sid under the state lock; Nova's 400 for a body
+        that is not JSON, 404 for an unknown server."""
         body = None
-        if m in ("PUT", "POST"):
+        if with_body:
             try:
                 body = req.json()
             except ValueError:
@@ -500,63 +500,60 @@ class Nova:
             inst = self._get(sid, st)
             if inst is None:
                 return nova_error(404, "Instance %s could not be found." % sid)
-            meta = inst.setdefault("labels", {})
-            if key is None:
-                if m == "GET":
-                    return json_response({"metadata": dict(meta)})
-                new = (body or {}).get("metadata") if isinstance(body, dict) else None
-                merged = dict(new or {}) if m == "PUT" else dict(meta, **(new or {}))
-                if new is None or not self.metadata_ok(new) or not self.metadata_ok(merged):
-                    return nova_error(400, "Invalid input for field/attribute metadata.")
-                if inst.get("delete_at"):
-                    return nova_error(409, "Cannot 'update metadata' instance %s while it is in task_state deleting"
-                                      % sid)
-                inst["labels"] = merged
-                return json_response({"metadata": dict(merged)})
-            if m == "GET":
-                if key not in meta:
-                    return nova_error(404, "Metadata item was not found")
-                return json_response({"meta": {key: meta[key]}})
-            if m == "DELETE":
-                if key not in meta:
-                    return nova_error(404, "Metadata item was not found")
-                del meta[key]
-                return Response(204, b"", None)
-            item = (body or {}).get("meta") if isinstance(body, dict) else None
-            if not isinstance(item, dict) or len(item) != 1 or not self.metadata_ok(item):
-                return nova_error(400, "Invalid input for field/attribute meta.")
-            if key not in item:
-                return nova_error(400, "Request body and URI mismatch")
-            meta[key] = item[key]
-            return json_response({"meta": dict(item)})
+            return fn(st, inst, body)
 
-    def delete(self, sid, now):
-        with self.state.locked() as st:
-            inst = self._get(sid, st)
-            if inst is None:
-                return nova_error(404, "Instance %s could not be found." % sid)
+    def metadata(self, req, sid, key):
+        """Server metadata API: GET lists; PUT replaces all; POST merges; .../{key} one item."""
+        return self._on_server(req, sid, lambda st, inst, body: self._metadata(req.method, sid, key, inst, body),
+                               with_body=req.method in ("PUT", "POST"))
+
+    def _metadata(self, m, sid, key, inst, body):
+        meta = inst.setdefault("labels", {})
+        if key is None:
+            if m == "GET":
+                return json_response({"metadata": dict(meta)})
+            new = body.get("metadata") if isinstance(body, dict) else None
+            merged = dict(new or {}) if m == "PUT" else dict(meta, **(new or {}))
+            if new is None or not self.metadata_ok(new) or not self.metadata_ok(merged):
+                return nova_error(400, "Invalid input for field/attribute metadata.")
+            if inst.get("delete_at"):
+                return nova_error(409, "Cannot 'update metadata' instance %s while it is in task_state deleting" % sid)
+            inst["labels"] = merged
+            return json_response({"metadata": dict(merged)})
+        if m in ("GET", "DELETE") and key not in meta:
+            return nova_error(404, "Metadata item was not found")
+        if m == "GET":
+            return json_response({"meta": {key: meta[key]}})
+        if m == "DELETE":
+            del meta[key]
+            return Response(204, b"", None)
+        item = body.get("meta") if isinstance(body, dict) else None
+        if not isinstance(item, dict) or len(item) != 1 or not self.metadata_ok(item):
+            return nova_error(400, "Invalid input for field/attribute meta.")
+        if key not in item:
+            return nova_error(400, "Request body and URI mismatch")
+        meta[key] = item[key]
+        return json_response({"meta": dict(item)})
+
+    def delete(self, req, sid, now):
+        def mark(st, inst, body):
             inst["delete_at"] = now + float(st["settings"]["build_seconds"])
-        return Response(204, b"", None)
+            return Response(204, b"", None)
+        return self._on_server(req, sid, mark, with_body=False)
 
     def action(self, req, sid):
-        try:
-            body = req.json()
-        except ValueError:
-            return nova_error(400, "Malformed request body")
-        with self.state.locked() as st:
-            inst = self._get(sid, st)
-            if inst is None:
-                return nova_error(404, "Instance %s could not be found." % sid)
-            if "os-stop" in body:
-                if inst["status"] == "stopped":
-                    return nova_error(409, "Cannot 'stop' instance %s while it is in vm_state stopped" % sid)
-                inst["status"] = "stopped"
-            elif "os-start" in body:
-                if inst["status"] == "running":
-                    return nova_error(409, "Cannot 'start' instance %s while it is in vm_state active" % sid)
-                inst["status"] = "running"
-            elif "reboot" in body:
-                pass
-            else:
-                return nova_error(400, "There is no such action: %s" % ",".join(body))
+        return self._on_server(req, sid, self._action)
+
+    def _action(self, st, inst, body):
+        sid = inst["id"]
+        if "os-stop" in body:
+            if inst["status"] == "stopped":
+                return nova_error(409, "Cannot 'stop' instance %s while it is in vm_state stopped" % sid)
+            inst["status"] = "stopped"
+        elif "os-start" in body:
+            if inst["status"] == "running":
+                return nova_error(409, "Cannot 'start' instance %s while it is in vm_state active" % sid)
+            inst["status"] = "running"
+        elif "reboot" not in body:
+            return nova_error(400, "There is no such action: %s" % ",".join(body))
         return Response(202, b"", None)

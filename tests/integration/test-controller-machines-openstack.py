@@ -14,15 +14,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
+from cntap import Tap  # noqa: E402
 
 try:
     from capimachines import (Env, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
-                              test_out_of_band_delete, test_rate_limited, wait_for)
-    from fakecloud import FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+                              test_out_of_band_delete, test_rate_limited, machine_env, wait_for)
 except ImportError as e:
-    FakeKube = None
+    machine_env = None
     IMPORT_ERROR = str(e)
 
 UID_LABEL = "cloudnode.io/machine-uid"
@@ -150,25 +148,18 @@ def test_adopt_and_multiple(t, env):
 
 def main():
     t = Tap()
-    if FakeKube is None:
+    if machine_env is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-                src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
-                FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.5, action_seconds=0.3)
-            env = Env(k, c, tmp, provider="openstack")
-            env.setup()
-            t.run(test_lifecycle, env)
-            t.run(test_nova_view, env)
-            t.run(test_validation, env)
-            t.run(test_invalid_spec, env)
-            t.run(test_error_fault, env)
-            t.run(test_out_of_band_delete, env)
-            t.run(test_rate_limited, env)
-            t.run(test_adopt_and_multiple, env)
-            t.run(test_kill_points, env)
+    with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider="openstack") as env:
+        t.run(test_lifecycle, env)
+        t.run(test_nova_view, env)
+        t.run(test_validation, env)
+        t.run(test_invalid_spec, env)
+        t.run(test_error_fault, env)
+        t.run(test_out_of_band_delete, env)
+        t.run(test_rate_limited, env)
+        t.run(test_adopt_and_multiple, env)
+        t.run(test_kill_points, env)
     return t.done()
 
 

@@ -9,39 +9,32 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
+from cntap import Tap  # noqa: E402
 
 try:
     # Controller, USER and wait_for are also the harness of bench/machines.
     from capimachines import (USER, Controller, Env, test_invalid_spec, test_kill_points,  # noqa: E402,F401
                               test_lifecycle, test_out_of_band_delete, test_rate_limited, test_two_replicas,
-                              test_wait_for_bootstrap, wait_for)
-    from fakecloud import FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+                              test_wait_for_bootstrap, wait_for, machine_env)
+    from fakecloud import FakeCloud  # noqa: E402,F401  (bench/machines)
+    from fakekube import FakeKube  # noqa: E402,F401
 except ImportError as e:
-    FakeKube = None
+    machine_env = None
     IMPORT_ERROR = str(e)
 
 
 def main():
     t = Tap()
-    if FakeKube is None:
+    if machine_env is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-                src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
-                FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.5, action_seconds=0.3)
-            env = Env(k, c, tmp)
-            env.setup()
-            t.run(test_lifecycle, env)
-            t.run(test_wait_for_bootstrap, env)
-            t.run(test_invalid_spec, env)
-            t.run(test_out_of_band_delete, env)
-            t.run(test_rate_limited, env)
-            t.run(test_two_replicas, env)
-            t.run(test_kill_points, env)
+    with tempfile.TemporaryDirectory() as tmp, machine_env(tmp) as env:
+        t.run(test_lifecycle, env)
+        t.run(test_wait_for_bootstrap, env)
+        t.run(test_invalid_spec, env)
+        t.run(test_out_of_band_delete, env)
+        t.run(test_rate_limited, env)
+        t.run(test_two_replicas, env)
+        t.run(test_kill_points, env)
     return t.done()
 
 

@@ -18,9 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
 from relutil import fd_count, machines_helpers, record, rss_check, rss_kb  # noqa: E402
-from cntap import Tap, build, src  # noqa: E402
-from fakecloud import FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from cntap import Tap, build  # noqa: E402
 
 RSS_MARGIN_KB = 1536
 FD_SLACK = 5
@@ -41,11 +39,10 @@ KUBE_FAULTS = [
 ]
 
 
-def soak(t, m, k, c, tmp, rng, count, stats, provider):
-    env = m.Env(k, c, tmp, provider=provider)
-    env.setup()
+def soak(t, m, env, rng, count, stats):
+    k, c = env.k, env.c
     ctl = env.controller()
-    faults = cloud_faults(provider)
+    faults = cloud_faults(env.provider)
     pid = ctl.p.pid
     mark = len(c.requests())
     uids = {}
@@ -117,15 +114,11 @@ def main():
     seed = int(os.environ.get("CN_RELIABILITY_SEED", str(int(time.time()))))
     t.diag("seed %d (CN_RELIABILITY_SEED to repeat)" % seed)
     m = machines_helpers()
-    rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-            src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
     for provider, name in (("hetzner", "machines"), ("openstack", "machines-openstack")):
         stats = {"test": name, "faults": 0, "seed": seed}
         t.diag("provider %s" % provider)
-        with tempfile.TemporaryDirectory() as tmp:
-            with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
-                c.settings(build_seconds=0.3, action_seconds=0.2)
-                t.run(soak, m, k, c, tmp, random.Random(seed), count, stats, provider)
+        with tempfile.TemporaryDirectory() as tmp, m.machine_env(tmp, provider, 0.3, 0.2) as env:
+            t.run(soak, m, env, random.Random(seed), count, stats)
         record(stats)
     sys.exit(t.done())
 

@@ -3,11 +3,11 @@ Cluster API's Cluster and Machine registered as CRDs) and tests/fake-cloud, for 
 with a machine lifecycle: the test programs (test-controller-machines*.py) and the reliability
 soak pick a provider profile and run the same scenarios.
 
-    env = Env(k, c, tmp, provider="openstack"); env.setup()
-    ctl = Controller(k, tmp, env.conf, provider="openstack")
-    test_lifecycle(t, env) ...
+    with machine_env(tmp, provider="openstack") as env:
+        test_lifecycle(t, env) ...
 """
 import base64
+import contextlib
 import os
 import random
 import signal
@@ -17,7 +17,8 @@ import time
 import yaml
 from capi import core_crd
 from cntap import build, src
-from fakecloud import HETZNER_TOKEN, OPENSTACK_USER
+from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud
+from fakekube import FakeKube
 
 NS = "default"
 USER = "system:serviceaccount:cloudnode:cloudnode-controller"
@@ -69,6 +70,19 @@ PROVIDERS = {
         "retry_after": 1.0,  # the fake's Retry-After on 429
     },
 }
+
+@contextlib.contextmanager
+def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
+    """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
+    tmp, set up for machines of the provider."""
+    rbac = [src("manifests", "controller", "controller-rbac.yaml"),
+            src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
+    with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+        c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
+        env = Env(k, c, tmp, provider)
+        env.setup()
+        yield env
+
 
 class Controller:
     def __init__(self, k, tmp, conf, leader_args=("--leader-elect=false",), provider="hetzner"):
