@@ -40,9 +40,16 @@ int metrics_setup(Manager *m) {
             (r = cn_metrics_counter(x->registry, "cloudnode_initializer_cloud_requests",
                                     "Cloud provider API requests, by operation and result.",
                                     CN_LABELS("provider", "operation", "result"), &x->cloud_requests)) < 0 ||
+            (r = cn_metrics_counter(x->registry, "cloudnode_initializer_watch_restarts",
+                                    "Watches of the API server that ended and were restarted, by resource.",
+                                    CN_LABELS("resource"), &x->watch_restarts)) < 0 ||
             (r = cn_metrics_gauge(x->registry, "cloudnode_initializer_leader",
                                   "1 while this process holds the leader Lease (or runs without leader election).",
                                   NULL, &x->leader)) < 0)
+                return r;
+        /* A series that exists from the start lets rate() see the first restart. */
+        r = cn_metric_add(x->watch_restarts, CN_LABELS("nodes"), 0);
+        if (r < 0)
                 return r;
         return cn_metric_set(x->leader, NULL, 0);
 }
@@ -76,6 +83,15 @@ static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char *
 
         if (m->kube)
                 cn_kube_client_foreach_counter(m->kube, on_api_counter, &m->metrics);
+        if (m->nodes) {
+                uint64_t n = cn_kube_informer_get_watch_restarts(m->nodes);
+
+                if (n > m->metrics.watch_restarts_seen) {
+                        (void) cn_metric_add(m->metrics.watch_restarts, CN_LABELS("nodes"),
+                                             (double) (n - m->metrics.watch_restarts_seen));
+                        m->metrics.watch_restarts_seen = n;
+                }
+        }
         r = cn_metrics_format(m->metrics.registry, body);
         if (r < 0)
                 return r;

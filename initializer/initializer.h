@@ -102,6 +102,8 @@ typedef struct Metrics {
         CnMetric *address_updates;
         CnMetric *init_failures;
         CnMetric *nodes_deleted;
+        CnMetric *watch_restarts;
+        uint64_t watch_restarts_seen; /* the Node informer's count already exported */
         /* client-side counters already exported, per (verb, code), so that scrapes add deltas */
         struct {
                 char key[32];

@@ -38,6 +38,7 @@ struct CnKubeInformer {
         CnKubeRequest *list_req, *watch_req;
         sd_event_source *retry_timer, *replay_defer;
         CnBackoff backoff;
+        uint64_t watch_restarts;
 
         Handlers *handlers;
         uint64_t next_id;
@@ -244,6 +245,11 @@ json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const ch
         return json_object_object_get_ex(i->cache, key, &o) ? o : NULL;
 }
 
+uint64_t cn_kube_informer_get_watch_restarts(CnKubeInformer *i) {
+        assert(i);
+        return i->watch_restarts;
+}
+
 size_t cn_kube_informer_size(CnKubeInformer *i) {
         assert(i);
         return (size_t) json_object_object_length(i->cache);
@@ -428,6 +434,9 @@ static void on_watch_end(CnKubeClient *c, const CnKubeResult *result, void *user
         int k;
 
         i->watch_req = cn_kube_request_free(i->watch_req);
+        /* Every end leads to a new watch (directly, after a backoff, or after a re-list): a
+         * climbing count shows an unhealthy connection to the API server. */
+        i->watch_restarts++;
         if (result->error == -CN_KUBE_EGONE) {
                 log_debug("Watch of %s: resourceVersion %s too old, listing again.", i->resource_name,
                           strna(i->resource_version));

@@ -75,6 +75,10 @@ json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const ch
 
 size_t cn_kube_informer_size(CnKubeInformer *i);
 
+/* How many times a watch ended and was restarted (server-side timeout, error, dropped
+ * connection, or 410 Gone with a re-list): a counter for metrics. */
+uint64_t cn_kube_informer_get_watch_restarts(CnKubeInformer *i);
+
 /* Call fn for each cached object (order unspecified); a negative return stops and is returned.
  * The cache must not be changed meanwhile (no re-entry into the loop from fn). */
 typedef int (*CnKubeInformerForeachFn)(json_object *object, void *userdata);

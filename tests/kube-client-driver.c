@@ -160,6 +160,8 @@ static void inf_added(CnKubeInformer *i, json_object *obj, void *userdata) {
                                json_object_new_boolean(cn_kube_informer_lookup(
                                                                i, cn_json_string(obj, "metadata", "namespace", NULL),
                                                                cn_json_string(obj, "metadata", "name", NULL)) == obj));
+        json_object_object_add(o, "watchRestarts",
+                               json_object_new_int64((int64_t) cn_kube_informer_get_watch_restarts(i)));
         print_line("added", o);
 }
 

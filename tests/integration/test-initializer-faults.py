@@ -23,6 +23,13 @@ def applied(k, rule):
     return st == 200 and all(r["id"] != rule["id"] for r in out.get("faults", []))
 
 
+def metric_value(text, series):
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    return None
+
+
 def test_faults(t, k, c, d):
     names = ["f%02d" % i for i in range(12)]
     for n in names:
@@ -83,6 +90,12 @@ def test_faults(t, k, c, d):
         t.ok("cloudnode_initializer_nodes_initialized_total %d" % len(names) in text,
              "metrics count every Node once")
         t.ok('result="retryable"' in text, "cloud failures are counted as retryable")
+        # Every watch but the open one ended and was restarted (the 410, the closed and the
+        # dropped watches of the start-up faults among them).
+        restarts = metric_value(text, 'cloudnode_initializer_watch_restarts_total{resource="nodes"}')
+        watches = [r for r in k.audit() if r.get("user") == CLUSTER_SA and r.get("verb") == "watch"]
+        t.ok(restarts is not None and restarts >= 3 and restarts == len(watches) - 1,
+             "watch restarts are counted (%s restarts, %d watch requests)" % (restarts, len(watches)))
 
 
 def main():

@@ -408,7 +408,9 @@ def test_informer(t, k):
         lists = len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == "inf"])
         t.eq(lists, 2, "no re-list on normal watch ends (one list of two pages)")
         k.api("POST", base, cm("e"))
-        t.ok(p.wait_for(lambda x: x["what"] == "added" and x["name"] == "e"), "changes after a re-watch arrive")
+        e = p.wait_for(lambda x: x["what"] == "added" and x["name"] == "e")
+        t.ok(e, "changes after a re-watch arrive")
+        t.ok(e and e["watchRestarts"] >= 1, "normal watch ends count as restarts", e)
 
         # 410 Gone on the next watch: re-list, and the difference is delivered.
         k.inject({"action": "gone", "verb": "watch", "namespace": "inf"})
@@ -429,6 +431,13 @@ def test_informer(t, k):
         for n in ("f", "g", "h"):
             t.ok(p.wait_for(lambda x, n=n: x["what"] == "added" and x["name"] == n, timeout=20),
                  "object %s added across a dropped watch" % n)
+        h = next((x for x in p.lines if x["what"] == "added" and x["name"] == "h"), None)
+        watches = [a for a in audit(k) if a["verb"] == "watch" and a["namespace"] == "inf"]
+        # The 410 and the dropped connection add to the timeouts; every restart is a new watch
+        # request, and the one that delivered h was still open.
+        t.ok(e and h and h["watchRestarts"] >= e["watchRestarts"] + 2 and h["watchRestarts"] < len(watches),
+             "410 Gone and a dropped watch count as restarts (%s, then %s; %d watch requests)"
+             % (e and e["watchRestarts"], h and h["watchRestarts"], len(watches)))
         time.sleep(1)
     finally:
         rc = p.stop()
