@@ -33,6 +33,21 @@ int cn_provider_hetzner_machine_cleanup(CnProvider *p, const CnProviderMachine *
                                         void *userdata, CnProviderCall **ret);
 int cn_provider_hetzner_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels);
 
+int cn_provider_hetzner_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
+                                        void *userdata, CnProviderCall **ret);
+/* m->provider_id names the server (providerID or bare id); m->uid, when set, is the UID the server
+ * must carry now (-EEXIST otherwise). */
+int cn_provider_hetzner_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
+                                    CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
+/* {"Global": {"endpoint", "network"}} for the workload cluster's cloud.conf; never the token. */
+int cn_provider_hetzner_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
+
+#define CN_PROVIDER_HETZNER_ID_PREFIX "hcloud://"
+/* The server id of "hcloud://42" or "42". */
+int cn_provider_hetzner_server_id(const char *provider_id, int64_t *ret);
+/* GET /locations' "locations" as failure domains; region keeps a network zone or one location. */
+int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char *region, json_object **ret);
+
 /* The neutral instance view of a Hetzner server object (exposed for the unit tests). */
 int cn_provider_hetzner_machine_view(json_object *server, json_object **ret);
 
@@ -55,6 +70,9 @@ bool cn_provider_openstack_reauthorize(CnProviderCall *call, CnOpenStackAuth *au
 const char *cn_provider_openstack_nova(CnProvider *p, CnProviderHttpOptions *opts);
 /* GET /servers/detail with an exact-name filter (after authorization). */
 int cn_provider_openstack_list_url(CnProvider *p, const char *name, char **ret_url);
+/* The server id of "openstack:///<id>" or "openstack://<region>/<id>" (and, with bare_ok, of
+ * "<id>"); NULL when it names none. Points into provider_id. */
+const char *cn_provider_openstack_server_id(const char *provider_id, bool bare_ok);
 /* The [Global] settings in effect, as {"Global": {key: value}} (holds the secret). Borrowed. */
 json_object *cn_provider_openstack_settings(CnProvider *p);
 
@@ -68,8 +86,12 @@ int cn_provider_openstack_machine_create(CnProvider *p, const CnProviderMachine 
 int cn_provider_openstack_machine_cleanup(CnProvider *p, const CnProviderMachine *m, CnProviderCleanupCallback cb,
                                           void *userdata, CnProviderCall **ret);
 int cn_provider_openstack_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels);
+/* As Hetzner's: m->provider_id names the server (providerID or bare id); m->uid, when set, is the
+ * UID the server must carry now (-EEXIST otherwise). The UID is rewritten with POST
+ * /servers/{id}/metadata (a merge). */
 int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
+/* {"Global": {auth-url, region, project and domain}}: never a user or a secret. */
 int cn_provider_openstack_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
 
 /* For the unit tests: the neutral view of a Nova server object. A server in ERROR is reported as

@@ -26,6 +26,7 @@ typedef struct MachineCall {
         char *name;
         char *uid;
         char *new_uid;      /* migrate_uid */
+        char *server_id;    /* migrate_uid */
         json_object *body;  /* create: the POST /servers body */
         json_object *found; /* migrate_uid: the server being rewritten */
 } MachineCall;
@@ -38,6 +39,7 @@ static void machine_call_free(void *p) {
         free(m->name);
         free(m->uid);
         free(m->new_uid);
+        free(m->server_id);
         json_object_put(m->body);
         json_object_put(m->found);
         free(m);
@@ -179,22 +181,25 @@ int cn_provider_openstack_metrics_labels(CnProvider *p, json_object *spec, char 
 }
 
 int cn_provider_openstack_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config) {
-        json_object *global = cn_json_get(cn_provider_openstack_settings(p), "Global", NULL), *copy = NULL;
-        _cleanup_json_ json_object *cfg = NULL;
-        int r;
+        /* Where the workload cluster's cloud-controller-manager finds the cloud and project; no
+         * user and no secret: it gets its own credentials (as Hetzner's leaves out the token),
+         * copying the management cluster's onto every node would widen where they can leak. */
+        static const char *const keys[] = {
+                "auth-url", "region", "project-id", "project-name", "project-domain-id", "project-domain-name",
+                "domain-id", "domain-name",
+        };
+        json_object *settings = cn_provider_openstack_settings(p);
+        _cleanup_json_ json_object *cfg = json_object_new_object();
+        int r = 0;
 
-        /* The workload cluster's cloud-controller-manager talks to the same cloud with the same
-         * credentials and region as the machines were created with. */
-        if (!global)
-                return -ENODATA;
-        if (json_object_deep_copy(global, &copy, NULL) < 0)
+        if (!cfg)
                 return -ENOMEM;
-        cfg = json_object_new_object();
-        if (!cfg) {
-                json_object_put(copy);
-                return -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(keys); i++) {
+                const char *v = cn_json_string(settings, "Global", keys[i], NULL);
+
+                if (v)
+                        r = cn_json_set_string(cfg, v, "Global", keys[i], NULL);
         }
-        r = cn_json_set(cfg, copy, "Global", NULL);
         if (r < 0)
                 return r;
         *ret_cloud_config = TAKE_PTR(cfg);
@@ -423,6 +428,7 @@ typedef struct StartArgs {
         const CnProviderMachine *machine;
         const char *userdata_text;
         const char *new_uid;
+        const char *server_id; /* migrate_uid */
         bool create;
         CnOpenStackAuth auth;
 } StartArgs;
@@ -437,7 +443,8 @@ static int start(CnProviderCall *call, void *arg) {
         m->auth = a->auth;
         m->name = strdup(strempty(a->machine->name));
         m->uid = strdup(strempty(a->machine->uid));
-        if (!m->name || !m->uid || (a->new_uid && !(m->new_uid = strdup(a->new_uid))))
+        if (!m->name || !m->uid || (a->new_uid && !(m->new_uid = strdup(a->new_uid))) ||
+            (a->server_id && !(m->server_id = strdup(a->server_id))))
                 return -ENOMEM;
         /* Built before any request, so that a spec Nova cannot take fails at once. */
         if (a->create) {
@@ -565,27 +572,32 @@ int cn_provider_openstack_machine_cleanup(CnProvider *p, const CnProviderMachine
         return start_call(p, &a, NULL, cb, userdata, ret);
 }
 
-static void on_migrate_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+static void on_migrate_get(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProvider *p = cn_provider_call_provider(call);
         MachineCall *m = cn_provider_call_get_state(call);
         CnProviderHttpOptions o = { .operation = "machine_migrate_uid" };
         _cleanup_json_ json_object *body = NULL;
         _cleanup_free_ char *url = NULL, *esc = NULL;
-        CnProviderResult res;
-        json_object *server = NULL;
+        CnProviderResult res = reply_result(reply);
+        json_object *server = cn_json_get(reply->body, "server", NULL);
+        const char *current;
         int r;
 
         if (cn_provider_openstack_reauthorize(call, &m->auth, reply))
                 return;
-        r = list_reply_match(reply, m->uid, &res, &server);
-        if (r == -ENOENT && cn_provider_openstack_match_uid(cn_json_get(reply->body, "servers", NULL), m->new_uid,
-                                                           &server) == 1) {
+        if (res.error < 0) {
+                cn_provider_call_finish_machine(call, &res, NULL);
+                return;
+        }
+        current = cn_json_string(server, "metadata", CN_PROVIDER_MACHINE_UID_LABEL, NULL);
+        if (current && streq(current, m->new_uid)) {
                 /* Rewritten by an earlier pass that did not get to report it. */
-                res = (CnProviderResult) {};
                 finish_with_view(call, &res, server);
                 return;
         }
-        if (r < 0) {
+        if (!isempty(m->uid) && !(current && streq(current, m->uid))) {
+                /* Not the server this machine was: adopting it could take another machine's. */
+                res = (CnProviderResult) { .error = -EEXIST, .message = "the server carries another machine's UID" };
                 cn_provider_call_finish_machine(call, &res, NULL);
                 return;
         }
@@ -593,7 +605,7 @@ static void on_migrate_list(CnProviderCall *call, const CnProviderHttpReply *rep
         /* POST /servers/{id}/metadata merges the given items: the key holds a '/', which Nova's
          * router would not take in the path of PUT /servers/{id}/metadata/{key}. */
         body = json_object_new_object();
-        esc = cn_provider_escape(cn_json_string(server, "id", NULL) ?: "");
+        esc = cn_provider_escape(m->server_id);
         if (!body || !esc || cn_json_set_string(body, m->new_uid, "metadata", CN_PROVIDER_MACHINE_UID_LABEL, NULL) < 0 ||
             asprintf(&url, "%s/servers/%s/metadata", cn_provider_openstack_nova(p, &o), esc) < 0)
                 r = -ENOMEM;
@@ -608,14 +620,24 @@ static void on_migrate_list(CnProviderCall *call, const CnProviderHttpReply *rep
 }
 
 static int migrate_next(CnProviderCall *call) {
-        return list_servers(call, "machine_migrate_uid_list", on_migrate_list);
+        CnProvider *p = cn_provider_call_provider(call);
+        MachineCall *m = cn_provider_call_get_state(call);
+        CnProviderHttpOptions o = { .operation = "machine_migrate_get" };
+        _cleanup_free_ char *url = NULL, *esc = cn_provider_escape(m->server_id);
+        const char *compute = cn_provider_openstack_nova(p, &o);
+
+        if (!esc || asprintf(&url, "%s/servers/%s", compute, esc) < 0)
+                return -ENOMEM;
+        return cn_provider_call_http(call, "GET", url, &o, on_migrate_get, NULL);
 }
 
 int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret) {
         StartArgs a = { .machine = m, .new_uid = new_uid, .auth = { .next = migrate_next, .fail = fail_machine } };
+        const char *id = cn_provider_openstack_server_id(m->provider_id, true);
 
-        if (isempty(new_uid) || strlen(new_uid) > NOVA_METADATA_MAX_LENGTH)
+        if (isempty(new_uid) || strlen(new_uid) > NOVA_METADATA_MAX_LENGTH || !id)
                 return -EINVAL;
-        return start_call(p, &a, cb, NULL, userdata, ret);
+        a.server_id = id;
+        return cn_provider_start_machine_call(p, cb, NULL, userdata, start, &a, ret);
 }

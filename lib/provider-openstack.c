@@ -627,6 +627,18 @@ json_object *cn_provider_openstack_settings(CnProvider *p) {
         return o->settings;
 }
 
+const char *cn_provider_openstack_server_id(const char *provider_id, bool bare_ok) {
+        const char *rest, *slash;
+
+        if (!provider_id)
+                return NULL;
+        if (!strneq(provider_id, OPENSTACK_PROVIDER_ID_PREFIX, STRLEN(OPENSTACK_PROVIDER_ID_PREFIX)))
+                return bare_ok && !isempty(provider_id) && !strchr(provider_id, '/') ? provider_id : NULL;
+        rest = provider_id + STRLEN(OPENSTACK_PROVIDER_ID_PREFIX);
+        slash = strrchr(rest, '/');
+        return slash && !isempty(slash + 1) ? slash + 1 : NULL;
+}
+
 static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnProviderNodeRef *node) {
         Lookup *l;
 
@@ -636,15 +648,11 @@ static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnP
         l->auth = (CnOpenStackAuth) { .next = get_server, .fail = finish_lookup_error };
         cn_provider_call_set_state(call, l, lookup_free);
         if (!isempty(node->provider_id)) {
-                const char *rest, *slash;
+                const char *id = cn_provider_openstack_server_id(node->provider_id, false);
 
-                if (!strneq(node->provider_id, OPENSTACK_PROVIDER_ID_PREFIX, STRLEN(OPENSTACK_PROVIDER_ID_PREFIX)))
+                if (!id)
                         return -EINVAL;
-                rest = node->provider_id + STRLEN(OPENSTACK_PROVIDER_ID_PREFIX);
-                slash = strrchr(rest, '/');
-                if (!slash || isempty(slash + 1))
-                        return -EINVAL;
-                l->id = strdup(slash + 1);
+                l->id = strdup(id);
                 if (!l->id)
                         return -ENOMEM;
         } else {

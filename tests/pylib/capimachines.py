@@ -10,42 +10,18 @@ import base64
 import contextlib
 import os
 import random
-import signal
-import subprocess
 import time
 
-import yaml
-from capi import core_crd
-from cntap import build, src
-from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud
+import cncapi
+from cncapi import CLUSTERS, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
+from fakecloud import OPENSTACK_USER, FakeCloud
 from fakekube import FakeKube
-
-NS = "default"
-USER = "system:serviceaccount:cloudnode:cloudnode-controller"
-CNM = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/cloudnodemachines" % NS
-MACHINES = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/machines" % NS
-CLUSTERS = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/clusters" % NS
-UID_LABEL = "cloudnode.io/machine-uid"
-MERGE = "application/merge-patch+json"
-
-
-def wait_for(fn, timeout=30.0, step=0.05):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
-
-
 
 # What differs between the providers: the cloud config, the spec, what the cloud's inventory and
 # request log look like.
 PROVIDERS = {
     "hetzner": {
-        "conf": lambda c: "[Global]\ntoken = %s\nendpoint = %s/v1\n" % (HETZNER_TOKEN, c.url),
+        "conf": None,  # cncapi.CapiEnv writes it
         "spec": {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"},
         # Refused by the cloud (no such server type), not by validation: one create request.
         "bad_spec": {"serverType": "cx999", "image": "ubuntu-24.04", "location": "fsn1"},
@@ -75,113 +51,42 @@ PROVIDERS = {
 def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
     """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
     tmp, set up for machines of the provider."""
-    rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-            src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-    with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+    with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
         env = Env(k, c, tmp, provider)
         env.setup()
         yield env
 
 
-class Controller:
-    def __init__(self, k, tmp, conf, leader_args=("--leader-elect=false",), provider="hetzner"):
-        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
-        self.p = subprocess.Popen(
-            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
-             "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
-             "--port", "0", "--machine-provider", provider, "--machine-cloud-config", conf,
-             "-v", "4"] + list(leader_args), stdout=self.log, stderr=subprocess.STDOUT)
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-            self.p.wait()
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.returncode
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
+def Controller(k, tmp, conf, leader_args=("--leader-elect=false",), provider="hetzner"):
+    return cncapi.Controller(k, tmp, ["--machine-provider", provider, "--machine-cloud-config", conf], leader_args)
 
 
-class Env:
+class Env(cncapi.CapiEnv):
+    """cncapi's environment with Cluster c1 and the provider's cloud config and machine spec."""
+
     def __init__(self, k, c, tmp, provider="hetzner"):
-        self.k, self.c, self.tmp = k, c, tmp
+        super().__init__(k, c, tmp)
         self.provider = provider
         self.profile = PROVIDERS[provider]
-        self.conf = os.path.join(tmp, "%s.conf" % provider)
-        # Created 0600 from the start: it holds the credentials.
-        fd = os.open(self.conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(self.profile["conf"](c))
+        self.default_spec = self.profile["spec"]
+        if provider != "hetzner":
+            self.conf = os.path.join(tmp, "%s.conf" % provider)
+            # Created 0600 from the start: it holds the credentials.
+            fd = os.open(self.conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.profile["conf"](c))
+
+    def setup(self):
+        super().setup()
+        if self.k.api("GET", CLUSTERS + "/c1")[0] != 200:
+            self.cluster("c1")
 
     def controller(self, leader_args=("--leader-elect=false",)):
         return Controller(self.k, self.tmp, self.conf, leader_args, provider=self.provider)
 
     def is_create(self, r):
         return r.get("method") == "POST" and r.get("path", "").endswith(self.profile["create_path"])
-
-    def setup(self):
-        """CRDs, namespace and a provisioned Cluster c1 (once per fake API server)."""
-        k = self.k
-        if k.api("GET", CLUSTERS + "/c1")[0] == 200:
-            return
-        for f in ("infrastructure.cluster.x-k8s.io_cloudnodemachines.yaml",
-                  "infrastructure.cluster.x-k8s.io_cloudnodeclusters.yaml"):
-            with open(src("manifests", "crds", "capi", f)) as fh:
-                k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Cluster", "clusters"))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Machine", "machines"))
-        for path in (CNM, MACHINES, CLUSTERS):
-            wait_for(lambda: k.api("GET", path)[0] == 200)
-        k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
-        k.api("POST", CLUSTERS, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                                 "metadata": {"name": "c1"}, "spec": {}})
-        k.api("PATCH", CLUSTERS + "/c1/status", {"status": {"initialization": {"infrastructureProvisioned": True}}},
-              MERGE)
-
-    def machine(self, name, spec=None, bootstrap=True):
-        k = self.k
-        if bootstrap:
-            k.api("POST", "/api/v1/namespaces/%s/secrets" % NS, {
-                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-bootstrap"},
-                "data": {"value": base64.b64encode(b"#cloud-config\nhostname: " + name.encode()).decode()}})
-        code, m = k.api("POST", MACHINES, {
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name},
-            "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}}})
-        code, cnm = k.api("POST", CNM, {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
-            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
-                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                                              "name": name, "uid": m["metadata"]["uid"]}]},
-            "spec": {self.provider: spec or self.profile["spec"]}})
-        return cnm
-
-    def get(self, name):
-        code, o = self.k.api("GET", CNM + "/" + name)
-        return o if code == 200 else None
-
-    def servers(self, uid):
-        return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
-
-    def ready(self, name):
-        o = self.get(name)
-        return o and (o.get("status") or {}).get("ready") is True and o["spec"].get("providerID")
-
-    def delete(self, name):
-        self.k.api("DELETE", CNM + "/" + name)
-
-    def gone(self, name):
-        return self.get(name) is None
 
 
 def test_lifecycle(t, env):
