@@ -15,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, events, get_node, initialized,  # noqa: E402
-                    make_node, node_gets, tainted, wait_for, writes)
+from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, condition, events, get_node,  # noqa: E402
+                    initialized, make_node, node_gets, tainted, wait_for, writes)
 from fakecloud import FakeCloud, Netns  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
@@ -26,10 +26,6 @@ COND = "CloudProviderInitialized"
 
 def ip(*args):
     subprocess.run(["ip"] + list(args), check=True, capture_output=True)
-
-
-def condition(node, ctype):
-    return next((c for c in (node or {}).get("status", {}).get("conditions", []) if c.get("type") == ctype), None)
 
 
 def ready_sent(i):
