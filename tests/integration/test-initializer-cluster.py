@@ -2,9 +2,10 @@
 """cloudnode-initializer in cluster mode against tests/fake-kube-apiserver (RBAC of the shipped
 manifests, as the cluster-mode service account) and the Hetzner API of tests/fake-cloud: several
 Nodes initialized with exactly two writes each and no Node GETs; provided-node-ip match and
-mismatch (Warning Event, condition CloudProviderInitialized False, then True); a Node without instance; a Node deleted while its instance is looked up; periodic
-address reconciliation writing only on change; the lifecycle controller; health and metrics
-(promtool check metrics)."""
+mismatch (Warning Event, condition CloudProviderInitialized False, then True); a Node without
+instance; a Node deleted while its instance is looked up; periodic address reconciliation
+writing only on change; the lifecycle controller; health and metrics (promtool check
+metrics)."""
 import json
 import os
 import shutil
