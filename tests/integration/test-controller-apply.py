@@ -6,6 +6,7 @@ status conditions, leader election and the health endpoints."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -312,12 +313,27 @@ def test_faults(t, k, tmp):
     k.inject({"verb": "create", "resource": "deployments", "code": 500, "count": 3})
     k.inject({"verb": "create", "resource": "clusterroles", "code": 503, "count": 2})
     k.inject({"verb": "create", "resource": "configmaps", "code": 429, "retryAfter": 1, "count": 1})
+    # Watch faults: a 410 Gone (re-list) and a dropped connection end watches that are restarted.
+    k.inject({"verb": "watch", "resource": "deployments", "action": "gone", "count": 1})
+    k.inject({"verb": "watch", "resource": "clusterroles", "action": "abort-watch", "afterEvents": 0, "count": 1})
     c = Controller(k, tmp)
     try:
         t.ok(wait_for(lambda: get(k, DEPLOY) and get(k, CROLE) and get(k, CLOUD_CONF) and converged(k), 60),
              "API faults during apply end converged", c.output()[-3000:])
         failed = [a for a in k.audit() if a.get("user") == USER and a.get("code", 0) >= 500]
         t.ok(failed, "the faults were hit (%d failed requests)" % len(failed))
+        for res in ("deployments", "clusterroles"):
+            series = 'cloudnode_controller_watch_restarts_total{resource="%s"} ' % res
+            line = wait_for(lambda: next((x for x in c.get("/metrics")[1].splitlines() if x.startswith(series)), None),
+                            20)
+            t.ok(line and float(line.split()[1]) >= 1, "a restarted %s watch is counted" % res, line)
+        text = c.get("/metrics")[1]
+        promtool = shutil.which("promtool")
+        if promtool:
+            p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+            t.ok(p.returncode == 0, "promtool check metrics passes", p.stdout + p.stderr)
+        else:
+            t.skip("promtool check metrics", "promtool not installed")
     finally:
         c.stop()
 
