@@ -82,7 +82,8 @@ static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char *
                 cn_kube_client_foreach_counter(m->kube, on_api_counter, &m->metrics);
         if (m->nodes)
                 (void) cn_metric_add_total(m->metrics.watch_restarts, CN_LABELS("nodes"),
-                                           cn_kube_informer_get_watch_restarts(m->nodes), &m->metrics.watch_restarts_seen);
+                                           cn_kube_informer_get_watch_restarts(m->nodes),
+                                           &m->metrics.watch_restarts_seen);
         r = cn_metrics_format(m->metrics.registry, body);
         if (r < 0)
                 return r;

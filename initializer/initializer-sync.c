@@ -191,9 +191,9 @@ static void fail_with_condition(NodeState *s, json_object *node, const char *rea
                 fail(s, node, reason, 0, "out of memory");
                 return;
         }
-        r = cn_node_patch_status_condition(node,
-                                           &(CnNodeCondition) { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", reason, msg },
-                                           NULL, cn_now(CLOCK_REALTIME), &patch);
+        r = cn_node_patch_status_condition(
+                node, &(CnNodeCondition) { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", reason, msg }, NULL,
+                cn_now(CLOCK_REALTIME), &patch);
         if (r >= 0)
                 r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", CN_KUBE_PATCH_STRATEGIC,
                                   patch, on_condition_written, s, &s->request);
@@ -204,8 +204,8 @@ static void fail_with_condition(NodeState *s, json_object *node, const char *rea
                 return;
         }
         if (r != -EALREADY)
-                log_warning_errno(r, "Cannot set the %s condition of node %s: %m", CN_CONDITION_CLOUD_PROVIDER_INITIALIZED,
-                                  s->name);
+                log_warning_errno(r, "Cannot set the %s condition of node %s: %m",
+                                  CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, s->name);
         fail(s, node, reason, 0, "%s", msg);
 }
 
@@ -360,7 +360,8 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         r = sync_compute_addresses(m, node, instance, &addrs, &bad_ip);
         if (r == -EADDRNOTAVAIL) {
                 fail_with_condition(s, node, "ProvidedNodeIPMismatch",
-                                    "alpha.kubernetes.io/provided-node-ip %s matches none of the instance's addresses", strna(bad_ip));
+                                    "alpha.kubernetes.io/provided-node-ip %s matches none of the instance's addresses",
+                                    strna(bad_ip));
                 return;
         }
         if (r == -EINVAL) {

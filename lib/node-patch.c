@@ -95,19 +95,22 @@ int cn_node_patch_status_condition(json_object *node, const CnNodeCondition *c, 
         r = cn_format_rfc3339(now, false, ts, sizeof(ts));
         if (r < 0)
                 return r;
-        if (cn_json_set_string(cond, c->type, "type", NULL) < 0 || cn_json_set_string(cond, c->status, "status", NULL) < 0 ||
+        if (cn_json_set_string(cond, c->type, "type", NULL) < 0 ||
+            cn_json_set_string(cond, c->status, "status", NULL) < 0 ||
             cn_json_set_string(cond, c->reason, "reason", NULL) < 0 ||
             cn_json_set_string(cond, strempty(c->message), "message", NULL) < 0 ||
             cn_json_set_string(cond, ts, "lastHeartbeatTime", NULL) < 0 ||
             (transition && cn_json_set_string(cond, ts, "lastTransitionTime", NULL) < 0))
                 return -ENOMEM;
-        if (json_object_array_add(conds, TAKE_PTR(cond)) < 0 || cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL) < 0)
+        if (json_object_array_add(conds, json_object_get(cond)) < 0 ||
+            cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL) < 0)
                 return -ENOMEM;
         if (addresses) {
-                _cleanup_json_ json_object *arr = cn_node_address_list_to_json(addresses), *replace = json_object_new_object();
+                _cleanup_json_ json_object *arr = cn_node_address_list_to_json(addresses),
+                                           *replace = json_object_new_object();
 
                 if (!arr || !replace || cn_json_set_string(replace, "replace", "$patch", NULL) < 0 ||
-                    json_object_array_add(arr, TAKE_PTR(replace)) < 0 ||
+                    json_object_array_add(arr, json_object_get(replace)) < 0 ||
                     cn_json_set(patch, TAKE_PTR(arr), "status", "addresses", NULL) < 0)
                         return -ENOMEM;
         }

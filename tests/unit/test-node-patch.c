@@ -105,7 +105,8 @@ static void test_condition_patch(void) {
                 "{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\"}]}}");
         _cleanup_node_address_list_ CnNodeAddressList l = {};
         _cleanup_json_ json_object *p = NULL, *p2 = NULL, *p3 = NULL;
-        CnNodeCondition bad = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", "ProvidedNodeIPMismatch", "no 10.9.9.9" };
+        CnNodeCondition bad = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", "ProvidedNodeIPMismatch",
+                                "no 10.9.9.9" };
         CnNodeCondition good = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "True", "Initialized", "ok" };
         json_object *conds, *c;
 
@@ -124,7 +125,8 @@ static void test_condition_patch(void) {
         /* As the server would store it. */
         json_object_object_get_ex(json_object_object_get(node, "status"), "conditions", &conds);
         json_object_object_get_ex(p, "status", &c);
-        json_object_array_add(conds, json_object_get(json_object_array_get_idx(json_object_object_get(c, "conditions"), 0)));
+        c = json_object_array_get_idx(json_object_object_get(c, "conditions"), 0);
+        json_object_array_add(conds, json_object_get(c));
         TAP_EQ_INT(cn_node_patch_status_condition(node, &bad, NULL, 1714557660ULL * USEC_PER_SEC, &p2), -EALREADY,
                    "the same condition again is no write");
 
