@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, condition, events, get_node,  # noqa: E402
-                    initialized, make_node, node_gets, tainted, wait_for, writes)
+                    initialized, make_node, node_gets, request_start, tainted, wait_for, writes)
 from fakecloud import FakeCloud, Netns  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
@@ -63,6 +63,8 @@ def test_node_mode(t, d, ns, link, k, c, inst):
              "zone and region labels", labels)
         t.eq(writes(k, NODE_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
              "exactly two writes: status, then the Node")
+        t.eq([r.get("contentType") for r in k.audit() if r.get("user") == NODE_SA and r.get("subresource") == "status"],
+             ["application/merge-patch+json"], "no condition involved: the status write is a plain merge patch")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1 once the Node is initialized")
         t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "Synced event, created by the node-mode identity")
         t.ok("Initialized node %s" % name in i.log(), "one log line says the Node is initialized")
@@ -125,6 +127,10 @@ def test_node_mode(t, d, ns, link, k, c, inst):
         t.ok(condition(n3 or {}, "Ready") == ready, "the kubelet's Ready condition is still as it was")
         t.eq(writes(k, NODE_SA, name)[before + 1:], [("patch", "status", name, 200), ("patch", "", name, 200)],
              "initialized in two writes: status (addresses and condition), then the Node")
+        status_writes = sorted((r for r in k.audit() if r.get("user") == NODE_SA and r.get("name") == name
+                                and r.get("subresource") == "status"), key=request_start)
+        t.eq([r.get("contentType") for r in status_writes][-2:], ["application/strategic-merge-patch+json"] * 2,
+             "condition writes are strategic merge patches (conditions merge by type)")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1")
     finally:
         i.stop()
