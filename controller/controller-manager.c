@@ -15,6 +15,7 @@
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
+#include "cluster-controller.h"
 #include "controller-apply.h"
 #include "controller-assets.h"
 #include "controller-manager.h"
@@ -64,6 +65,7 @@ struct Manager {
         CnKubeInformer *informers[N_RESOURCES];
         CnKubeInformer *nodes, *source, *status;
         MachineController *machines;
+        ClusterController *clusters;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
         unsigned discovery_step;
@@ -570,6 +572,8 @@ static void on_started_leading(CnKubeLeader *l, void *userdata) {
         m->leading = true;
         if (m->machines)
                 machine_controller_set_leading(m->machines, true);
+        if (m->clusters)
+                cluster_controller_set_leading(m->clusters, true);
         (void) cn_metric_set(m->m_leader, NULL, 1);
         manager_schedule(m);
 }
@@ -580,6 +584,8 @@ static void on_stopped_leading(CnKubeLeader *l, void *userdata) {
         m->leading = false;
         if (m->machines)
                 machine_controller_set_leading(m->machines, false);
+        if (m->clusters)
+                cluster_controller_set_leading(m->clusters, false);
         (void) cn_metric_set(m->m_leader, NULL, 0);
         if (m->stopping)
                 return;
@@ -627,7 +633,8 @@ static int healthz(CnHttpd *d, const char *path, CnBuf *body, const char **conte
 static int readyz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (!all_synced(m) || (m->machines && !machine_controller_synced(m->machines))) {
+        if (!all_synced(m) || (m->machines && !machine_controller_synced(m->machines)) ||
+            (m->clusters && !cluster_controller_synced(m->clusters))) {
                 (void) cn_buf_add_str(body, "informers not synced\n");
                 return 503;
         }
@@ -773,6 +780,12 @@ static int start_informers(Manager *m) {
                 r = machine_controller_start(m->machines);
                 if (r < 0)
                         return r;
+                r = cluster_controller_new(m->event, m->client, m->recorder, m->machines, &m->clusters);
+                if (r < 0)
+                        return r;
+                r = cluster_controller_start(m->clusters);
+                if (r < 0)
+                        return r;
         }
         m->started = true;
 
@@ -795,6 +808,8 @@ static int start_informers(Manager *m) {
                 m->leading = true;
                 if (m->machines)
                         machine_controller_set_leading(m->machines, true);
+                if (m->clusters)
+                        cluster_controller_set_leading(m->clusters, true);
                 (void) cn_metric_set(m->m_leader, NULL, 1);
         }
         return 0;
@@ -849,6 +864,7 @@ Manager *manager_free(Manager *m) {
         cn_kube_informer_unref(m->nodes);
         cn_kube_informer_unref(m->source);
         cn_kube_informer_unref(m->status);
+        cluster_controller_free(m->clusters); /* borrows from the machine controller */
         machine_controller_free(m->machines);
         cn_kube_request_free(m->discovery);
         cn_kube_leader_free(m->leader);

@@ -338,24 +338,10 @@ static void on_poll(CnProvider *p, const CnProviderResult *res, json_object *ins
 }
 
 static int patch_finalizers(MachineState *s, json_object *cnm, bool add) {
-        _cleanup_json_ json_object *patch = json_object_new_object(), *list = json_object_new_array();
-        json_object *cur = cn_json_get(cnm, "metadata", "finalizers", NULL);
-        const char *rv = cn_json_string(cnm, "metadata", "resourceVersion", NULL);
+        _cleanup_json_ json_object *patch = NULL;
         int r;
 
-        if (!patch || !list)
-                return -ENOMEM;
-        for (size_t i = 0; cur && json_object_is_type(cur, json_type_array) && i < json_object_array_length(cur); i++) {
-                const char *f = json_object_get_string(json_object_array_get_idx(cur, i));
-
-                if (f && !streq(f, CN_MACHINE_FINALIZER))
-                        (void) json_object_array_add(list, json_object_new_string(f));
-        }
-        if (add)
-                (void) json_object_array_add(list, json_object_new_string(CN_MACHINE_FINALIZER));
-        r = cn_json_set(patch, json_object_get(list), "metadata", "finalizers", NULL);
-        if (r >= 0 && rv)
-                r = cn_json_set_string(patch, rv, "metadata", "resourceVersion", NULL);
+        r = cn_capi_finalizer_patch(cnm, CN_MACHINE_FINALIZER, add, &patch);
         if (r < 0)
                 return r;
         return cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, NULL,
@@ -638,7 +624,7 @@ MachineController *machine_controller_free(MachineController *mc) {
 static int watch(MachineController *mc, const CnKubeResource *r, CnKubeInformer **ret) {
         int k;
 
-        k = cn_kube_informer_new(mc->client, r, &(CnKubeInformerOptions) {}, ret);
+        k = cn_kube_informer_get_shared(mc->client, r, &(CnKubeInformerOptions) {}, ret);
         if (k < 0)
                 return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
         k = cn_kube_informer_add_handlers(*ret, &handlers, mc, NULL);
@@ -661,6 +647,14 @@ int machine_controller_start(MachineController *mc) {
 bool machine_controller_synced(MachineController *mc) {
         return cn_kube_informer_has_synced(mc->infra_machines) && cn_kube_informer_has_synced(mc->machines) &&
                cn_kube_informer_has_synced(mc->clusters);
+}
+
+CnProvider *machine_controller_provider(MachineController *mc) {
+        return mc->provider;
+}
+
+const CnKubeResource *machine_controller_clusters_resource(void) {
+        return &resource_clusters;
 }
 
 void machine_controller_set_leading(MachineController *mc, bool leading) {

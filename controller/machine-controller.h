@@ -11,6 +11,7 @@
 #include "kube-client.h"
 #include "kube-event.h"
 #include "metrics.h"
+#include "provider.h"
 
 typedef struct MachineController MachineController;
 
@@ -24,3 +25,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(MachineController *, machine_controller_free);
 int machine_controller_start(MachineController *mc);
 bool machine_controller_synced(MachineController *mc);
 void machine_controller_set_leading(MachineController *mc, bool leading);
+
+/* For the CloudnodeCluster reconciler, which serves the same cloud: */
+CnProvider *machine_controller_provider(MachineController *mc);
+const CnKubeResource *machine_controller_clusters_resource(void);

@@ -24,20 +24,49 @@ const char *cn_machine_step_to_string(CnMachineStep s) {
         return s >= 0 && s < _CN_MACHINE_STEP_MAX ? step_table[s] : NULL;
 }
 
-static bool has_finalizer(json_object *o) {
+bool cn_capi_has_finalizer(json_object *o, const char *finalizer) {
         json_object *f = cn_json_get(o, "metadata", "finalizers", NULL);
 
         for (size_t i = 0; f && json_object_is_type(f, json_type_array) && i < json_object_array_length(f); i++) {
                 const char *s = json_object_get_string(json_object_array_get_idx(f, i));
 
-                if (s && streq(s, CN_MACHINE_FINALIZER))
+                if (s && streq(s, finalizer))
                         return true;
         }
         return false;
 }
 
-static bool is_true(json_object *o, ...) _sentinel_;
-static bool is_true(json_object *o, ...) {
+int cn_capi_finalizer_patch(json_object *o, const char *finalizer, bool add, json_object **ret) {
+        _cleanup_json_ json_object *patch = json_object_new_object(), *list = json_object_new_array();
+        json_object *cur = cn_json_get(o, "metadata", "finalizers", NULL);
+        const char *rv = cn_json_string(o, "metadata", "resourceVersion", NULL);
+        int r;
+
+        if (!patch || !list)
+                return -ENOMEM;
+        for (size_t i = 0; cur && json_object_is_type(cur, json_type_array) && i < json_object_array_length(cur); i++) {
+                const char *f = json_object_get_string(json_object_array_get_idx(cur, i));
+
+                if (f && !streq(f, finalizer) && json_object_array_add(list, json_object_new_string(f)) < 0)
+                        return -ENOMEM;
+        }
+        if (add && json_object_array_add(list, json_object_new_string(finalizer)) < 0)
+                return -ENOMEM;
+        r = cn_json_set(patch, TAKE_PTR(list), "metadata", "finalizers", NULL);
+        /* The precondition: a finalizer list read from a stale cache must not overwrite another's. */
+        if (r >= 0 && rv)
+                r = cn_json_set_string(patch, rv, "metadata", "resourceVersion", NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(patch);
+        return 0;
+}
+
+static bool has_finalizer(json_object *o) {
+        return cn_capi_has_finalizer(o, CN_MACHINE_FINALIZER);
+}
+
+bool cn_capi_is_true(json_object *o, ...) {
         json_object *v;
         va_list ap;
 
@@ -47,32 +76,40 @@ static bool is_true(json_object *o, ...) {
         return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
 }
 
-const char *cn_machine_owner_name(json_object *infra_machine) {
-        json_object *refs = cn_json_get(infra_machine, "metadata", "ownerReferences", NULL);
+const char *cn_capi_owner_name(json_object *o, const char *kind) {
+        json_object *refs = cn_json_get(o, "metadata", "ownerReferences", NULL);
 
         for (size_t i = 0; refs && json_object_is_type(refs, json_type_array) && i < json_object_array_length(refs);
              i++) {
                 json_object *ref = json_object_array_get_idx(refs, i);
-                const char *kind = cn_json_string(ref, "kind", NULL), *av = cn_json_string(ref, "apiVersion", NULL);
+                const char *k = cn_json_string(ref, "kind", NULL), *av = cn_json_string(ref, "apiVersion", NULL);
 
-                if (kind && av && streq(kind, "Machine") && strneq(av, "cluster.x-k8s.io/", 17))
+                if (k && av && streq(k, kind) && strneq(av, "cluster.x-k8s.io/", 17))
                         return cn_json_string(ref, "name", NULL);
         }
         return NULL;
 }
 
+const char *cn_machine_owner_name(json_object *infra_machine) {
+        return cn_capi_owner_name(infra_machine, "Machine");
+}
+
+bool cn_capi_paused(json_object *object, json_object *cluster) {
+        return cn_capi_is_true(cluster, "spec", "paused", NULL) ||
+               cn_json_get(object, "metadata", "annotations", CN_MACHINE_PAUSED_ANNOTATION, NULL);
+}
+
 static bool cluster_infra_ready(json_object *cluster) {
         /* v1beta2 first, v1beta1 as fallback: Cluster API writes both during the transition. */
-        return is_true(cluster, "status", "initialization", "infrastructureProvisioned", NULL) ||
-               is_true(cluster, "status", "infrastructureReady", NULL);
+        return cn_capi_is_true(cluster, "status", "initialization", "infrastructureProvisioned", NULL) ||
+               cn_capi_is_true(cluster, "status", "infrastructureReady", NULL);
 }
 
 CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
                                    bool instance_gone) {
         bool deleting = cn_json_get(infra_machine, "metadata", "deletionTimestamp", NULL) != NULL;
 
-        if (is_true(cluster, "spec", "paused", NULL) ||
-            cn_json_get(infra_machine, "metadata", "annotations", CN_MACHINE_PAUSED_ANNOTATION, NULL))
+        if (cn_capi_paused(infra_machine, cluster))
                 return CN_MACHINE_PAUSED;
         if (deleting) {
                 /* A Machine or Cluster that is already gone must not block deletion. */
@@ -93,8 +130,8 @@ CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *mach
                         return CN_MACHINE_WAIT_BOOTSTRAP;
                 return CN_MACHINE_LOOKUP_OR_CREATE;
         }
-        if (is_true(infra_machine, "status", "initialization", "provisioned", NULL) &&
-            is_true(infra_machine, "status", "ready", NULL) && cn_json_string(infra_machine, "spec", "providerID", NULL))
+        if (cn_capi_is_true(infra_machine, "status", "initialization", "provisioned", NULL) &&
+            cn_capi_is_true(infra_machine, "status", "ready", NULL) && cn_json_string(infra_machine, "spec", "providerID", NULL))
                 return CN_MACHINE_READY;
         return CN_MACHINE_POLL;
 }

@@ -9,6 +9,8 @@
 
 #include <json-c/json.h>
 
+#include "macro.h"
+
 #define CN_MACHINE_FINALIZER "cloudnodemachine.infrastructure.cluster.x-k8s.io"
 #define CN_MACHINE_PAUSED_ANNOTATION "cluster.x-k8s.io/paused"
 #define CN_MACHINE_UID_LABEL "cloudnode.io/machine-uid"
@@ -34,6 +36,19 @@ const char *cn_machine_step_to_string(CnMachineStep s);
 /* instance_gone: during deletion, whether the cloud confirmed that no instance exists. */
 CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
                                    bool instance_gone);
+
+/* Shared by the machine and the cluster contract: */
+/* whether metadata.finalizers holds finalizer */
+bool cn_capi_has_finalizer(json_object *o, const char *finalizer);
+/* the merge patch that adds (or removes) finalizer, keeping the others, with the object's
+ * resourceVersion as precondition */
+int cn_capi_finalizer_patch(json_object *o, const char *finalizer, bool add, json_object **ret);
+/* whether the boolean at the path is true */
+bool cn_capi_is_true(json_object *o, ...) _sentinel_;
+/* the name in metadata.ownerReferences of that kind in group cluster.x-k8s.io */
+const char *cn_capi_owner_name(json_object *o, const char *kind);
+/* Cluster spec.paused or the object's cluster.x-k8s.io/paused annotation */
+bool cn_capi_paused(json_object *object, json_object *cluster);
 
 /* The owner Machine's name from metadata.ownerReferences (kind Machine, group cluster.x-k8s.io). */
 const char *cn_machine_owner_name(json_object *infra_machine);

@@ -14,7 +14,7 @@
 #include "provider.h"
 
 #define HETZNER_DEFAULT_ENDPOINT "https://api.hetzner.cloud/v1"
-#define HETZNER_PROVIDER_ID_PREFIX "hcloud://"
+#define HETZNER_PROVIDER_ID_PREFIX CN_PROVIDER_HETZNER_ID_PREFIX
 #define HETZNER_TOKEN_MAX 4096U
 
 typedef struct Hetzner {
@@ -241,14 +241,13 @@ static int hetzner_instance_get(CnProvider *p, CnProviderCall *call, const CnPro
         };
 
         if (!isempty(node->provider_id)) {
-                const char *id;
+                int64_t id;
 
-                if (!strneq(node->provider_id, HETZNER_PROVIDER_ID_PREFIX, STRLEN(HETZNER_PROVIDER_ID_PREFIX)))
+                /* A Node's providerID always has the prefix; a bare id is for machines only. */
+                if (!strneq(node->provider_id, HETZNER_PROVIDER_ID_PREFIX, STRLEN(HETZNER_PROVIDER_ID_PREFIX)) ||
+                    cn_provider_hetzner_server_id(node->provider_id, &id) < 0)
                         return -EINVAL;
-                id = node->provider_id + STRLEN(HETZNER_PROVIDER_ID_PREFIX);
-                if (isempty(id) || strspn(id, "0123456789") != strlen(id))
-                        return -EINVAL;
-                if (asprintf(&url, "%s/servers/%s", h->endpoint, id) < 0)
+                if (asprintf(&url, "%s/servers/%" PRIi64, h->endpoint, id) < 0)
                         return -ENOMEM;
         } else {
                 esc = cn_provider_escape(node->name);
@@ -281,4 +280,7 @@ const CnProviderOps cn_provider_hetzner_ops = {
         .machine_create = cn_provider_hetzner_machine_create,
         .machine_cleanup = cn_provider_hetzner_machine_cleanup,
         .metrics_labels = cn_provider_hetzner_metrics_labels,
+        .migrate_uid = cn_provider_hetzner_migrate_uid,
+        .cloud_config = cn_provider_hetzner_cloud_config,
+        .failure_domains = cn_provider_hetzner_failure_domains,
 };

@@ -485,6 +485,11 @@ int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret
         return p->ops->cloud_config ? p->ops->cloud_config(p, spec, ret_cloud_config) : -EOPNOTSUPP;
 }
 
+int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
+                                CnProviderCall **ret) {
+        return p->ops->failure_domains ? p->ops->failure_domains(p, region, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
 /* ---- HTTP ---- */
 
 static int status_to_errno(long status) {

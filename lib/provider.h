@@ -119,6 +119,11 @@ typedef struct CnProviderOps {
         int (*migrate_uid)(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                            CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
         int (*cloud_config)(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
+        /* The cloud's failure domains (Hetzner locations, OpenStack availability zones) as the
+         * Cluster API v1beta2 list [{"name", "controlPlane", "attributes": {...}}]; region (may be
+         * NULL) narrows them where the cloud has a wider scope than one region. */
+        int (*failure_domains)(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
+                               CnProviderCall **ret);
 } CnProviderOps;
 
 /* Providers this build knows, NULL-terminated. */
@@ -162,6 +167,9 @@ int cn_provider_metrics_labels(CnProvider *p, json_object *spec, char ***ret_lab
 int cn_provider_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                             CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
 int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
+/* The callback's instance argument is the failure domain list (see CnProviderOps). */
+int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
+                                CnProviderCall **ret);
 
 /* Cancels the call (its callback will not run). */
 CnProviderCall *cn_provider_call_free(CnProviderCall *c);

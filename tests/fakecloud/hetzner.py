@@ -81,6 +81,16 @@ def valid_label(k, v):
     return v == "" or bool(LABEL_NAME.match(v))
 
 
+def json_body(req):
+    try:
+        body = req.json()
+    except ValueError as e:
+        raise ApiError(400, "json_error", "invalid JSON: %s" % e)
+    if not isinstance(body, dict):
+        raise ApiError(400, "json_error", "request body must be a JSON object")
+    return body
+
+
 def _split_top(s):
     parts, depth, cur = [], 0, ""
     for ch in s:
@@ -254,6 +264,8 @@ class Api:
                 return json_response({"server": self.server_json(self._server(parts[1]), now)})
             if m == "DELETE":
                 return self.delete_server(parts[1], now)
+            if m == "PUT":
+                return self.update_server(req, parts[1], now)
         if len(parts) == 4 and parts[0] == "servers" and parts[2] == "actions" and m == "POST":
             return self.power_action(parts[1], parts[3], now)
         if parts == ["actions"] and m == "GET":
@@ -395,12 +407,7 @@ class Api:
         return self._paged(req, "servers", out)
 
     def create_server(self, req, now):
-        try:
-            body = req.json()
-        except ValueError as e:
-            raise ApiError(400, "json_error", "invalid JSON: %s" % e)
-        if not isinstance(body, dict):
-            raise ApiError(400, "json_error", "request body must be a JSON object")
+        body = json_body(req)
         for f in ("name", "server_type", "image"):
             if body.get(f) in (None, ""):
                 raise invalid_field(f, "Missing data for required field.")
@@ -469,6 +476,28 @@ class Api:
             "next_actions": [action_json(a, settings, now) for a in nexts],
             "root_password": None if spec["ssh_keys"] else secrets.token_urlsafe(15),
         }, 201)
+
+    def update_server(self, req, sid, now):
+        """PUT /servers/{id}: name and labels; labels replace the server's whole label set."""
+        body = json_body(req)
+        labels = body.get("labels")
+        if labels is not None and (not isinstance(labels, dict) or
+                                   not all(valid_label(k, v) for k, v in labels.items())):
+            raise invalid_field("labels", "label key or value is invalid")
+        name = body.get("name")
+        if name is not None and (not isinstance(name, str) or not HOSTNAME.match(name)):
+            raise invalid_field("name", "must be a valid hostname")
+        with self.state.locked() as st:
+            inst = self._server(sid, st)
+            if name is not None and any(i["platform"] == "hetzner" and i["name"] == name and i is not inst
+                                        for i in st["instances"].values()):
+                raise ApiError(409, "uniqueness_error", "server name is already used",
+                               {"fields": [{"name": "name"}]})
+            if labels is not None:
+                inst["labels"] = dict(labels)
+            if name is not None:
+                inst["name"] = name
+        return json_response({"server": self.server_json(inst, now)})
 
     def delete_server(self, sid, now):
         with self.state.locked() as st:

@@ -7,130 +7,32 @@ retries, and 429 storms."""
 import base64
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, build, src  # noqa: E402
+from cntap import Tap  # noqa: E402
 
 try:
-    import yaml  # noqa: E402
-    from capi import core_crd  # noqa: E402
-    from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+    import cncapi  # noqa: E402
+    # USER, Env, Controller and wait_for are also used by tests/reliability/relutil.py.
+    from cncapi import MACHINES, MERGE, NS, RBAC, USER, wait_for  # noqa: E402,F401
+    from fakecloud import FakeCloud  # noqa: E402
     from fakekube import FakeKube  # noqa: E402
 except ImportError as e:
     FakeKube = None
     IMPORT_ERROR = str(e)
 
-NS = "default"
-USER = "system:serviceaccount:cloudnode:cloudnode-controller"
-CNM = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/cloudnodemachines" % NS
-MACHINES = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/machines" % NS
-CLUSTERS = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/clusters" % NS
-UID_LABEL = "cloudnode.io/machine-uid"
-MERGE = "application/merge-patch+json"
+
+def Controller(k, tmp, conf, leader_args=("--leader-elect=false",)):
+    return cncapi.Controller(k, tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", conf], leader_args)
 
 
-def wait_for(fn, timeout=30.0, step=0.05):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
-
-
-class Controller:
-    def __init__(self, k, tmp, conf, leader_args=("--leader-elect=false",)):
-        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
-        self.p = subprocess.Popen(
-            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
-             "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
-             "--port", "0", "--machine-provider", "hetzner", "--machine-cloud-config", conf,
-             "-v", "4"] + list(leader_args), stdout=self.log, stderr=subprocess.STDOUT)
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-            self.p.wait()
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.returncode
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
-
-
-class Env:
-    def __init__(self, k, c, tmp):
-        self.k, self.c, self.tmp = k, c, tmp
-        self.conf = os.path.join(tmp, "hetzner.conf")
-        with open(self.conf, "w") as f:
-            f.write("[Global]\ntoken = %s\nendpoint = %s/v1\n" % (HETZNER_TOKEN, c.url))
-        os.chmod(self.conf, 0o600)
-
+class Env(cncapi.CapiEnv):
     def setup(self):
-        k = self.k
-        for f in ("infrastructure.cluster.x-k8s.io_cloudnodemachines.yaml",
-                  "infrastructure.cluster.x-k8s.io_cloudnodeclusters.yaml"):
-            with open(src("manifests", "crds", "capi", f)) as fh:
-                k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Cluster", "clusters"))
-        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Machine", "machines"))
-        for path in (CNM, MACHINES, CLUSTERS):
-            wait_for(lambda: k.api("GET", path)[0] == 200)
-        k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
-        k.api("POST", CLUSTERS, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                                 "metadata": {"name": "c1"}, "spec": {}})
-        k.api("PATCH", CLUSTERS + "/c1/status", {"status": {"initialization": {"infrastructureProvisioned": True}}},
-              MERGE)
-
-    def machine(self, name, spec=None, bootstrap=True):
-        k = self.k
-        if bootstrap:
-            k.api("POST", "/api/v1/namespaces/%s/secrets" % NS, {
-                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-bootstrap"},
-                "data": {"value": base64.b64encode(b"#cloud-config\nhostname: " + name.encode()).decode()}})
-        code, m = k.api("POST", MACHINES, {
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name},
-            "spec": {"clusterName": "c1", "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}}})
-        code, cnm = k.api("POST", CNM, {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
-            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
-                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                                              "name": name, "uid": m["metadata"]["uid"]}]},
-            "spec": {"hetzner": spec or {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}}})
-        return cnm
-
-    def get(self, name):
-        code, o = self.k.api("GET", CNM + "/" + name)
-        return o if code == 200 else None
-
-    def servers(self, uid):
-        return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
-
-    def ready(self, name):
-        o = self.get(name)
-        return o and (o.get("status") or {}).get("ready") is True and o["spec"].get("providerID")
-
-    def delete(self, name):
-        self.k.api("DELETE", CNM + "/" + name)
-
-    def gone(self, name):
-        return self.get(name) is None
+        super().setup()
+        self.cluster("c1")
 
 
 def test_lifecycle(t, env):
@@ -297,9 +199,7 @@ def main():
     if FakeKube is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-                src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
+        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, \
                 FakeCloud(os.path.join(tmp, "cloud")) as c:
             c.settings(build_seconds=0.5, action_seconds=0.3)
             env = Env(k, c, tmp)

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* CloudnodeCluster reconciler. See cluster-controller.h and cluster-reconcile.h.
+ *
+ * A cluster asks the cloud for its failure domains once per generation and controller run (they
+ * change rarely; a restart or a spec change asks again); every pass after that only compares the
+ * status it would write with the live one, so an idle cluster costs no API call. Retryable cloud
+ * errors come back through one backoff timer; terminal ones wait for a spec change. */
+#include <errno.h>
+
+#include "backoff.h"
+#include "cluster-controller.h"
+#include "cluster-reconcile.h"
+#include "json-util.h"
+#include "kube-informer.h"
+#include "log.h"
+#include "machine-reconcile.h"
+#include "provider.h"
+#include "time-util.h"
+
+#define RETRY_BASE_USEC (1 * USEC_PER_SEC)
+#define RETRY_CAP_USEC (60 * USEC_PER_SEC)
+
+static const CnKubeResource resource_cloudnodeclusters = {
+        .group = "infrastructure.cluster.x-k8s.io", .version = "v1beta2", .resource = "cloudnodeclusters",
+        .kind = "CloudnodeCluster", .namespaced = true,
+};
+
+typedef struct ClusterState ClusterState;
+
+struct ClusterController {
+        sd_event *event;
+        CnKubeClient *client;
+        CnKubeEventRecorder *recorder;
+        MachineController *mc;
+        CnKubeInformer *infra_clusters, *clusters;
+        uint64_t infra_clusters_handlers, clusters_handlers; /* the Cluster informer outlives us */
+        sd_event_source *reconcile_source, *retry_source;
+        CnBackoff backoff;
+        bool leading;
+        ClusterState *states;
+};
+
+struct ClusterState {
+        ClusterController *cc;
+        ClusterState *next;
+        char *namespace, *name;
+        CnProviderCall *call;
+        json_object *failure_domains; /* the cloud's answer for `generation` */
+        int64_t generation;
+        int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
+        bool seen;
+};
+
+static void schedule(ClusterController *cc) {
+        (void) sd_event_source_set_enabled(cc->reconcile_source, SD_EVENT_ONESHOT);
+}
+
+static ClusterState *state_free(ClusterState *s) {
+        if (!s)
+                return NULL;
+        cn_provider_call_free(s->call);
+        json_object_put(s->failure_domains);
+        free(s->namespace);
+        free(s->name);
+        free(s);
+        return NULL;
+}
+
+static ClusterState *state_get(ClusterController *cc, const char *ns, const char *name) {
+        ClusterState *s;
+
+        for (s = cc->states; s; s = s->next)
+                if (streq(s->namespace, ns) && streq(s->name, name))
+                        return s;
+        s = calloc(1, sizeof(ClusterState));
+        if (!s)
+                return NULL;
+        s->cc = cc;
+        s->generation = s->failed_generation = -1;
+        s->namespace = strdup(ns);
+        s->name = strdup(name);
+        if (!s->namespace || !s->name)
+                return state_free(s);
+        s->next = cc->states;
+        cc->states = s;
+        return s;
+}
+
+static void retry_later(ClusterController *cc, usec_t min_delay) {
+        (void) sd_event_source_set_time_relative(cc->retry_source, cn_backoff_next(&cc->backoff, min_delay));
+        (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_ONESHOT);
+}
+
+static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        if (result->error < 0)
+                log_debug_errno(result->error, "CloudnodeCluster write failed, the next event retries: %s",
+                                strna(result->message));
+}
+
+static int64_t generation_of(json_object *cnc) {
+        int64_t g = 0;
+
+        (void) cn_json_get_int64(cnc, &g, "metadata", "generation", NULL);
+        return g;
+}
+
+static int write_status(ClusterState *s, json_object *cnc, json_object *failure_domains, bool paused,
+                        const char *reason, const char *message) {
+        _cleanup_json_ json_object *patch = NULL;
+        char now[64];
+        int r;
+
+        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
+        if (r < 0)
+                return r;
+        r = cn_cluster_status_patch(cnc, failure_domains, generation_of(cnc), paused, reason, message, now, &patch);
+        if (r < 0 || !patch)
+                return r;
+        return cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name, "status",
+                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+}
+
+static int patch_finalizers(ClusterState *s, json_object *cnc, bool add) {
+        _cleanup_json_ json_object *patch = NULL;
+        int r;
+
+        r = cn_capi_finalizer_patch(cnc, CN_CLUSTER_FINALIZER, add, &patch);
+        if (r < 0)
+                return r;
+        return cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name, NULL,
+                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+}
+
+static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_object *list, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        ClusterController *cc = s->cc;
+        json_object *cnc = cn_kube_informer_lookup(cc->infra_clusters, s->namespace, s->name);
+
+        s->call = cn_provider_call_free(s->call);
+        if (!cnc)
+                return;
+        switch (cn_provider_error_class(res->error)) {
+        case CN_PROVIDER_OK:
+                log_info("CloudnodeCluster %s/%s: %zu failure domains, provisioned", s->namespace, s->name,
+                         json_object_array_length(list));
+                json_object_put(s->failure_domains);
+                s->failure_domains = json_object_get(list);
+                s->generation = generation_of(cnc);
+                cn_backoff_reset(&cc->backoff);
+                (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+                return;
+        case CN_PROVIDER_RETRYABLE:
+                log_info("CloudnodeCluster %s/%s: listing failure domains failed, retrying: %s", s->namespace,
+                         s->name, strna(res->message));
+                (void) write_status(s, cnc, NULL, false, "CloudUnavailable", res->message);
+                retry_later(cc, res->retry_after);
+                return;
+        default: {
+                const char *reason = res->error == -EACCES || res->error == -EPERM ? "Unauthorized"
+                                                                                   : "InvalidConfiguration";
+                CnKubeObjectRef ref;
+
+                log_warning("CloudnodeCluster %s/%s: %s: %s", s->namespace, s->name, reason, strna(res->message));
+                s->failed_generation = generation_of(cnc);
+                (void) write_status(s, cnc, NULL, false, reason, res->message);
+                if (cn_kube_object_ref_from_json(cnc, &resource_cloudnodeclusters, &ref) >= 0)
+                        (void) cn_kube_event_record(cc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
+                                                    strna(res->message));
+                return;
+        }
+        }
+}
+
+static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) {
+        CnProvider *p = machine_controller_provider(cc->mc);
+        int64_t g = generation_of(cnc);
+        int r;
+
+        json_object *recorded;
+
+        if ((!s->failure_domains || s->generation != g) && cn_cluster_recorded_failure_domains(cnc, &recorded) >= 0) {
+                /* Found by an earlier run for this generation. */
+                json_object_put(s->failure_domains);
+                s->failure_domains = json_object_get(recorded);
+                s->generation = g;
+        }
+        if (s->failure_domains && s->generation == g) {
+                /* Known for this generation: only make sure the status says so. */
+                (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+                return;
+        }
+        if (s->failed_generation == g)
+                return;
+        r = cn_provider_failure_domains(p, cn_json_string(cnc, "spec", "region", NULL), on_failure_domains, s,
+                                        &s->call);
+        if (r == -EOPNOTSUPP) {
+                s->failed_generation = g;
+                (void) write_status(s, cnc, NULL, false, "NotSupported",
+                                    "this provider cannot list its failure domains");
+        } else if (r < 0) {
+                log_warning_errno(r, "CloudnodeCluster %s/%s: cannot ask for failure domains: %m", s->namespace,
+                                  s->name);
+                retry_later(cc, 0);
+        }
+}
+
+static void reconcile_one(ClusterController *cc, ClusterState *s, json_object *cnc) {
+        const char *owner = cn_cluster_owner_name(cnc), *provider = cn_json_string(cnc, "spec", "provider", NULL);
+        json_object *cluster = owner ? cn_kube_informer_lookup(cc->clusters, s->namespace, owner) : NULL;
+        CnClusterStep step;
+
+        /* Another controller (another --machine-provider) serves clusters of other clouds. */
+        if (!provider || !streq(provider, cn_provider_name(machine_controller_provider(cc->mc))))
+                return;
+        if (s->call)
+                return; /* its completion looks again */
+        step = cn_cluster_next_step(cnc, cluster);
+        log_debug("CloudnodeCluster %s/%s: %s", s->namespace, s->name, cn_cluster_step_to_string(step));
+        switch (step) {
+        case CN_CLUSTER_PAUSED:
+                (void) write_status(s, cnc, NULL, true, NULL, NULL);
+                break;
+        case CN_CLUSTER_ADD_FINALIZER:
+                (void) patch_finalizers(s, cnc, true);
+                break;
+        case CN_CLUSTER_WAIT_OWNER:
+                (void) write_status(s, cnc, NULL, false, "WaitingForCluster", "no owner Cluster yet");
+                break;
+        case CN_CLUSTER_PROVISION:
+                provision(cc, s, cnc);
+                break;
+        case CN_CLUSTER_REMOVE_FINALIZER:
+                log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
+                (void) patch_finalizers(s, cnc, false);
+                break;
+        default:
+                break;
+        }
+}
+
+static int visit(json_object *cnc, void *userdata) {
+        ClusterController *cc = userdata;
+        const char *ns = cn_json_string(cnc, "metadata", "namespace", NULL);
+        const char *name = cn_json_string(cnc, "metadata", "name", NULL);
+        ClusterState *s;
+
+        if (!ns || !name)
+                return 0;
+        s = state_get(cc, ns, name);
+        if (!s)
+                return -ENOMEM;
+        s->seen = true;
+        reconcile_one(cc, s, cnc);
+        return 0;
+}
+
+static int on_reconcile_all(sd_event_source *es, void *userdata) {
+        ClusterController *cc = ASSERT_PTR(userdata);
+        ClusterState **p;
+
+        if (!cc->leading || !cluster_controller_synced(cc))
+                return 0;
+        for (ClusterState *s = cc->states; s; s = s->next)
+                s->seen = false;
+        (void) cn_kube_informer_foreach(cc->infra_clusters, visit, cc);
+        for (p = &cc->states; *p;) {
+                ClusterState *s = *p;
+
+                if (s->seen) {
+                        p = &s->next;
+                        continue;
+                }
+                *p = s->next;
+                state_free(s);
+        }
+        return 0;
+}
+
+static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
+        schedule(userdata);
+        return 0;
+}
+
+static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
+        schedule(userdata);
+}
+
+static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
+        schedule(userdata);
+}
+
+static void on_synced(CnKubeInformer *i, void *userdata) {
+        schedule(userdata);
+}
+
+static const CnKubeInformerHandlers handlers = {
+        .added = on_added,
+        .updated = on_updated,
+        .deleted = on_added,
+        .synced = on_synced,
+};
+
+int cluster_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, MachineController *mc,
+                           ClusterController **ret) {
+        _cleanup_(cluster_controller_freep) ClusterController *cc = NULL;
+        int r;
+
+        cc = calloc(1, sizeof(ClusterController));
+        if (!cc)
+                return -ENOMEM;
+        cc->event = sd_event_ref(e);
+        cc->client = client;
+        cc->recorder = recorder;
+        cc->mc = mc;
+        cn_backoff_init(&cc->backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
+        r = sd_event_add_defer(e, &cc->reconcile_source, on_reconcile_all, cc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(cc->reconcile_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(cc->reconcile_source, "cluster-reconcile");
+        r = sd_event_add_time_relative(e, &cc->retry_source, CLOCK_MONOTONIC, RETRY_BASE_USEC, 0, on_retry, cc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(cc->retry_source, "cluster-retry");
+        *ret = TAKE_PTR(cc);
+        return 0;
+}
+
+ClusterController *cluster_controller_free(ClusterController *cc) {
+        if (!cc)
+                return NULL;
+        while (cc->states) {
+                ClusterState *s = cc->states;
+
+                cc->states = s->next;
+                state_free(s);
+        }
+        if (cc->infra_clusters)
+                (void) cn_kube_informer_remove_handlers(cc->infra_clusters, cc->infra_clusters_handlers);
+        if (cc->clusters)
+                (void) cn_kube_informer_remove_handlers(cc->clusters, cc->clusters_handlers);
+        cn_kube_informer_unref(cc->infra_clusters);
+        cn_kube_informer_unref(cc->clusters);
+        sd_event_source_disable_unref(cc->reconcile_source);
+        sd_event_source_disable_unref(cc->retry_source);
+        sd_event_unref(cc->event);
+        free(cc);
+        return NULL;
+}
+
+static int watch(ClusterController *cc, const CnKubeResource *r, CnKubeInformer **ret, uint64_t *ret_id) {
+        int k;
+
+        /* Shared: the machine controller watches Clusters too; one list+watch serves both. */
+        k = cn_kube_informer_get_shared(cc->client, r, &(CnKubeInformerOptions) {}, ret);
+        if (k < 0)
+                return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
+        k = cn_kube_informer_add_handlers(*ret, &handlers, cc, ret_id);
+        if (k < 0)
+                return k;
+        return cn_kube_informer_start(*ret);
+}
+
+int cluster_controller_start(ClusterController *cc) {
+        int r;
+
+        r = watch(cc, &resource_cloudnodeclusters, &cc->infra_clusters, &cc->infra_clusters_handlers);
+        if (r >= 0)
+                r = watch(cc, machine_controller_clusters_resource(), &cc->clusters, &cc->clusters_handlers);
+        return r;
+}
+
+bool cluster_controller_synced(ClusterController *cc) {
+        return cn_kube_informer_has_synced(cc->infra_clusters) && cn_kube_informer_has_synced(cc->clusters);
+}
+
+void cluster_controller_set_leading(ClusterController *cc, bool leading) {
+        cc->leading = leading;
+        if (leading)
+                schedule(cc);
+}

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""cloudnode-controller reconciles CloudnodeClusters (the Cluster API InfraCluster, contract
+v1beta2) against the fake API server and the fake cloud: finalizer, waiting for the owner
+Cluster, failure domains from the cloud's locations (all, or one region's), provisioned/ready
+and the Ready and Paused conditions, spec.controlPlaneEndpoint left alone, pause by the Cluster
+and by annotation, deletion, clusters of another provider left alone, a rejected token as a
+terminal condition without retries, and 429s retried."""
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+
+try:
+    from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
+    from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+    from fakekube import FakeKube  # noqa: E402
+except ImportError as e:
+    FakeKube = None
+    IMPORT_ERROR = str(e)
+
+FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
+
+
+def hetzner(env, conf=None):
+    return Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", conf or env.conf])
+
+
+def cloud_locations(env):
+    """What the fake cloud itself answers, for comparison."""
+    req = urllib.request.Request(env.c.url + "/v1/locations?per_page=50",
+                                 headers={"Authorization": "Bearer " + HETZNER_TOKEN})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["locations"]
+
+
+def make_cnc(env, name, owner=None, spec=None, annotations=None):
+    meta = {"name": name}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                    "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
+    if annotations:
+        meta["annotations"] = annotations
+    code, o = env.k.api("POST", CNC, {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                      "kind": "CloudnodeCluster", "metadata": meta,
+                                      "spec": spec or {"provider": "hetzner"}})
+    assert code == 201, o
+    return o
+
+
+def provisioned(env, name):
+    o = env.obj(CNC, name)
+    st = (o or {}).get("status") or {}
+    return o if st.get("initialization", {}).get("provisioned") is True else None
+
+
+def location_requests(env, mark):
+    """The controller's (not this test's) location requests since mark."""
+    return [r for r in env.c.requests()[mark:] if r.get("path", "").startswith("/v1/locations") and
+            (r.get("headers") or {}).get("User-Agent", "").startswith("cloudnode")]
+
+
+def test_provisioned(t, env):
+    ctl = hetzner(env)
+    try:
+        c = env.cluster("c1")
+        endpoint = {"host": "api.c1.example", "port": 6443}
+        mark = len(env.c.requests())
+        make_cnc(env, "c1", owner=c, spec={"provider": "hetzner", "controlPlaneEndpoint": endpoint})
+        o = wait_for(lambda: provisioned(env, "c1"), 30)
+        t.ok(o, "provisioned", ctl.output()[-2000:])
+        o = o or {}
+        st = o.get("status") or {}
+        t.ok(st.get("ready") is True, "v1beta1 status.ready")
+        want = [loc["name"] for loc in cloud_locations(env)]
+        t.eq([fd.get("name") for fd in st.get("failureDomains", [])], want,
+             "failure domains are the cloud's locations, as a v1beta2 list")
+        fsn1 = next((fd for fd in st.get("failureDomains", []) if fd.get("name") == "fsn1"), {})
+        t.eq(fsn1.get("controlPlane"), True, "usable by control planes")
+        t.eq((fsn1.get("attributes") or {}).get("networkZone"), "eu-central", "network zone as an attribute")
+        t.eq(condition(o, "Ready", "status"), "True", "Ready=True")
+        t.eq(condition(o, "Paused", "status"), "False", "Paused=False")
+        t.ok(FINALIZER in o["metadata"].get("finalizers", []), "finalizer added")
+        t.eq(o["spec"].get("controlPlaneEndpoint"), endpoint, "spec.controlPlaneEndpoint as the user set it")
+        rv = o["metadata"]["resourceVersion"]
+        time.sleep(1.5)
+        t.eq(env.obj(CNC, "c1")["metadata"]["resourceVersion"], rv, "an idle cluster is not written again")
+        t.eq(len(location_requests(env, mark)), 1, "one location request")
+    finally:
+        ctl.stop()
+    ctl = hetzner(env)
+    try:
+        mark = len(env.c.requests())
+        wait_for(lambda: "CloudnodeCluster default/c1: provision" in ctl.output(), 30)
+        time.sleep(0.5)
+        t.eq(location_requests(env, mark), [], "a restart reuses the failure domains of this generation")
+        env.k.api("PATCH", CNC + "/c1", {"spec": {"region": "us-east"}}, MERGE)
+        t.ok(wait_for(lambda: [fd["name"] for fd in env.obj(CNC, "c1")["status"]["failureDomains"]] == ["ash"], 30),
+             "a spec change asks again")
+    finally:
+        ctl.stop()
+
+
+def test_region(t, env):
+    ctl = hetzner(env)
+    try:
+        c = env.cluster("c2")
+        make_cnc(env, "c2", owner=c, spec={"provider": "hetzner", "region": "eu-central"})
+        o = wait_for(lambda: provisioned(env, "c2"), 30) or {}
+        want = [loc["name"] for loc in cloud_locations(env) if loc["network_zone"] == "eu-central"]
+        t.eq([fd["name"] for fd in (o.get("status") or {}).get("failureDomains", [])], want,
+             "a region keeps the locations of that network zone")
+        c = env.cluster("c2b")
+        make_cnc(env, "c2b", owner=c, spec={"provider": "hetzner", "region": "mars"})
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c2b"), "Ready"), 30), "InvalidConfiguration",
+             "a region without locations is a terminal condition")
+        t.ok(not provisioned(env, "c2b"), "and not provisioned")
+    finally:
+        ctl.stop()
+
+
+def test_wait_for_owner(t, env):
+    ctl = hetzner(env)
+    try:
+        make_cnc(env, "c3")
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c3"), "Ready"), 30), "WaitingForCluster",
+             "waits for the owner Cluster")
+        t.ok(not provisioned(env, "c3"), "not provisioned meanwhile")
+        c = env.cluster("c3")
+        env.k.api("PATCH", CNC + "/c3", {"metadata": {"ownerReferences": [
+            {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c3",
+             "uid": c["metadata"]["uid"]}]}}, MERGE)
+        t.ok(wait_for(lambda: provisioned(env, "c3"), 30), "provisioned once the Cluster owns it")
+    finally:
+        ctl.stop()
+
+
+def test_paused(t, env):
+    ctl = hetzner(env)
+    try:
+        c = env.cluster("c4", paused=True)
+        make_cnc(env, "c4", owner=c)
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c4"), "Paused", "status"), 30), "True",
+             "a paused Cluster: Paused=True")
+        o = env.obj(CNC, "c4")
+        t.ok(not provisioned(env, "c4") and FINALIZER not in o["metadata"].get("finalizers", []),
+             "and nothing else done")
+        time.sleep(0.5)
+        t.ok("CloudnodeCluster default/c4: provision" not in ctl.output(), "no provisioning while paused")
+        env.k.api("PATCH", CLUSTERS + "/c4", {"spec": {"paused": False}}, MERGE)
+        t.ok(wait_for(lambda: provisioned(env, "c4"), 30), "provisioned once unpaused")
+        t.eq(condition(env.obj(CNC, "c4"), "Paused", "status"), "False", "Paused=False")
+
+        c = env.cluster("c5")
+        make_cnc(env, "c5", owner=c, annotations={"cluster.x-k8s.io/paused": ""})
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c5"), "Paused", "status"), 30), "True",
+             "the paused annotation: Paused=True")
+        t.ok(not provisioned(env, "c5"), "not provisioned")
+        env.k.api("PATCH", CNC + "/c5", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": None}}}, MERGE)
+        t.ok(wait_for(lambda: provisioned(env, "c5"), 30), "provisioned once the annotation is gone")
+    finally:
+        ctl.stop()
+
+
+def test_delete(t, env):
+    ctl = hetzner(env)
+    try:
+        c = env.cluster("c6")
+        make_cnc(env, "c6", owner=c)
+        wait_for(lambda: provisioned(env, "c6"), 30)
+        env.k.api("DELETE", CLUSTERS + "/c6")
+        env.k.api("DELETE", CNC + "/c6")
+        t.ok(wait_for(lambda: env.obj(CNC, "c6") is None, 30), "deleted: the finalizer is removed",
+             ctl.output()[-1500:])
+    finally:
+        ctl.stop()
+
+
+def test_other_provider(t, env):
+    ctl = hetzner(env)
+    try:
+        c = env.cluster("c7")
+        make_cnc(env, "c7", owner=c, spec={"provider": "openstack"})
+        c8 = env.cluster("c8")
+        make_cnc(env, "c8", owner=c8)
+        # c8 provisioned means the reconciler has passed over c7 too.
+        wait_for(lambda: provisioned(env, "c8"), 30)
+        o = env.obj(CNC, "c7")
+        t.ok(not o.get("status") and not o["metadata"].get("finalizers"),
+             "a cluster of another provider is left to that provider's controller", o)
+    finally:
+        ctl.stop()
+
+
+def test_unauthorized(t, env):
+    ctl = hetzner(env, env.hetzner_conf("bad.conf", "not-the-token"))
+    try:
+        mark = len(env.c.requests())
+        c = env.cluster("c9")
+        make_cnc(env, "c9", owner=c)
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c9"), "Ready"), 30), "Unauthorized",
+             "a rejected token is a terminal condition")
+        time.sleep(2.0)
+        t.eq(len(location_requests(env, mark)), 1, "and is not retried")
+        t.ok("not-the-token" not in ctl.output(), "the token is not logged")
+    finally:
+        ctl.stop()
+
+
+def test_rate_limited(t, env):
+    env.c.throttle("hetzner", count=3)
+    ctl = hetzner(env)
+    try:
+        mark = len(env.c.requests())
+        c = env.cluster("c10")
+        make_cnc(env, "c10", owner=c)
+        t.ok(wait_for(lambda: provisioned(env, "c10"), 60), "429s: retried until provisioned", ctl.output()[-1500:])
+        t.ok(len(location_requests(env, mark)) >= 2, "after at least one retry")
+    finally:
+        ctl.stop()
+        env.c.clear_faults()
+
+
+def main():
+    t = Tap()
+    if FakeKube is None:
+        t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+            env = CapiEnv(k, c, tmp)
+            env.setup()
+            t.run(test_provisioned, env)
+            # Before the terminal region test: its cluster is asked for again on each start.
+            t.run(test_unauthorized, env)
+            t.run(test_region, env)
+            t.run(test_wait_for_owner, env)
+            t.run(test_paused, env)
+            t.run(test_delete, env)
+            t.run(test_other_provider, env)
+            t.run(test_rate_limited, env)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

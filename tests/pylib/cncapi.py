@@ -1,0 +1,161 @@
+"""Helpers of the Cluster API provider tests: cloudnode-controller run against the fake API server
+(with Cluster API's Cluster and Machine CRDs and cloudnode's infrastructure CRDs) and the fake
+cloud, as the service account of manifests/controller and the capi overlay.
+
+    env = CapiEnv(k, c, tmp); env.setup()
+    ctl = Controller(k, tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+    ctl.metrics() -> the /metrics text"""
+import base64
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+import yaml
+from capi import core_crd
+from cntap import build, src
+from fakecloud import HETZNER_TOKEN
+
+NS = "default"
+USER = "system:serviceaccount:cloudnode:cloudnode-controller"
+GROUP = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
+CNM = GROUP + "cloudnodemachines"
+CNC = GROUP + "cloudnodeclusters"
+MACHINES = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/machines" % NS
+CLUSTERS = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/clusters" % NS
+SECRETS = "/api/v1/namespaces/%s/secrets" % NS
+UID_LABEL = "cloudnode.io/machine-uid"
+MERGE = "application/merge-patch+json"
+RBAC = [src("manifests", "controller", "controller-rbac.yaml"),
+        src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
+
+
+def wait_for(fn, timeout=30.0, step=0.05):
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = fn()
+        if last:
+            return last
+        time.sleep(step)
+    return last
+
+
+def condition(obj, ctype, key="reason"):
+    for c in ((obj or {}).get("status") or {}).get("conditions", []):
+        if c.get("type") == ctype:
+            return c.get(key)
+    return None
+
+
+class Controller:
+    def __init__(self, k, tmp, args, leader_args=("--leader-elect=false",)):
+        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
+        self.p = subprocess.Popen(
+            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
+             "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
+             "--bind-address", "127.0.0.1", "--port", "0", "-v", "4"] + list(args) + list(leader_args),
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+            self.p.wait()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def port(self):
+        m = wait_for(lambda: re.search(r"/metrics on \S+:(\d+)", self.output()), 20)
+        return int(m.group(1)) if m else None
+
+    def metrics(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.port(), timeout=10) as r:
+            return r.read().decode()
+
+
+class CapiEnv:
+    def __init__(self, k, c, tmp):
+        self.k, self.c, self.tmp = k, c, tmp
+        self.conf = self.hetzner_conf("hetzner.conf", HETZNER_TOKEN)
+
+    def hetzner_conf(self, name, token):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write("[Global]\ntoken = %s\nendpoint = %s/v1\n" % (token, self.c.url))
+        os.chmod(path, 0o600)
+        return path
+
+    def setup(self):
+        k = self.k
+        for f in ("infrastructure.cluster.x-k8s.io_cloudnodemachines.yaml",
+                  "infrastructure.cluster.x-k8s.io_cloudnodeclusters.yaml"):
+            with open(src("manifests", "crds", "capi", f)) as fh:
+                k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Cluster", "clusters"))
+        k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", core_crd("Machine", "machines"))
+        for path in (CNM, CNC, MACHINES, CLUSTERS):
+            wait_for(lambda: k.api("GET", path)[0] == 200)
+        k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
+
+    def cluster(self, name, provisioned=True, paused=False):
+        k = self.k
+        code, c = k.api("POST", CLUSTERS, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                           "metadata": {"name": name}, "spec": {"paused": paused}})
+        if provisioned:
+            k.api("PATCH", CLUSTERS + "/" + name + "/status",
+                  {"status": {"initialization": {"infrastructureProvisioned": True}}}, MERGE)
+        return c
+
+    def obj(self, path, name):
+        code, o = self.k.api("GET", path + "/" + name)
+        return o if code == 200 else None
+
+    def servers(self, uid):
+        return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
+
+    def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None):
+        """A Machine of cluster with its CloudnodeMachine (Hetzner spec) and bootstrap data."""
+        k = self.k
+        if bootstrap:
+            k.api("POST", SECRETS, {
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-bootstrap"},
+                "data": {"value": base64.b64encode(b"#cloud-config\nhostname: " + name.encode()).decode()}})
+        code, m = k.api("POST", MACHINES, {
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name},
+            "spec": {"clusterName": cluster, "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}}})
+        code, cnm = k.api("POST", CNM, {
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
+            "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+                         "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                                              "name": name, "uid": m["metadata"]["uid"]}]},
+            "spec": dict({"hetzner": spec or {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}},
+                         **(extra_spec or {}))})
+        return cnm
+
+    def get(self, name):
+        code, o = self.k.api("GET", CNM + "/" + name)
+        return o if code == 200 else None
+
+    def ready(self, name):
+        o = self.get(name)
+        return o and (o.get("status") or {}).get("ready") is True and o["spec"].get("providerID")
+
+    def delete(self, name):
+        self.k.api("DELETE", CNM + "/" + name)
+
+    def gone(self, name):
+        return self.get(name) is None

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Cluster API infrastructure cluster contract decisions and status patches of
+ * cloudnode-controller, and the Hetzner provider's failure domains, server ids and cloud config. */
+#include <string.h>
+
+#include "cloud-config.h"
+#include "cluster-reconcile.h"
+#include "machine-reconcile.h"
+#include "http.h"
+#include "json-util.h"
+#include "provider-machine.h"
+#include "tap.h"
+
+static json_object *parse(const char *s) {
+        json_object *o = NULL;
+
+        assert(cn_json_parse(s, strlen(s), CN_JSON_MAX_SIZE, &o, NULL) == 0);
+        return o;
+}
+
+#define OWNED "\"ownerReferences\":[{\"apiVersion\":\"cluster.x-k8s.io/v1beta2\",\"kind\":\"Cluster\",\"name\":\"c1\"}]"
+#define MACHINE_OWNED "\"ownerReferences\":[{\"apiVersion\":\"cluster.x-k8s.io/v1beta2\",\"kind\":\"Machine\",\"name\":\"m\"}]"
+#define FIN "\"finalizers\":[\"" CN_CLUSTER_FINALIZER "\"]"
+#define DELETING "\"deletionTimestamp\":\"2026-01-01T00:00:00Z\""
+
+static void test_steps(void) {
+        _cleanup_json_ json_object *bare = parse("{\"metadata\":{\"name\":\"x\"}}");
+        _cleanup_json_ json_object *fin = parse("{\"metadata\":{\"name\":\"x\"," FIN "}}");
+        _cleanup_json_ json_object *wrong_owner = parse("{\"metadata\":{\"name\":\"x\"," FIN "," MACHINE_OWNED "}}");
+        _cleanup_json_ json_object *owned = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "}}");
+        _cleanup_json_ json_object *anno = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED ","
+                                                 "\"annotations\":{\"cluster.x-k8s.io/paused\":\"\"}}}");
+        _cleanup_json_ json_object *deleting = parse("{\"metadata\":{\"name\":\"x\"," DELETING "," FIN "}}");
+        _cleanup_json_ json_object *deleted = parse("{\"metadata\":{\"name\":\"x\"," DELETING "}}");
+        _cleanup_json_ json_object *cluster = parse("{\"spec\":{}}");
+        _cleanup_json_ json_object *paused = parse("{\"spec\":{\"paused\":true}}");
+
+        TAP_EQ_INT(cn_cluster_next_step(bare, NULL), CN_CLUSTER_ADD_FINALIZER, "finalizer first");
+        TAP_EQ_INT(cn_cluster_next_step(fin, NULL), CN_CLUSTER_WAIT_OWNER, "waits for an owner reference");
+        TAP_EQ_INT(cn_cluster_next_step(wrong_owner, cluster), CN_CLUSTER_WAIT_OWNER,
+                   "an owner of another kind is not the Cluster");
+        TAP_EQ_INT(cn_cluster_next_step(owned, NULL), CN_CLUSTER_WAIT_OWNER, "waits for the owner in the cache");
+        TAP_EQ_INT(cn_cluster_next_step(owned, cluster), CN_CLUSTER_PROVISION, "provisions once owned");
+        TAP_EQ_INT(cn_cluster_next_step(owned, paused), CN_CLUSTER_PAUSED, "paused Cluster");
+        TAP_EQ_INT(cn_cluster_next_step(anno, cluster), CN_CLUSTER_PAUSED, "paused annotation");
+        TAP_EQ_INT(cn_cluster_next_step(deleting, NULL), CN_CLUSTER_REMOVE_FINALIZER,
+                   "deletion is not blocked by a missing Cluster");
+        TAP_EQ_INT(cn_cluster_next_step(deleted, NULL), CN_CLUSTER_GONE, "deleting without our finalizer");
+        TAP_EQ_STR(cn_cluster_owner_name(owned), "c1", "owner name");
+        TAP_EQ_STR(cn_cluster_step_to_string(CN_CLUSTER_PROVISION), "provision", "step names");
+}
+
+static const char *cond(json_object *patch, const char *type, const char *key) {
+        json_object *l = cn_json_get(patch, "status", "conditions", NULL);
+
+        for (size_t i = 0; l && i < json_object_array_length(l); i++) {
+                json_object *c = json_object_array_get_idx(l, i);
+
+                if (streq(strempty(cn_json_string(c, "type", NULL)), type))
+                        return cn_json_string(c, key, NULL);
+        }
+        return NULL;
+}
+
+static void test_status_patch(void) {
+        _cleanup_json_ json_object *fresh = parse("{\"metadata\":{\"name\":\"x\"}}");
+        _cleanup_json_ json_object *fds = parse("[{\"name\":\"fsn1\",\"controlPlane\":true,\"attributes\":{}}]");
+        _cleanup_json_ json_object *p = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL, *p5 = NULL;
+        _cleanup_json_ json_object *provisioned = NULL, *failed_later = NULL;
+        const char *now = "2026-11-22T05:00:00Z", *later = "2026-11-22T06:00:00Z";
+
+        TAP_EQ_INT(cn_cluster_status_patch(fresh, fds, 1, false, NULL, NULL, now, &p), 0, "provisioned patch");
+        TAP_OK(cn_capi_is_true(p, "status", "initialization", "provisioned", NULL), "v1beta2 initialization.provisioned");
+        TAP_OK(cn_capi_is_true(p, "status", "ready", NULL), "v1beta1 ready");
+        TAP_OK(cn_json_equal(cn_json_get(p, "status", "failureDomains", NULL), fds), "failure domains as a list");
+        TAP_EQ_STR(cond(p, "Ready", "status"), "True", "Ready=True");
+        TAP_EQ_STR(cond(p, "Ready", "reason"), "Provisioned", "with a reason");
+        TAP_EQ_STR(cond(p, "Paused", "status"), "False", "Paused=False");
+        TAP_EQ_STR(cond(p, "Ready", "lastTransitionTime"), now, "transition time");
+        TAP_OK(!cn_json_get(p, "spec", NULL), "spec (controlPlaneEndpoint) is never written");
+
+        /* The live object after that write. */
+        provisioned = parse("{\"metadata\":{\"name\":\"x\"}}");
+        assert(cn_json_set(provisioned, json_object_get(cn_json_get(p, "status", NULL)), "status", NULL) == 0);
+        TAP_EQ_INT((int) json_object_get_int64(cn_json_get(p, "status", "observedGeneration", NULL)), 1,
+                   "observedGeneration");
+        TAP_EQ_INT(cn_cluster_status_patch(provisioned, fds, 1, false, NULL, NULL, later, &p2), 0, "again");
+        TAP_OK(!p2, "nothing to write when the live status says it already");
+        {
+                _cleanup_json_ json_object *p6 = NULL;
+                json_object *rec = NULL;
+
+                TAP_EQ_INT(cn_cluster_recorded_failure_domains(provisioned, &rec), -ENOENT,
+                           "recorded failure domains of another generation are not reused");
+                assert(cn_json_set(provisioned, json_object_new_int64(1), "metadata", "generation", NULL) == 0);
+                TAP_EQ_INT(cn_cluster_recorded_failure_domains(provisioned, &rec), 0, "those of this generation are");
+                TAP_OK(cn_json_equal(rec, fds), "as written");
+                TAP_EQ_INT(cn_cluster_status_patch(provisioned, fds, 2, false, NULL, NULL, later, &p6), 0,
+                           "a new generation");
+                TAP_EQ_INT((int) json_object_get_int64(cn_json_get(p6, "status", "observedGeneration", NULL)), 2,
+                           "is observed");
+        }
+
+        TAP_EQ_INT(cn_cluster_status_patch(provisioned, NULL, 1, false, "Unauthorized", "token rejected", later, &p3), 0,
+                   "a later failure");
+        TAP_EQ_STR(cond(p3, "Ready", "status"), "False", "shows as Ready=False");
+        TAP_EQ_STR(cond(p3, "Ready", "reason"), "Unauthorized", "with its reason");
+        TAP_EQ_STR(cond(p3, "Ready", "lastTransitionTime"), later, "and a new transition time");
+        TAP_EQ_STR(cond(p3, "Paused", "lastTransitionTime"), now, "an unchanged condition keeps its time");
+        TAP_OK(!cn_json_get(p3, "status", "initialization", NULL), "provisioned is never taken back");
+
+        failed_later = parse("{\"metadata\":{\"name\":\"x\"}}");
+        assert(cn_json_set(failed_later, json_object_get(cn_json_get(p3, "status", NULL)), "status", NULL) == 0);
+        TAP_EQ_INT(cn_cluster_status_patch(failed_later, NULL, 1, true, NULL, NULL, later, &p4), 0, "paused");
+        TAP_EQ_STR(cond(p4, "Paused", "status"), "True", "Paused=True");
+        TAP_EQ_STR(cond(p4, "Ready", "reason"), "Unauthorized", "Ready left as it was");
+        TAP_EQ_INT(cn_cluster_status_patch(fresh, NULL, 1, false, "WaitingForCluster", "no owner", now, &p5), 0, "waiting");
+        TAP_EQ_STR(cond(p5, "Ready", "reason"), "WaitingForCluster", "waiting reason");
+        TAP_OK(!cn_json_get(p5, "status", "ready", NULL), "waiting does not claim readiness");
+}
+
+static void test_hetzner_failure_domains(void) {
+        _cleanup_json_ json_object *locs = parse(
+                "[{\"id\":1,\"name\":\"fsn1\",\"network_zone\":\"eu-central\",\"country\":\"DE\",\"city\":\"Falkenstein\"},"
+                "{\"id\":2,\"name\":\"nbg1\",\"network_zone\":\"eu-central\",\"country\":\"DE\",\"city\":\"Nuremberg\"},"
+                "{\"id\":4,\"name\":\"ash\",\"network_zone\":\"us-east\",\"country\":\"US\",\"city\":\"Ashburn, VA\"}]");
+        _cleanup_json_ json_object *bad = parse("[{\"id\":1}]"), *notlist = parse("{}");
+        _cleanup_json_ json_object *all = NULL, *eu = NULL, *one = NULL, *none = NULL, *x = NULL;
+
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(locs, NULL, &all), 0, "all locations");
+        TAP_EQ_INT((int) json_object_array_length(all), 3, "three");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(all, 0), "name", NULL), "fsn1", "named by location");
+        TAP_OK(cn_capi_is_true(json_object_array_get_idx(all, 0), "controlPlane", NULL), "usable by the control plane");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(all, 2), "attributes", "networkZone", NULL), "us-east",
+                   "network zone attribute");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(all, 2), "attributes", "city", NULL), "Ashburn, VA",
+                   "city attribute");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(locs, "eu-central", &eu), 0, "a network zone as region");
+        TAP_EQ_INT((int) json_object_array_length(eu), 2, "keeps its locations");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(locs, "ash", &one), 0, "a location as region");
+        TAP_EQ_INT((int) json_object_array_length(one), 1, "keeps that one");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(locs, "mars", &none), 0, "an unknown region");
+        TAP_EQ_INT((int) json_object_array_length(none), 0, "keeps none");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(bad, NULL, &x), -EBADMSG, "a location without a name");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(notlist, NULL, &x), -EBADMSG, "not a list");
+        TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(NULL, NULL, &x), -EBADMSG, "missing");
+}
+
+static void test_hetzner_server_id(void) {
+        int64_t id = 0;
+
+        TAP_EQ_INT(cn_provider_hetzner_server_id("hcloud://42", &id), 0, "providerID");
+        TAP_EQ_INT((int) id, 42, "its id");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("17", &id), 0, "bare instance id");
+        TAP_EQ_INT((int) id, 17, "its id");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("hcloud://", &id), -EINVAL, "empty id");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("hcloud://4/2", &id), -EINVAL, "not a number");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("openstack:///42", &id), -EINVAL, "another cloud's providerID");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("0", &id), -EINVAL, "zero");
+        TAP_EQ_INT(cn_provider_hetzner_server_id("99999999999999999999999", &id), -EINVAL, "overflow");
+        TAP_EQ_INT(cn_provider_hetzner_server_id(NULL, &id), -EINVAL, "none");
+}
+
+static void test_hetzner_cloud_config(void) {
+        static const char conf[] = "[Global]\ntoken = s3cr3t-token\nendpoint = https://hcloud.example/v1/\n";
+        _cleanup_json_ json_object *cfg = NULL, *out = NULL, *out2 = NULL;
+        _cleanup_json_ json_object *spec = parse("{\"networks\":[\"k8s-net\",\"other\"]}"), *bare = parse("{}");
+        _cleanup_free_ char *text = NULL;
+        CnProvider *p = NULL;
+        CnHttp *http = NULL;
+        sd_event *e = NULL;
+
+        assert(sd_event_new(&e) >= 0);
+        assert(cn_http_new(e, &http) >= 0);
+        assert(cn_cloud_config_parse(conf, strlen(conf), &cfg, NULL) == 0);
+        assert(cn_provider_new("hetzner", http, cfg, &p, NULL) == 0);
+        TAP_EQ_INT(cn_provider_cloud_config(p, spec, &out), 0, "cloud config");
+        TAP_EQ_STR(cn_json_string(out, "Global", "endpoint", NULL), "https://hcloud.example/v1", "endpoint");
+        TAP_EQ_STR(cn_json_string(out, "Global", "network", NULL), "k8s-net", "the first network");
+        assert(cn_json_to_string(out, CN_JSON_COMPACT, &text) >= 0);
+        TAP_OK(!strstr(text, "s3cr3t"), "never the token");
+        TAP_EQ_INT(cn_provider_cloud_config(p, bare, &out2), 0, "without networks");
+        TAP_OK(!cn_json_get(out2, "Global", "network", NULL), "no network");
+        cn_provider_free(p);
+        cn_http_free(http);
+        sd_event_unref(e);
+}
+
+int main(void) {
+        test_steps();
+        test_status_patch();
+        test_hetzner_failure_domains();
+        test_hetzner_server_id();
+        test_hetzner_cloud_config();
+        return tap_done();
+}
