@@ -225,10 +225,11 @@ class Api:
         if auth[:7].lower() == "bearer ":
             token = auth[7:].strip()
         now = time.time()
-        with self.state.locked() as st:
-            if token not in st["settings"]["hetzner_tokens"]:
-                return error(401, "unauthorized", "unable to authenticate")
-            limit, remaining, reset = self._ratelimit(st, token, now)
+        settings = self.state.read()["settings"]
+        if token not in settings["hetzner_tokens"]:
+            return error(401, "unauthorized", "unable to authenticate")
+        with self.state.buckets() as b:
+            limit, remaining, reset = self._ratelimit(b, settings, token, now)
         if remaining < 0:
             resp = error(429, "rate_limit_exceeded", "limit of %d requests per hour reached" % limit)
             remaining = 0
@@ -242,12 +243,11 @@ class Api:
         resp.add("RateLimit-Limit", limit).add("RateLimit-Remaining", remaining).add("RateLimit-Reset", reset)
         return resp
 
-    def _ratelimit(self, st, token, now):
-        s = st["settings"]
+    def _ratelimit(self, buckets, s, token, now):
         limit = int(s["hetzner_ratelimit_limit"])
         rate = float(s["hetzner_ratelimit_refill_per_second"])
         key = "hetzner:" + hashlib.sha256(token.encode()).hexdigest()[:16]
-        remaining, tokens = st_mod.take_token(st, key, limit, rate, now)
+        remaining, tokens = st_mod.take_token(buckets, key, limit, rate, now)
         reset = int(now + ((limit - tokens) / rate if rate > 0 else 3600))
         return limit, remaining, reset
 
@@ -390,13 +390,12 @@ class Api:
         pred = parse_selector(req.query["label_selector"]) if req.query.get("label_selector") else None
         name = req.query.get("name")
         statuses = set(req.query_all.get("status", []))
-        st = self.state.read()
+        if name is not None:
+            candidates = self.state.instances_named(name, "hetzner")
+        else:
+            candidates = [i for i in self.state.instances() if i["platform"] == "hetzner"]
         out = []
-        for inst in self.state.instances(st):
-            if inst["platform"] != "hetzner":
-                continue
-            if name is not None and inst["name"] != name:
-                continue
+        for inst in candidates:
             if pred and not pred(inst.get("labels") or {}):
                 continue
             j = self.server_json(inst, now)

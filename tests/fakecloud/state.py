@@ -3,7 +3,12 @@
 One JSON file (DIR/state.json) holds instances, Hetzner actions, fault rules, rate-limit
 buckets and settings. Each change takes an exclusive flock on DIR/state.lock, re-reads the
 file, applies the change and replaces the file atomically, so a main process and several
-per-namespace `--instance` processes always agree."""
+per-namespace `--instance` processes always agree.
+
+Reads are the hot path (every API and metadata request makes some), so each process keeps the
+last parsed state and parses the file again only when its identity (inode, mtime_ns, size)
+changed. Request-rate token buckets change on every throttled request; they live in their own
+small file (DIR/ratelimit.json, same lock) so counting a request does not rewrite the inventory."""
 import base64
 import contextlib
 import copy
@@ -13,6 +18,7 @@ import hmac
 import json
 import os
 import secrets
+import threading
 import time
 import uuid
 
@@ -94,6 +100,13 @@ class State:
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, "state.json")
         self.lock_path = os.path.join(directory, "state.lock")
+        self.buckets_path = os.path.join(directory, "ratelimit.json")
+        # (file identity, parsed state, name index or None, open fd of that file). Replaced
+        # whole, never mutated, so a request thread may keep using the snapshot it got while
+        # another writes. Holding the file open keeps its inode number from being reused by a
+        # later state file, so an unchanged (inode, mtime_ns, size) means unchanged content.
+        self._cache = (None, None, None, None)
+        self._cache_lock = threading.Lock()
         with self.locked():
             pass
 
@@ -106,43 +119,125 @@ class State:
         finally:
             os.close(fd)
 
-    def _load(self):
+    @staticmethod
+    def _ident(s):
+        return (s.st_dev, s.st_ino, s.st_mtime_ns, s.st_size)
+
+    def _set_cache(self, ident, st, index, fd):
+        with self._cache_lock:
+            old = self._cache
+            self._cache = (ident, st, index, fd)
+        if old[3] is not None and old[3] != fd:
+            os.close(old[3])
+
+    def _parse(self):
+        """(parsed state, identity, fd kept open) of the file, or of an empty state."""
         try:
-            with open(self.path, encoding="utf-8") as f:
-                st = json.load(f)
+            fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return _empty()
+            return _empty(), None, None
+        try:
+            ident = self._ident(os.fstat(fd))
+            with os.fdopen(os.dup(fd), encoding="utf-8") as f:
+                st = json.load(f)
         except ValueError as e:
+            os.close(fd)
             raise StateError(500, "%s is not valid JSON: %s" % (self.path, e))
+        except BaseException:
+            os.close(fd)
+            raise
         if not isinstance(st, dict):
+            os.close(fd)
             raise StateError(500, "%s does not hold a JSON object" % self.path)
         base = _empty()
         for k, v in base.items():
             st.setdefault(k, v)
         for k, v in DEFAULT_SETTINGS.items():
             st["settings"].setdefault(k, copy.deepcopy(v))
+        return st, ident, fd
+
+    def _load(self):
+        """The parsed state, from the cache while the file is unchanged (caller holds the lock)."""
+        cached = self._cache
+        if cached[0] is not None:
+            try:
+                if self._ident(os.stat(self.path)) == cached[0]:
+                    return cached[1]
+            except FileNotFoundError:
+                pass
+        st, ident, fd = self._parse()
+        if fd is not None:
+            self._set_cache(ident, st, None, fd)
         return st
 
     def _save(self, st):
-        tmp = self.path + ".tmp.%d" % os.getpid()
+        tmp = self.path + ".tmp.%d.%d" % (os.getpid(), threading.get_ident())
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(st, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, self.path)
+        try:
+            with os.fdopen(os.dup(fd), "w", encoding="utf-8") as f:
+                json.dump(st, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._set_cache(self._ident(os.fstat(fd)), st, None, fd)
 
     @contextlib.contextmanager
     def locked(self):
-        """Read-modify-write under the exclusive lock; the dict yielded is written back."""
+        """Read-modify-write under the exclusive lock; the dict yielded is written back.
+        It is a private copy: readers keep the snapshot they have until the write lands."""
         with self._flock(fcntl.LOCK_EX):
-            st = self._load()
+            st, _, fd = self._parse()
+            if fd is not None:
+                os.close(fd)
             yield st
             self._save(st)
 
     def read(self):
+        """The current state, shared with other readers: do not modify it."""
         with self._flock(fcntl.LOCK_SH):
             return self._load()
+
+    @contextlib.contextmanager
+    def buckets(self):
+        """Read-modify-write of the token buckets ({"ratelimit": {key: bucket}}, see
+        take_token) under the same exclusive lock as the state."""
+        with self._flock(fcntl.LOCK_EX):
+            try:
+                with open(self.buckets_path, encoding="utf-8") as f:
+                    b = json.load(f)
+            except (FileNotFoundError, ValueError):
+                b = {}
+            if not isinstance(b, dict) or not isinstance(b.get("ratelimit"), dict):
+                b = {"ratelimit": {}}
+            yield b
+            tmp = self.buckets_path + ".tmp.%d.%d" % (os.getpid(), threading.get_ident())
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(b, f)
+            os.rename(tmp, self.buckets_path)
+
+    def instances_named(self, name, platform=None):
+        """Live instances called name (of that platform), in creation order, through an index
+        built once per state change."""
+        with self._flock(fcntl.LOCK_SH):
+            st = self._load()
+            ident, cst, index, fd = self._cache
+            if cst is not st:
+                index = None
+            if index is None:
+                index = {}
+                for i in st["order"]:
+                    inst = st["instances"].get(i)
+                    if inst is not None:
+                        index.setdefault(inst["name"], []).append(inst)
+                with self._cache_lock:
+                    if self._cache[1] is st:
+                        self._cache = (ident, st, index, fd)
+        return [inst for inst in index.get(name, ())
+                if not gone(inst) and (platform is None or inst["platform"] == platform)]
 
     # -- instances -------------------------------------------------------------------
 
@@ -323,8 +418,8 @@ def sweep(st, now=None):
 
 
 def take_token(st, key, limit, rate, now):
-    """Token bucket kept in the state: capacity limit, refilled at rate per second. Returns
-    (whole tokens left after taking one, or -1 when none was there; exact tokens left)."""
+    """Token bucket kept in st["ratelimit"] (the state's, or the dict State.buckets() yields):
+    capacity limit, refilled at rate per second. Returns (whole tokens left after taking one, or -1 when none was there; exact tokens left)."""
     b = st["ratelimit"].get(key) or {"tokens": float(limit), "t": now}
     tokens = min(float(limit), b["tokens"] + (now - b["t"]) * rate)
     if tokens >= 1:

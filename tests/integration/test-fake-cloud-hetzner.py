@@ -176,6 +176,35 @@ def test_concurrency(t, c):
     t.eq(sorted(st for st, _ in res), [201] + [409] * 7, "one of 8 racing creates of one name wins")
 
 
+def test_two_processes(t, c, tmp):
+    """A second server on the same state directory: each parses the shared file only when it
+    changed, so a change made through one must show at once in the other, also when the file
+    keeps its size; the token bucket is shared too."""
+    with FakeCloud(tmp) as other:
+        inst = other.add_instance({"platform": "hetzner", "name": "shared-1", "labels": {"v": "a0"}})
+        seen = []
+        for i in range(20):
+            other.update_instance(inst["id"], {"labels": {"v": "a%d" % (i % 10)}})
+            _, _, b = c.get("/v1/servers?name=shared-1", AUTH)
+            seen.append(b["servers"][0]["labels"]["v"] if b["servers"] else None)
+        t.eq(seen, ["a%d" % (i % 10) for i in range(20)], "equal-size changes by the other process seen at once")
+        other.update_instance(inst["id"], {"name": "shared-2"})
+        _, _, old = c.get("/v1/servers?name=shared-1", AUTH)
+        _, _, new = c.get("/v1/servers?name=shared-2", AUTH)
+        t.eq(([s["id"] for s in old["servers"]], [s["id"] for s in new["servers"]]), ([], [int(inst["id"])]),
+             "lookup by name follows a rename made by the other process")
+        other.remove_instance(inst["id"])
+        st, _, _ = c.get("/v1/servers/%s" % inst["id"], AUTH)
+        t.eq(st, 404, "instance removed by the other process is gone")
+        c.settings(hetzner_tokens=[HETZNER_TOKEN, "third-token"], hetzner_ratelimit_limit=4,
+                   hetzner_ratelimit_refill_per_second=0.001)
+        auth = {"Authorization": "Bearer third-token"}
+        rem = [srv.get("/v1/servers", auth)[1].get("RateLimit-Remaining") for srv in (c, other, c, other)]
+        t.eq(rem, ["3", "2", "1", "0"], "one token bucket for both processes")
+        t.eq(other.get("/v1/servers", auth)[0], 429, "bucket emptied through either process")
+        c.settings(hetzner_ratelimit_limit=3600, hetzner_ratelimit_refill_per_second=1.0)
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory(prefix="cn-fake-hetzner-") as tmp:
@@ -183,6 +212,7 @@ def main():
             for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error,
                        test_concurrency):
                 t.run(fn, c)
+            t.run(test_two_processes, c, tmp)
     return t.done()
 
 
