@@ -58,7 +58,9 @@ struct Manager {
         CnKubeLeader *leader;
         CnHttpd *httpd;
         CnMetrics *metrics;
-        CnMetric *m_reconciles, *m_writes, *m_leader;
+        CnMetric *m_reconciles, *m_writes, *m_leader, *m_watch_restarts;
+        /* per informer of ours (informers[], nodes, source, status): restarts already exported */
+        uint64_t watch_restarts_seen[N_RESOURCES + 3];
 
         CnKubeInformer *informers[N_RESOURCES];
         CnKubeInformer *nodes, *source, *status;
@@ -656,8 +658,37 @@ static int setup_metrics(Manager *m) {
                                CN_LABELS("action", "kind", "result"), &m->m_writes);
         if (r < 0)
                 return r;
+        r = cn_metrics_counter(m->metrics, "cloudnode_controller_watch_restarts",
+                               "Watches of the API server that ended and were restarted, by resource.",
+                               CN_LABELS("resource"), &m->m_watch_restarts);
+        if (r < 0)
+                return r;
         return cn_metrics_gauge(m->metrics, "cloudnode_controller_leader", "1 while this instance is the leader.",
                                 NULL, &m->m_leader);
+}
+
+/* Informers count their restarts themselves; a scrape exports the growth since the last one. */
+static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+        CnKubeInformer *all[N_RESOURCES + 3];
+        int r;
+
+        _Static_assert(ELEMENTSOF(all) == ELEMENTSOF(m->watch_restarts_seen), "one seen count per informer");
+        memcpy(all, m->informers, sizeof(m->informers));
+        all[N_RESOURCES] = m->nodes;
+        all[N_RESOURCES + 1] = m->source;
+        all[N_RESOURCES + 2] = m->status;
+        for (size_t i = 0; i < ELEMENTSOF(all); i++)
+                if (all[i])
+                        (void) cn_metric_add_total(m->m_watch_restarts,
+                                                   CN_LABELS(cn_kube_informer_get_resource(all[i])->resource),
+                                                   cn_kube_informer_get_watch_restarts(all[i]),
+                                                   &m->watch_restarts_seen[i]);
+        r = cn_metrics_format(m->metrics, body);
+        if (r < 0)
+                return r;
+        *content_type = CN_METRICS_CONTENT_TYPE;
+        return 200;
 }
 
 static int start_informers(Manager *m);
@@ -892,7 +923,7 @@ int manager_start(Manager *m) {
                 if (r >= 0)
                         r = cn_httpd_add_handler(m->httpd, "/readyz", readyz, m);
                 if (r >= 0)
-                        r = cn_httpd_add_metrics(m->httpd, m->metrics);
+                        r = cn_httpd_add_handler(m->httpd, "/metrics", serve_metrics, m);
                 if (r < 0)
                         return r;
                 log_info("Serving /healthz /readyz /metrics on %s:%u", m->options.bind_address,

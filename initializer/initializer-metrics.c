@@ -71,10 +71,7 @@ static void on_api_counter(const char *verb, const char *code, uint64_t count, v
                 x->api_seen[i].seen = 0;
                 x->n_api_seen++;
         }
-        if (count > x->api_seen[i].seen) {
-                (void) cn_metric_add(x->api_requests, CN_LABELS(verb, code), (double) (count - x->api_seen[i].seen));
-                x->api_seen[i].seen = count;
-        }
+        (void) cn_metric_add_total(x->api_requests, CN_LABELS(verb, code), count, &x->api_seen[i].seen);
 }
 
 static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
@@ -83,15 +80,10 @@ static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char *
 
         if (m->kube)
                 cn_kube_client_foreach_counter(m->kube, on_api_counter, &m->metrics);
-        if (m->nodes) {
-                uint64_t n = cn_kube_informer_get_watch_restarts(m->nodes);
-
-                if (n > m->metrics.watch_restarts_seen) {
-                        (void) cn_metric_add(m->metrics.watch_restarts, CN_LABELS("nodes"),
-                                             (double) (n - m->metrics.watch_restarts_seen));
-                        m->metrics.watch_restarts_seen = n;
-                }
-        }
+        if (m->nodes)
+                (void) cn_metric_add_total(m->metrics.watch_restarts, CN_LABELS("nodes"),
+                                           cn_kube_informer_get_watch_restarts(m->nodes),
+                                           &m->metrics.watch_restarts_seen);
         r = cn_metrics_format(m->metrics.registry, body);
         if (r < 0)
                 return r;

@@ -80,6 +80,7 @@ static void node_state_free(Manager *m, NodeState *s) {
         node_state_cancel(s);
         m->n_nodes--;
         free(s->last_warning);
+        free(s->condition_message);
         free(s->name);
         free(s);
 }

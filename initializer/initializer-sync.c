@@ -153,6 +153,62 @@ static bool addresses_differ(json_object *node, const CnNodeAddressList *want) {
         return !cn_node_address_list_equal(&have, want);
 }
 
+static void on_condition_written(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
+        NodeState *s = ASSERT_PTR(userdata);
+        _cleanup_free_ char *msg = TAKE_PTR(s->condition_message);
+
+        s->request = cn_kube_request_free(s->request);
+        if (res->error == -ENOENT) {
+                log_info("Node %s was deleted during initialization.", s->name);
+                queue_done(s);
+                return;
+        }
+        if (res->error < 0)
+                log_warning("Failed to set the %s condition of node %s, will retry: %s",
+                            CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, s->name, res->message ?: strerror(-res->error));
+        else
+                s->condition_false = true;
+        fail(s, cached_node(s->manager, s->name), s->condition_reason, 0, "%s", strna(msg));
+}
+
+/* A provided-node-ip that does not fit the instance is for the cluster's owner to fix, and
+ * retrying cannot fix it: besides the Warning Event, the Node says so in a condition that
+ * kubectl shows. It is written (when it changed) before the retry is scheduled, so a retry never
+ * overtakes it; the kubelet's conditions are merged, not replaced. */
+static void fail_with_condition(NodeState *s, json_object *node, const char *reason, const char *fmt, ...)
+        _printf_(4, 5);
+static void fail_with_condition(NodeState *s, json_object *node, const char *reason, const char *fmt, ...) {
+        Manager *m = s->manager;
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *msg = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (r < 0) {
+                fail(s, node, reason, 0, "out of memory");
+                return;
+        }
+        r = cn_node_patch_status_condition(
+                node, &(CnNodeCondition) { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", reason, msg }, NULL,
+                cn_now(CLOCK_REALTIME), &patch);
+        if (r >= 0)
+                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", CN_KUBE_PATCH_STRATEGIC,
+                                  patch, on_condition_written, s, &s->request);
+        if (r >= 0) {
+                s->condition_reason = reason;
+                free(s->condition_message);
+                s->condition_message = TAKE_PTR(msg);
+                return;
+        }
+        if (r != -EALREADY)
+                log_warning_errno(r, "Cannot set the %s condition of node %s: %m",
+                                  CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, s->name);
+        fail(s, node, reason, 0, "%s", msg);
+}
+
 static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         Manager *m = s->manager;
@@ -228,6 +284,15 @@ static void patch_node(NodeState *s, json_object *node) {
                 fail(s, node, "FailedToInitializeNode", 0, "cannot send the Node patch: %s", strerror(-r));
 }
 
+/* Whether the Node carries our condition in a state other than True (s: or we set it so and
+ * the cache may not show it yet). */
+static bool blocked_condition(NodeState *s, json_object *node) {
+        json_object *c = cn_node_get_condition(node, CN_CONDITION_CLOUD_PROVIDER_INITIALIZED);
+        const char *status = c ? cn_json_string(c, "status", NULL) : NULL;
+
+        return (s && s->condition_false) || (c && !streq(strempty(status), "True"));
+}
+
 static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         _cleanup_json_ json_object *node = NULL;
@@ -248,6 +313,8 @@ static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *us
         }
         /* The Node as our write left it is newer than the cache: build the second patch on it. */
         node = json_object_get(res->object);
+        if (!blocked_condition(NULL, node))
+                s->condition_false = false;
         s->request = cn_kube_request_free(s->request);
         patch_node(s, node);
 }
@@ -260,6 +327,8 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         _cleanup_json_ json_object *patch = NULL;
         _cleanup_free_ char *bad_ip = NULL;
         json_object *node = cached_node(m, s->name);
+        CnKubePatchType type = CN_KUBE_PATCH_MERGE;
+        bool differ;
         int r;
 
         if (!node) {
@@ -290,14 +359,15 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
 
         r = sync_compute_addresses(m, node, instance, &addrs, &bad_ip);
         if (r == -EADDRNOTAVAIL) {
-                fail(s, node, "ProvidedNodeIPMismatch", 0,
-                     "alpha.kubernetes.io/provided-node-ip %s matches none of the instance's addresses", strna(bad_ip));
+                fail_with_condition(s, node, "ProvidedNodeIPMismatch",
+                                    "alpha.kubernetes.io/provided-node-ip %s matches none of the instance's addresses",
+                                    strna(bad_ip));
                 return;
         }
         if (r == -EINVAL) {
-                fail(s, node, "InvalidProvidedNodeIP", 0,
-                     "alpha.kubernetes.io/provided-node-ip '%s' is not one IP or an IPv4/IPv6 pair",
-                     strna(cn_node_get_provided_node_ip(node)));
+                fail_with_condition(s, node, "InvalidProvidedNodeIP",
+                                    "alpha.kubernetes.io/provided-node-ip '%s' is not one IP or an IPv4/IPv6 pair",
+                                    strna(cn_node_get_provided_node_ip(node)));
                 return;
         }
         if (r == -ENODATA) {
@@ -311,13 +381,30 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         s->instance = cn_provider_instance_free(s->instance);
         s->instance = TAKE_PTR(owned);
 
-        if (!addresses_differ(node, &addrs)) {
+        differ = addresses_differ(node, &addrs);
+        if (blocked_condition(s, node)) {
+                /* Clearing what fail_with_condition() set costs no extra write: it rides on the
+                 * status patch, which is sent even when the addresses are right already. */
+                r = cn_node_patch_status_condition(
+                        node,
+                        &(CnNodeCondition) { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "True", "Initialized",
+                                             "the instance's addresses match; the Node is initialized" },
+                        differ ? &addrs : NULL, cn_now(CLOCK_REALTIME), &patch);
+                type = CN_KUBE_PATCH_STRATEGIC;
+                if (r == -EALREADY) {
+                        /* Only our own flag said so: the Node shows True already. */
+                        s->condition_false = false;
+                        patch_node(s, node);
+                        return;
+                }
+        } else if (differ)
+                r = cn_node_patch_status_addresses(&addrs, &patch);
+        else {
                 patch_node(s, node);
                 return;
         }
-        r = cn_node_patch_status_addresses(&addrs, &patch);
         if (r >= 0)
-                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", CN_KUBE_PATCH_MERGE, patch,
+                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", type, patch,
                                   on_status_patched, s, &s->request);
         if (r < 0)
                 fail(s, node, "FailedToUpdateNodeAddresses", 0, "cannot send the address patch: %s", strerror(-r));

@@ -89,6 +89,10 @@ struct NodeState {
         CnProviderInstance *instance; /* the instance being applied */
         unsigned attempt;
         char *last_warning;   /* to avoid repeating the same Warning event on every retry */
+        /* A provided-node-ip problem being written as a False condition (see sync) */
+        const char *condition_reason;
+        char *condition_message;
+        bool condition_false; /* we set the condition False: clear it when initializing */
         uint64_t written_rv;  /* resourceVersion our initializing PATCH produced, until the cache has it */
 };
 

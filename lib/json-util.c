@@ -192,6 +192,23 @@ const char *cn_json_string(json_object *o, ...) {
         return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+bool cn_json_string_is(json_object *o, const char *key, const char *value) {
+        return streq(strempty(cn_json_string(o, key, NULL)), strempty(value));
+}
+
+json_object *cn_json_array_find(json_object *array, const char *key, const char *value) {
+        if (!array || !json_object_is_type(array, json_type_array))
+                return NULL;
+        for (size_t i = 0, n = json_object_array_length(array); i < n; i++) {
+                json_object *e = json_object_array_get_idx(array, i);
+                const char *v = cn_json_string(e, key, NULL);
+
+                if (v && streq(v, value))
+                        return e;
+        }
+        return NULL;
+}
+
 static int json_setv(json_object *o, json_object *value, va_list ap) {
         _cleanup_json_ json_object *owned = value;
         const char *k = va_arg(ap, const char *);

@@ -41,6 +41,11 @@ int cn_json_get_object(json_object *o, json_object **ret, ...) _sentinel_;
 int cn_json_get_array(json_object *o, json_object **ret, ...) _sentinel_;
 /* The string at path, or NULL when missing or not a string. Borrowed. */
 const char *cn_json_string(json_object *o, ...) _sentinel_;
+/* Whether o's string member key equals value, a missing member and NULL counting as "". */
+bool cn_json_string_is(json_object *o, const char *key, const char *value);
+/* The first object in array whose string member key equals value (Kubernetes lists with a merge
+ * key, e.g. conditions by "type"), or NULL; array may be NULL or not an array. Borrowed. */
+json_object *cn_json_array_find(json_object *array, const char *key, const char *value);
 
 /* Sets o.k1.k2...kn = value, creating intermediate objects. Takes the reference to value (also on
  * failure). -EINVAL when an intermediate exists and is not an object. */

@@ -756,6 +756,7 @@ int cn_kube_patch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
         static const char *const types[_CN_KUBE_PATCH_TYPE_MAX] = {
                 [CN_KUBE_PATCH_MERGE] = "application/merge-patch+json",
                 [CN_KUBE_PATCH_JSON] = "application/json-patch+json",
+                [CN_KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
         };
 
         assert(patch);
@@ -763,7 +764,7 @@ int cn_kube_patch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
                 return -EINVAL;
         if (type == CN_KUBE_PATCH_JSON && !json_object_is_type(patch, json_type_array))
                 return -EINVAL;
-        if (type == CN_KUBE_PATCH_MERGE && !json_object_is_type(patch, json_type_object))
+        if (type != CN_KUBE_PATCH_JSON && !json_object_is_type(patch, json_type_object))
                 return -EINVAL;
         return request_for_object(c, "PATCH", r, ns, name, subresource, patch, types[type], cb, userdata,
                                   ret_request);

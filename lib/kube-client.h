@@ -215,6 +215,9 @@ int cn_kube_create(CnKubeClient *c, const CnKubeResource *r, const char *ns, jso
 typedef enum CnKubePatchType {
         CN_KUBE_PATCH_MERGE, /* application/merge-patch+json (RFC 7386) */
         CN_KUBE_PATCH_JSON,  /* application/json-patch+json (RFC 6902), patch is an array */
+        /* application/strategic-merge-patch+json: built-in types only; lists with a
+         * patchMergeKey (e.g. Node status.conditions by type) merge element-wise */
+        CN_KUBE_PATCH_STRATEGIC,
         _CN_KUBE_PATCH_TYPE_MAX,
 } CnKubePatchType;
 

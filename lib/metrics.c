@@ -295,6 +295,23 @@ int cn_metric_observe(CnMetric *h, const char *const *label_values, double v) {
         return metric_update(h, label_values, OP_OBSERVE, v);
 }
 
+int cn_metric_add_total(CnMetric *c, const char *const *label_values, uint64_t total, uint64_t *seen) {
+        uint64_t base;
+        int r;
+
+        assert(seen);
+        base = total < *seen ? 0 : *seen;
+        if (total == base) {
+                *seen = total;
+                return 0;
+        }
+        r = cn_metric_add(c, label_values, (double) (total - base));
+        if (r < 0)
+                return r;
+        *seen = total;
+        return 0;
+}
+
 static int format_value(CnBuf *out, double v) {
         char num[CN_DOUBLE_MAX];
 

@@ -36,6 +36,10 @@ int cn_metric_add(CnMetric *c, const char *const *label_values, double v);
 int cn_metric_inc(CnMetric *c, const char *const *label_values);
 int cn_metric_set(CnMetric *g, const char *const *label_values, double v);
 int cn_metric_observe(CnMetric *h, const char *const *label_values, double v);
+/* For counts kept elsewhere (a client's requests, an informer's watch restarts): adds to counter c
+ * what total grew since *seen, and remembers total in *seen. A total below *seen (its source was
+ * replaced) starts over from 0. */
+int cn_metric_add_total(CnMetric *c, const char *const *label_values, uint64_t total, uint64_t *seen);
 
 /* Appends the exposition text of every metric, in registration order. */
 int cn_metrics_format(CnMetrics *m, CnBuf *out);

@@ -70,6 +70,54 @@ int cn_node_patch_status_addresses(const CnNodeAddressList *addresses, json_obje
         return 0;
 }
 
+json_object *cn_node_get_condition(json_object *node, const char *type) {
+        return cn_json_array_find(cn_json_get(node, "status", "conditions", NULL), "type", type);
+}
+
+int cn_node_patch_status_condition(json_object *node, const CnNodeCondition *c, const CnNodeAddressList *addresses,
+                                   usec_t now, json_object **ret) {
+        _cleanup_json_ json_object *patch = json_object_new_object(), *cond = json_object_new_object(),
+                                   *conds = json_object_new_array();
+        json_object *have;
+        char ts[CN_FORMAT_TIMESTAMP_MAX];
+        bool transition;
+        int r;
+
+        assert(c);
+        assert(ret);
+        have = cn_node_get_condition(node, c->type);
+        transition = !have || !cn_json_string_is(have, "status", c->status);
+        if (!patch || !cond || !conds)
+                return -ENOMEM;
+        if (!addresses && !transition && cn_json_string_is(have, "reason", c->reason) &&
+            cn_json_string_is(have, "message", c->message))
+                return -EALREADY;
+        r = cn_format_rfc3339(now, false, ts, sizeof(ts));
+        if (r < 0)
+                return r;
+        if (cn_json_set_string(cond, c->type, "type", NULL) < 0 ||
+            cn_json_set_string(cond, c->status, "status", NULL) < 0 ||
+            cn_json_set_string(cond, c->reason, "reason", NULL) < 0 ||
+            cn_json_set_string(cond, strempty(c->message), "message", NULL) < 0 ||
+            cn_json_set_string(cond, ts, "lastHeartbeatTime", NULL) < 0 ||
+            (transition && cn_json_set_string(cond, ts, "lastTransitionTime", NULL) < 0))
+                return -ENOMEM;
+        if (json_object_array_add(conds, json_object_get(cond)) < 0 ||
+            cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL) < 0)
+                return -ENOMEM;
+        if (addresses) {
+                _cleanup_json_ json_object *arr = cn_node_address_list_to_json(addresses),
+                                           *replace = json_object_new_object();
+
+                if (!arr || !replace || cn_json_set_string(replace, "replace", "$patch", NULL) < 0 ||
+                    json_object_array_add(arr, json_object_get(replace)) < 0 ||
+                    cn_json_set(patch, TAKE_PTR(arr), "status", "addresses", NULL) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(patch);
+        return 0;
+}
+
 /* A copy of the Node's taints with `key` removed, or with it added when `add`. */
 static json_object *taints_with(json_object *node, const char *key, bool add) {
         _cleanup_json_ json_object *out = json_object_new_array();

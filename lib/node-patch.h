@@ -10,6 +10,7 @@
 
 #include "macro.h"
 #include "node-addresses.h"
+#include "time-util.h"
 
 #define CN_TAINT_UNINITIALIZED "node.cloudprovider.kubernetes.io/uninitialized"
 #define CN_TAINT_SHUTDOWN "node.cloudprovider.kubernetes.io/shutdown"
@@ -27,6 +28,32 @@ typedef struct CnNodeInitData {
 } CnNodeInitData;
 
 int cn_node_patch_status_addresses(const CnNodeAddressList *addresses, json_object **ret);
+
+/* The Node condition this project writes: False while initialization is blocked by something the
+ * cluster's owner must fix (a provided-node-ip that matches none of the instance's addresses),
+ * True once the Node is initialized after that. Nodes that never had such a problem never get
+ * it, so the normal path costs no extra write. */
+#define CN_CONDITION_CLOUD_PROVIDER_INITIALIZED "CloudProviderInitialized"
+
+typedef struct CnNodeCondition {
+        const char *type;
+        const char *status; /* "True", "False", "Unknown" */
+        const char *reason;
+        const char *message;
+} CnNodeCondition;
+
+/* The Node's status.conditions entry of that type, or NULL. */
+json_object *cn_node_get_condition(json_object *node, const char *type);
+
+/* A strategic merge patch (CN_KUBE_PATCH_STRATEGIC) on nodes/NAME/status that sets one condition:
+ * status.conditions merges by type there, so the kubelet's conditions stay as they are.
+ * lastTransitionTime changes only with the status. With addresses, the same patch also sets
+ * status.addresses, with a "$patch": "replace" element because that list is declared
+ * merge-by-type and would otherwise fold an IPv4 and an IPv6 InternalIP into one (as upstream's
+ * PatchNodeStatus does). now: CLOCK_REALTIME. -EALREADY when addresses is NULL and the Node
+ * already carries this condition with the same status, reason and message. */
+int cn_node_patch_status_condition(json_object *node, const CnNodeCondition *c, const CnNodeAddressList *addresses,
+                                   usec_t now, json_object **ret);
 
 /* Builds patch 2 from the cached Node. Well-known label values that Kubernetes would reject are
  * left out (logged at debug level) rather than blocking initialization. -EBADMSG if the Node

@@ -64,7 +64,7 @@ def detail(n, creqs, kreqs):
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, mt.environment(tmp) as env:
+    with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp) as env:
         extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
         ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
         try:

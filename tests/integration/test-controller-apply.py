@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, build, src  # noqa: E402
+from cntap import Tap, build, metric_value, src  # noqa: E402
 
 try:
     import yaml  # noqa: E402
@@ -312,12 +312,20 @@ def test_faults(t, k, tmp):
     k.inject({"verb": "create", "resource": "deployments", "code": 500, "count": 3})
     k.inject({"verb": "create", "resource": "clusterroles", "code": 503, "count": 2})
     k.inject({"verb": "create", "resource": "configmaps", "code": 429, "retryAfter": 1, "count": 1})
+    # Watch faults: a 410 Gone (re-list) and a dropped connection end watches that are restarted.
+    k.inject({"verb": "watch", "resource": "deployments", "action": "gone", "count": 1})
+    k.inject({"verb": "watch", "resource": "clusterroles", "action": "abort-watch", "afterEvents": 0, "count": 1})
     c = Controller(k, tmp)
     try:
         t.ok(wait_for(lambda: get(k, DEPLOY) and get(k, CROLE) and get(k, CLOUD_CONF) and converged(k), 60),
              "API faults during apply end converged", c.output()[-3000:])
         failed = [a for a in k.audit() if a.get("user") == USER and a.get("code", 0) >= 500]
         t.ok(failed, "the faults were hit (%d failed requests)" % len(failed))
+        for res in ("deployments", "clusterroles"):
+            series = 'cloudnode_controller_watch_restarts_total{resource="%s"}' % res
+            t.ok(wait_for(lambda: (metric_value(c.get("/metrics")[1], series) or 0) >= 1, 20),
+                 "a restarted %s watch is counted" % res)
+        t.promtool_check_metrics(c.get("/metrics")[1])
     finally:
         c.stop()
 

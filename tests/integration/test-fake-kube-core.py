@@ -155,6 +155,27 @@ def test_patches(t, k):
     t.eq(r["status"]["addresses"], [{"type": "InternalIP", "address": "10.0.0.2"},
                                     {"type": "Hostname", "address": "n1"}],
          "strategic merge patch merges status.addresses by type")
+    smp = "application/strategic-merge-patch+json"
+    k.api("POST", "/api/v1/nodes", node("n-smp"))
+    dual = [{"type": "InternalIP", "address": "10.0.0.3"}, {"type": "InternalIP", "address": "fd00::3"}]
+    st, r = k.api("PATCH", "/api/v1/nodes/n-smp/status", {"status": {"addresses": dual + [{"$patch": "replace"}]}}, smp)
+    t.eq((st, r["status"]["addresses"]), (200, dual),
+         "a $patch: replace element replaces status.addresses as a whole (no merge of two InternalIPs)")
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+    k.api("PATCH", "/api/v1/nodes/n-smp/status", {"status": {"conditions": [ready]}}, "application/merge-patch+json")
+    mine = {"type": "CloudProviderInitialized", "status": "False", "reason": "X", "message": "m",
+            "lastTransitionTime": "2024-05-01T10:00:00Z"}
+    st, r = k.api("PATCH", "/api/v1/nodes/n-smp/status", {"status": {"conditions": [mine]}}, smp)
+    t.eq((st, r["status"]["conditions"], r["status"]["addresses"]), (200, [ready, mine], dual),
+         "strategic merge patch adds a condition by type, other conditions and addresses kept")
+    st, r = k.api("PATCH", "/api/v1/nodes/n-smp/status",
+                  {"status": {"conditions": [{"type": "CloudProviderInitialized", "status": "True", "reason": "Y"}]}},
+                  smp)
+    t.eq(r["status"]["conditions"], [ready, dict(mine, status="True", reason="Y")],
+         "a condition of the same type is merged in place, unmentioned fields kept")
+    st, r = k.api("PATCH", "/api/v1/nodes/n-smp/status",
+                  {"status": {"conditions": [{"type": "CloudProviderInitialized", "$patch": "delete"}]}}, smp)
+    t.eq(r["status"]["conditions"], [ready], "$patch: delete removes one condition by its merge key")
     st, r = k.api("PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {"bad key!": "v"}}},
                   "application/merge-patch+json")
     t.eq((st, r["details"]["causes"][0]["field"]), (422, "metadata.labels"), "invalid label key: 422")
@@ -307,7 +328,8 @@ def test_gc(t, k):
 def test_audit(t, k):
     recs = k.audit()
     t.ok(len(recs) > 20, "audit log has one line per request")
-    pat = [r for r in recs if r["verb"] == "patch" and r["resource"] == "nodes" and r["subresource"] == "status"]
+    pat = [r for r in recs if r["verb"] == "patch" and r["resource"] == "nodes" and r["subresource"] == "status"
+           and r["name"] == "n1"]
     smp = [p for p in pat if p["contentType"] == "application/strategic-merge-patch+json"]
     t.ok(len(smp) == 2 and all(p["code"] == 200 and p["name"] == "n1" for p in smp)
          and [p["code"] for p in pat if p["contentType"] == "application/merge-patch+json"] == [200, 400],

@@ -2,21 +2,20 @@
 """cloudnode-initializer in cluster mode against tests/fake-kube-apiserver (RBAC of the shipped
 manifests, as the cluster-mode service account) and the Hetzner API of tests/fake-cloud: several
 Nodes initialized with exactly two writes each and no Node GETs; provided-node-ip match and
-mismatch; a Node without instance; a Node deleted while its instance is looked up; periodic
-address reconciliation writing only on change; the lifecycle controller; health and metrics
-(promtool check metrics)."""
+mismatch (Warning Event, condition CloudProviderInitialized False, then True); a Node without
+instance; a Node deleted while its instance is looked up; periodic address reconciliation
+writing only on change; the lifecycle controller; health and metrics (promtool check
+metrics)."""
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, events,  # noqa: E402
-                    get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
+from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, condition,  # noqa: E402
+                    events, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
@@ -91,12 +90,19 @@ def test_initialize(t, k, c, d):
         t.ok(wait_for(lambda: events(k, "w6", "ProvidedNodeIPMismatch"), 20),
              "provided-node-ip mismatch: Warning event ProvidedNodeIPMismatch")
         t.ok(tainted(get_node(k, "w6")), "provided-node-ip mismatch: the Node stays tainted")
+        cond = wait_for(lambda: condition(get_node(k, "w6"), "CloudProviderInitialized"), 10)
+        t.ok(cond and cond["status"] == "False" and cond["reason"] == "ProvidedNodeIPMismatch"
+             and "192.0.2.77" in cond["message"], "provided-node-ip mismatch: condition False says why", cond)
         k.api("PATCH", "/api/v1/nodes/w6",
               {"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": w6["private_ipv4"]}}},
               content_type="application/merge-patch+json")
         n6 = wait_for(lambda: initialized(k, "w6"), 30)
         t.ok(n6, "provided-node-ip corrected: initialized after a retry")
         t.eq(addresses(n6)[0] if n6 else None, ("InternalIP", w6["private_ipv4"]), "the provided IP comes first")
+        cond = condition(n6, "CloudProviderInitialized")
+        t.ok(cond and cond["status"] == "True", "provided-node-ip corrected: the condition is True", cond)
+        t.eq(writes(k, CLUSTER_SA, "w6"), [("patch", "status", "w6", 200)] * 2 + [("patch", "", "w6", 200)],
+             "provided-node-ip: the condition once, then the usual two writes")
 
         # Node deleted while its instance is being looked up (slow cloud answer)
         c.add_instance({"platform": "hetzner", "name": "gone"})
@@ -131,12 +137,7 @@ def test_initialize(t, k, c, d):
              "API requests by verb and code")
         t.ok("cloudnode_initializer_initialization_duration_seconds_count 6" in text, "latency histogram count")
         t.ok("cloudnode_initializer_leader 1" in text, "leader gauge without leader election")
-        promtool = shutil.which("promtool")
-        if promtool:
-            p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
-            t.ok(p.returncode == 0, "promtool check metrics passes", p.stdout + p.stderr)
-        else:
-            t.skip("promtool check metrics", "promtool not installed")
+        t.promtool_check_metrics(text)
         t.eq(i.stop(), 0, "SIGTERM: clean exit")
 
 

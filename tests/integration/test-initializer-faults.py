@@ -10,7 +10,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, metric_value  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, events, hetzner_conf, initialized, make_node,  # noqa: E402
                     node_gets, wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
@@ -21,13 +21,6 @@ def applied(k, rule):
     audited when their stream starts, before a fault can be recorded on them)."""
     st, out = k.api("GET", "/fakekube/faults")
     return st == 200 and all(r["id"] != rule["id"] for r in out.get("faults", []))
-
-
-def metric_value(text, series):
-    for line in text.splitlines():
-        if line.startswith(series + " "):
-            return float(line.split()[1])
-    return None
 
 
 def test_faults(t, k, c, d):

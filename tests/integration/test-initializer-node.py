@@ -4,8 +4,9 @@ instance's metadata served at 169.254.169.254 in the namespace (tests/fake-cloud
 the API server reached over a veth pair, the node-mode service account with the shipped RBAC
 and admission policy. Covers: a Node that registers late, exactly two writes, READY=1, dual
 stack with an IPv6 address added later (one status write, only for that change), an unrelated
-address that changes nothing, provided-node-ip mismatch (tainted, Warning) then a dual-stack
-pair that matches (its order first)."""
+address that changes nothing, a dual-stack provided-node-ip pair that matches nothing (tainted,
+Warning Event, False condition next to the kubelet's) until the address is configured (then
+initialized, the pair first in its order, the condition True)."""
 import os
 import subprocess
 import sys
@@ -14,12 +15,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, events, get_node, initialized,  # noqa: E402
-                    make_node, node_gets, tainted, wait_for, writes)
+from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, condition, events, get_node,  # noqa: E402
+                    initialized, make_node, node_gets, request_start, tainted, wait_for, writes)
 from fakecloud import FakeCloud, Netns  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
 POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")
+COND = "CloudProviderInitialized"
 
 
 def ip(*args):
@@ -61,6 +63,8 @@ def test_node_mode(t, d, ns, link, k, c, inst):
              "zone and region labels", labels)
         t.eq(writes(k, NODE_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
              "exactly two writes: status, then the Node")
+        t.eq([r.get("contentType") for r in k.audit() if r.get("user") == NODE_SA and r.get("subresource") == "status"],
+             ["application/merge-patch+json"], "no condition involved: the status write is a plain merge patch")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1 once the Node is initialized")
         t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "Synced event, created by the node-mode identity")
         t.ok("Initialized node %s" % name in i.log(), "one log line says the Node is initialized")
@@ -88,25 +92,45 @@ def test_node_mode(t, d, ns, link, k, c, inst):
     finally:
         t.eq(i.stop(), 0, "SIGTERM: clean exit")
 
-    # provided-node-ip that matches no address: stays tainted, says why, no READY
-    ns.run(["ip", "addr", "add", v6 + "/64", "dev", "eth0", "nodad"], check=True)
+    # provided-node-ip naming the instance's IPv6 address, which is not on an interface yet: no
+    # match. The Node stays tainted, a Warning Event and a False condition say why, the kubelet's
+    # Ready condition is untouched. Once the address is configured, the Node is initialized and
+    # the condition turns True, within the usual two writes.
     k.api("DELETE", "/api/v1/nodes/" + name)
-    make_node(k, name, annotations={"alpha.kubernetes.io/provided-node-ip": "10.99.99.99"})
+    make_node(k, name, annotations={"alpha.kubernetes.io/provided-node-ip": "%s,%s" % (v6, private4)}, ready=True)
     before = len(writes(k, NODE_SA, name))
     i = Initializer(args, netns=ns.name, state_dir=d, name="node-pip").start()
     try:
         t.ok(wait_for(lambda: events(k, name, "ProvidedNodeIPMismatch"), 20), "mismatch: Warning event",
              i.log()[-2000:])
-        t.ok(tainted(get_node(k, name)), "mismatch: the Node stays tainted")
-        t.eq(len(writes(k, NODE_SA, name)), before, "mismatch: nothing written to the Node")
-        t.ok(not ready_sent(i), "mismatch: no READY=1")
-        k.api("PATCH", "/api/v1/nodes/" + name,
-              {"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": "%s,%s" % (v6, private4)}}},
-              content_type="application/merge-patch+json")
+        cond = wait_for(lambda: condition(get_node(k, name), COND), 10)
+        t.ok(cond and cond["status"] == "False" and cond["reason"] == "ProvidedNodeIPMismatch" and
+             v6 in cond.get("message", "") and cond.get("lastTransitionTime"),
+             "mismatch: condition %s False, with the reason and the address" % COND, cond)
+        node = get_node(k, name)
+        ready = condition(node, "Ready")
+        t.ok(ready and ready["status"] == "True" and ready["reason"] == "KubeletReady",
+             "mismatch: the kubelet's Ready condition is kept", node.get("status"))
+        t.ok(tainted(node), "mismatch: the Node stays tainted")
+        time.sleep(2.5)  # retries happen meanwhile; the condition is written once
+        t.eq(writes(k, NODE_SA, name)[before:], [("patch", "status", name, 200)],
+             "mismatch: one write, the condition on the status; nothing on the Node")
+        t.ok(tainted(get_node(k, name)) and not ready_sent(i), "mismatch: still tainted, no READY=1")
+        ns.run(["ip", "addr", "add", v6 + "/64", "dev", "eth0", "nodad"], check=True)
         n3 = wait_for(lambda: initialized(k, name), 30)
-        t.ok(n3, "a matching dual-stack pair: initialized after the retry")
+        t.ok(n3, "the address appears: initialized", i.log()[-2000:])
         got = addresses(n3 or {})
         t.eq(got[:2], [("InternalIP", v6), ("InternalIP", private4)], "the pair comes first, in its order")
+        cond = condition(n3 or {}, COND)
+        t.ok(cond and cond["status"] == "True" and cond["reason"] == "Initialized",
+             "the condition is resolved: True", cond)
+        t.ok(condition(n3 or {}, "Ready") == ready, "the kubelet's Ready condition is still as it was")
+        t.eq(writes(k, NODE_SA, name)[before + 1:], [("patch", "status", name, 200), ("patch", "", name, 200)],
+             "initialized in two writes: status (addresses and condition), then the Node")
+        status_writes = sorted((r for r in k.audit() if r.get("user") == NODE_SA and r.get("name") == name
+                                and r.get("subresource") == "status"), key=request_start)
+        t.eq([r.get("contentType") for r in status_writes][-2:], ["application/strategic-merge-patch+json"] * 2,
+             "condition writes are strategic merge patches (conditions merge by type)")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1")
     finally:
         i.stop()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The ValidatingAdmissionPolicy of the node-mode initializer identity, evaluated by the fake API
 server: what the initializer does to a freshly registered Node (no annotations, no
-unschedulable field) is allowed; anything else it might try is denied."""
+unschedulable field, and the CloudProviderInitialized condition) is allowed; anything else it
+might try, such as changing the kubelet's conditions, is denied."""
 import os
 import sys
 import tempfile
@@ -39,6 +40,17 @@ def main():
 
         st, obj = patch("n1", {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}, "/status")
         t.eq(st, 200, "addresses on nodes/status are allowed")
+        k.api("PATCH", "/api/v1/nodes/n1/status",
+              {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}, MERGE)
+        st, obj = k.api("PATCH", "/api/v1/nodes/n1/status",
+                        {"status": {"conditions": [{"type": "CloudProviderInitialized", "status": "False",
+                                                    "reason": "ProvidedNodeIPMismatch"}]}},
+                        "application/strategic-merge-patch+json", token=token)
+        t.eq(st, 200, "its own CloudProviderInitialized condition is allowed") or t.diag(obj)
+        st, obj = k.api("PATCH", "/api/v1/nodes/n1/status",
+                        {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Evil"}]}},
+                        "application/strategic-merge-patch+json", token=token)
+        t.ok(st in (403, 422), "changing the kubelet's Ready condition is denied (HTTP %d)" % st, obj)
         st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1",
                                         "taints": [{"key": "example.com/other", "effect": "NoSchedule"}]},
                                "metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large",

@@ -79,6 +79,11 @@ def get_node(k, name):
     return out if st == 200 else None
 
 
+def condition(node, ctype):
+    """The Node's status condition of that type, or None."""
+    return next((c for c in (node or {}).get("status", {}).get("conditions", []) if c.get("type") == ctype), None)
+
+
 def tainted(node, key=TAINT):
     return any(t.get("key") == key for t in (node or {}).get("spec", {}).get("taints") or [])
 

@@ -8,6 +8,8 @@ Usage:
     sys.exit(t.done())
 Paths of the tree come from CN_TOP_SRCDIR / CN_TOP_BUILDDIR (set by make check)."""
 import os
+import shutil
+import subprocess
 import sys
 import traceback
 
@@ -18,6 +20,14 @@ FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "..", "shar
 
 def src(*p):
     return os.path.join(TOP_SRCDIR, *p)
+
+
+def metric_value(text, series):
+    """The value of one series (name with its labels, as exposed) in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    return None
 
 
 def build(*p):
@@ -51,6 +61,14 @@ class Tap:
         self.n += 1
         print("ok %d - %s # SKIP %s" % (self.n, name, why))
         sys.stdout.flush()
+
+    def promtool_check_metrics(self, text):
+        """One test: Prometheus's own linter accepts the exposition text (skipped without it)."""
+        promtool = shutil.which("promtool")
+        if not promtool:
+            return self.skip("promtool check metrics", "promtool not installed")
+        p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        return self.ok(p.returncode == 0, "promtool check metrics passes", p.stdout + p.stderr)
 
     def skip_all(self, why):
         print("1..0 # SKIP %s" % why)

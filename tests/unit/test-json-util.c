@@ -38,6 +38,21 @@ int main(void) {
         TAP_EQ_INT(cn_json_get_string(o, &str, "metadata", "name", "deeper", NULL), -ENOENT,
                    "path through a non-object is -ENOENT");
 
+        {
+                _cleanup_json_ json_object *conds = json_tokener_parse(
+                        "[{\"type\":\"Ready\",\"status\":\"True\"},7,{\"type\":\"Disk\"}]");
+
+                TAP_OK(cn_json_array_find(conds, "type", "Disk") == json_object_array_get_idx(conds, 2),
+                       "array find by a key, skipping non-objects");
+                TAP_OK(!cn_json_array_find(conds, "type", "Memory") && !cn_json_array_find(o, "type", "Ready") &&
+                       !cn_json_array_find(NULL, "type", "Ready"),
+                       "array find: no match, not an array, NULL");
+                TAP_OK(cn_json_string_is(json_object_array_get_idx(conds, 0), "status", "True") &&
+                       !cn_json_string_is(json_object_array_get_idx(conds, 0), "status", "False") &&
+                       cn_json_string_is(json_object_array_get_idx(conds, 2), "status", NULL) &&
+                       cn_json_string_is(json_object_array_get_idx(conds, 2), "status", ""),
+                       "string_is: equal, different, missing counts as empty");
+        }
         TAP_EQ_INT(cn_json_set_string(o, "i-123", "spec", "providerID", NULL), 0, "set existing path");
         TAP_EQ_INT(cn_json_set(o, json_object_new_int(1), "status", "a", "b", NULL), 0, "set creates objects");
         TAP_EQ_INT(cn_json_set(o, json_object_new_int(1), "metadata", "name", "x", NULL), -EINVAL,

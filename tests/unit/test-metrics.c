@@ -77,6 +77,20 @@ int main(void) {
         else
                 TAP_OK(p == 1, "promtool check metrics accepts the output");
 
+        {
+                _cleanup_buf_ CnBuf again = CN_BUF_INIT(1 << 20);
+                uint64_t seen = 0;
+
+                TAP_OK(cn_metric_add_total(plain, NULL, 5, &seen) == 0 && seen == 5, "add_total from 0");
+                TAP_OK(cn_metric_add_total(plain, NULL, 7, &seen) == 0 && seen == 7, "add_total adds the growth");
+                TAP_OK(cn_metric_add_total(plain, NULL, 7, &seen) == 0 && seen == 7, "add_total without growth");
+                TAP_OK(cn_metric_add_total(plain, NULL, 3, &seen) == 0 && seen == 3,
+                       "add_total: a source that started over counts from 0");
+                TAP_EQ_INT(cn_metrics_format(m, &again), 0, "format again");
+                TAP_OK(strstr(cn_buf_str(&again), "\ncloudnode_node_initializations_total 10\n") != NULL,
+                       "the counter grew by 5 + 2 + 0 + 3");
+        }
+
         for (int i = 0; i < 2000 && r >= 0; i++) {
                 snprintf(val, sizeof(val), "%d", i);
                 r = cn_metric_inc(req, CN_LABELS("LIST", val));

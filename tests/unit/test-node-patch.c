@@ -99,7 +99,59 @@ static void test_accessors(void) {
         TAP_OK(!cn_node_get_provider_id(node), "no providerID");
 }
 
+static void test_condition_patch(void) {
+        _cleanup_json_ json_object *node = json_tokener_parse(
+                "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\"},\"status\":{\"conditions\":["
+                "{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\"}]}}");
+        _cleanup_node_address_list_ CnNodeAddressList l = {};
+        _cleanup_json_ json_object *p = NULL, *p2 = NULL, *p3 = NULL;
+        CnNodeCondition bad = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", "ProvidedNodeIPMismatch",
+                                "no 10.9.9.9" };
+        CnNodeCondition good = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "True", "Initialized", "ok" };
+        json_object *conds, *c;
+
+        /* 2024-05-01T10:00:00Z */
+        TAP_EQ_INT(cn_node_patch_status_condition(node, &bad, NULL, 1714557600ULL * USEC_PER_SEC, &p), 0,
+                   "condition patch builds");
+        TAP_EQ_STR(plain(p),
+                   "{\"status\":{\"conditions\":[{\"type\":\"CloudProviderInitialized\",\"status\":\"False\","
+                   "\"reason\":\"ProvidedNodeIPMismatch\",\"message\":\"no 10.9.9.9\","
+                   "\"lastHeartbeatTime\":\"2024-05-01T10:00:00Z\",\"lastTransitionTime\":\"2024-05-01T10:00:00Z\"}]}}",
+                   "one condition, nothing else: the kubelet's Ready is left to the server-side merge by type");
+        TAP_OK(cn_node_get_condition(node, "Ready") != NULL, "an existing condition is found by type");
+        TAP_OK(cn_node_get_condition(node, CN_CONDITION_CLOUD_PROVIDER_INITIALIZED) == NULL,
+               "a missing condition is NULL");
+
+        /* As the server would store it. */
+        json_object_object_get_ex(json_object_object_get(node, "status"), "conditions", &conds);
+        json_object_object_get_ex(p, "status", &c);
+        c = json_object_array_get_idx(json_object_object_get(c, "conditions"), 0);
+        json_object_array_add(conds, json_object_get(c));
+        TAP_EQ_INT(cn_node_patch_status_condition(node, &bad, NULL, 1714557660ULL * USEC_PER_SEC, &p2), -EALREADY,
+                   "the same condition again is no write");
+
+        assert(cn_node_address_list_add(&l, CN_NODE_ADDRESS_INTERNAL_IP, "10.0.0.5") > 0);
+        assert(cn_node_address_list_add(&l, CN_NODE_ADDRESS_INTERNAL_IP, "fd00::5") > 0);
+        TAP_EQ_INT(cn_node_patch_status_condition(node, &good, &l, 1714557660ULL * USEC_PER_SEC, &p3), 0,
+                   "condition and address patch builds");
+        TAP_EQ_STR(plain(p3),
+                   "{\"status\":{\"conditions\":[{\"type\":\"CloudProviderInitialized\",\"status\":\"True\","
+                   "\"reason\":\"Initialized\",\"message\":\"ok\",\"lastHeartbeatTime\":\"2024-05-01T10:01:00Z\","
+                   "\"lastTransitionTime\":\"2024-05-01T10:01:00Z\"}],"
+                   "\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.5\"},"
+                   "{\"type\":\"InternalIP\",\"address\":\"fd00::5\"},{\"$patch\":\"replace\"}]}}",
+                   "a status change transitions; addresses replace the list as a whole");
+        bad.message = "no 10.9.9.8";
+        TAP_EQ_INT(cn_node_patch_status_condition(node, &bad, NULL, 1714557720ULL * USEC_PER_SEC, &p2), 0,
+                   "a new message is a write");
+        json_object_object_get_ex(p2, "status", &c);
+        c = json_object_array_get_idx(json_object_object_get(c, "conditions"), 0);
+        TAP_OK(!json_object_object_get_ex(c, "lastTransitionTime", NULL),
+               "without a status change lastTransitionTime stays as the server has it");
+}
+
 int main(void) {
+        test_condition_patch();
         test_status_patch();
         test_init_patch();
         test_init_patch_keeps_provider_id();
