@@ -89,28 +89,13 @@ int cn_provider_hetzner_metrics_labels(CnProvider *p, json_object *spec, char **
 
 int cn_provider_hetzner_machine_view(json_object *server, json_object **ret) {
         _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = NULL;
-        _cleanup_json_ json_object *v = json_object_new_object();
         const char *status = cn_json_string(server, "status", NULL);
         int r;
 
-        if (!v)
-                return -ENOMEM;
         r = cn_provider_hetzner_parse_server(server, NULL, &i);
         if (r < 0)
                 return r;
-        r = cn_json_set_string(v, i->instance_id, "id", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(v, i->provider_id, "providerID", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(v, strempty(status), "state", NULL);
-        if (r >= 0)
-                r = cn_json_set(v, json_object_new_boolean(status && streq(status, "running")), "ready", NULL);
-        if (r >= 0)
-                r = cn_json_set(v, cn_node_address_list_to_json(&i->addresses), "addresses", NULL);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(v);
-        return 0;
+        return cn_provider_machine_view(i, status, status && streq(status, "running"), ret);
 }
 
 typedef struct MachineArgs {

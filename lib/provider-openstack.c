@@ -10,11 +10,13 @@
 #include "cloud-config.h"
 #include "json-util.h"
 #include "log.h"
+#include "provider-machine.h"
 #include "provider.h"
 
 #define OPENSTACK_PROVIDER_ID_PREFIX "openstack://"
 /* flavor.original_name (the flavor's name) appears in server bodies from this microversion on. */
 #define OPENSTACK_NOVA_MICROVERSION "X-OpenStack-Nova-API-Version: 2.47"
+static const char *const nova_headers[] = { OPENSTACK_NOVA_MICROVERSION, NULL };
 /* A token is not reused when it expires within this margin. */
 #define OPENSTACK_TOKEN_MARGIN (60 * USEC_PER_SEC)
 
@@ -27,12 +29,13 @@ typedef struct OpenStack {
         char *compute_url;
         usec_t token_expires;  /* CLOCK_REALTIME */
         json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
+        json_object *settings; /* the [Global] settings in effect (file or environment); holds the secret */
 } OpenStack;
 
 typedef struct Lookup {
+        CnOpenStackAuth auth;
         char *id;
         char *name;
-        bool reauthenticated;
         CnProviderInstance *instance; /* parsed, waiting for its flavor's name */
 } Lookup;
 
@@ -65,6 +68,7 @@ static void openstack_done(CnProvider *p) {
         free(o->ca_file);
         json_object_put(o->auth);
         json_object_put(o->flavors);
+        json_object_put(o->settings);
 }
 
 /* {"name": n} or {"id": i} for users, projects and domains. */
@@ -95,20 +99,19 @@ static json_object *domain_ref(const char *id, const char *name) {
  * Application Credential". */
 static int build_auth(json_object *cfg, json_object **ret, char **ret_error) {
         _cleanup_json_ json_object *auth = json_object_new_object();
-        const char *ac_id = setting(cfg, "application-credential-id", "OS_APPLICATION_CREDENTIAL_ID");
-        const char *ac_name = setting(cfg, "application-credential-name", "OS_APPLICATION_CREDENTIAL_NAME");
-        const char *ac_secret = setting(cfg, "application-credential-secret", "OS_APPLICATION_CREDENTIAL_SECRET");
-        const char *user = setting(cfg, "username", "OS_USERNAME"), *user_id = setting(cfg, "user-id", "OS_USER_ID");
-        const char *password = setting(cfg, "password", "OS_PASSWORD");
-        const char *domain_id = setting(cfg, "domain-id", "OS_DOMAIN_ID");
-        const char *domain_name = setting(cfg, "domain-name", "OS_DOMAIN_NAME");
-        const char *udom_id = setting(cfg, "user-domain-id", "OS_USER_DOMAIN_ID") ?: domain_id;
-        const char *udom_name = setting(cfg, "user-domain-name", "OS_USER_DOMAIN_NAME") ?: domain_name;
-        const char *pdom_id = setting2(cfg, "project-domain-id", "tenant-domain-id", "OS_PROJECT_DOMAIN_ID") ?: domain_id;
-        const char *pdom_name =
-                setting2(cfg, "project-domain-name", "tenant-domain-name", "OS_PROJECT_DOMAIN_NAME") ?: domain_name;
-        const char *project_id = setting2(cfg, "project-id", "tenant-id", "OS_PROJECT_ID");
-        const char *project_name = setting2(cfg, "project-name", "tenant-name", "OS_PROJECT_NAME");
+        const char *ac_id = setting(cfg, "application-credential-id", NULL);
+        const char *ac_name = setting(cfg, "application-credential-name", NULL);
+        const char *ac_secret = setting(cfg, "application-credential-secret", NULL);
+        const char *user = setting(cfg, "username", NULL), *user_id = setting(cfg, "user-id", NULL);
+        const char *password = setting(cfg, "password", NULL);
+        const char *domain_id = setting(cfg, "domain-id", NULL);
+        const char *domain_name = setting(cfg, "domain-name", NULL);
+        const char *udom_id = setting(cfg, "user-domain-id", NULL) ?: domain_id;
+        const char *udom_name = setting(cfg, "user-domain-name", NULL) ?: domain_name;
+        const char *pdom_id = setting(cfg, "project-domain-id", NULL) ?: domain_id;
+        const char *pdom_name = setting(cfg, "project-domain-name", NULL) ?: domain_name;
+        const char *project_id = setting(cfg, "project-id", NULL);
+        const char *project_name = setting(cfg, "project-name", NULL);
         json_object *identity, *methods;
 
         if (!auth)
@@ -173,13 +176,60 @@ static int build_auth(json_object *cfg, json_object **ret, char **ret_error) {
         return 0;
 }
 
-static int openstack_init(CnProvider *p, json_object *cfg, char **ret_error) {
+/* Every [Global] key the provider reads, with its alias and environment variable: the settings in
+ * effect are resolved once, so that the token request and the cloud config handed to a workload
+ * cluster (cn_provider_cloud_config()) agree. */
+static const struct {
+        const char *key, *alias, *env;
+} global_keys[] = {
+        { "auth-url", NULL, "OS_AUTH_URL" },
+        { "region", NULL, "OS_REGION_NAME" },
+        { "ca-file", NULL, "OS_CACERT" },
+        { "username", NULL, "OS_USERNAME" },
+        { "user-id", NULL, "OS_USER_ID" },
+        { "password", NULL, "OS_PASSWORD" },
+        { "domain-id", NULL, "OS_DOMAIN_ID" },
+        { "domain-name", NULL, "OS_DOMAIN_NAME" },
+        { "user-domain-id", NULL, "OS_USER_DOMAIN_ID" },
+        { "user-domain-name", NULL, "OS_USER_DOMAIN_NAME" },
+        { "project-domain-id", "tenant-domain-id", "OS_PROJECT_DOMAIN_ID" },
+        { "project-domain-name", "tenant-domain-name", "OS_PROJECT_DOMAIN_NAME" },
+        { "project-id", "tenant-id", "OS_PROJECT_ID" },
+        { "project-name", "tenant-name", "OS_PROJECT_NAME" },
+        { "application-credential-id", NULL, "OS_APPLICATION_CREDENTIAL_ID" },
+        { "application-credential-name", NULL, "OS_APPLICATION_CREDENTIAL_NAME" },
+        { "application-credential-secret", NULL, "OS_APPLICATION_CREDENTIAL_SECRET" },
+};
+
+static int resolve_settings(json_object *cfg, json_object **ret) {
+        _cleanup_json_ json_object *resolved = json_object_new_object();
+
+        if (!resolved)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(global_keys); i++) {
+                const char *v = global_keys[i].alias ? setting2(cfg, global_keys[i].key, global_keys[i].alias,
+                                                                global_keys[i].env)
+                                                     : setting(cfg, global_keys[i].key, global_keys[i].env);
+
+                if (!isempty(v) && cn_json_set_string(resolved, v, "Global", global_keys[i].key, NULL) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(resolved);
+        return 0;
+}
+
+static int openstack_init(CnProvider *p, json_object *config, char **ret_error) {
         OpenStack *o = cn_provider_data(p);
-        _cleanup_json_ json_object *inner = NULL;
-        const char *auth_url = setting(cfg, "auth-url", "OS_AUTH_URL");
-        const char *region = setting(cfg, "region", "OS_REGION_NAME"), *ca = setting(cfg, "ca-file", "OS_CACERT");
+        _cleanup_json_ json_object *inner = NULL, *cfg = NULL;
+        const char *auth_url, *region, *ca;
         int r;
 
+        r = resolve_settings(config, &cfg);
+        if (r < 0)
+                return r;
+        auth_url = setting(cfg, "auth-url", NULL);
+        region = setting(cfg, "region", NULL);
+        ca = setting(cfg, "ca-file", NULL);
         if (isempty(auth_url))
                 return cn_provider_config_error(ret_error, EINVAL,
                                                 "no OpenStack auth-url in [Global] of the cloud config (or OS_AUTH_URL)");
@@ -193,6 +243,7 @@ static int openstack_init(CnProvider *p, json_object *cfg, char **ret_error) {
                 return -ENOMEM;
         }
         json_object_object_add(o->auth, "auth", TAKE_PTR(inner));
+        o->settings = TAKE_PTR(cfg);
         /* auth-url is the Keystone root, with or without /v3 (both appear in real cloud.conf). */
         for (size_t l = strlen(o->auth_url); l > 0 && o->auth_url[l - 1] == '/'; l--)
                 o->auth_url[l - 1] = 0;
@@ -313,13 +364,8 @@ static void lookup_free(void *p) {
         free(l);
 }
 
-static int get_server(CnProviderCall *call);
-static int authenticate(CnProviderCall *call);
-
-static void finish_error(CnProviderCall *call, int error, usec_t retry_after, const char *message) {
-        CnProviderResult res = { .error = error, .retry_after = retry_after, .message = message };
-
-        cn_provider_call_finish_instance(call, &res, NULL);
+static void finish_lookup_error(CnProviderCall *call, const CnProviderResult *res) {
+        cn_provider_call_finish_instance(call, res, NULL);
 }
 
 /* Bounds the flavor cache: a cloud has a few dozen flavors, not thousands. */
@@ -390,16 +436,9 @@ static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, vo
         CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
         CnProviderInstance *instance = NULL;
         json_object *server;
-        int r;
 
-        if (res.error == -EACCES && reply->status == 401 && !l->reauthenticated) {
-                /* The cached token was revoked or expired early: one fresh token, then give up. */
-                forget_token(o);
-                r = authenticate(call);
-                if (r < 0)
-                        finish_error(call, r, 0, "failed to start authentication");
+        if (cn_provider_openstack_reauthorize(call, &l->auth, reply))
                 return;
-        }
         if (res.error >= 0) {
                 server = cn_json_get(reply->body, "server", NULL);
                 if (!server) {
@@ -430,18 +469,38 @@ static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, vo
         cn_provider_call_finish_instance(call, &res, instance);
 }
 
+int cn_provider_openstack_list_url(CnProvider *p, const char *name, char **ret_url) {
+        OpenStack *o = cn_provider_data(p);
+        _cleanup_free_ char *re = NULL, *esc = NULL;
+        size_t n = 0;
+
+        /* Nova matches names as regular expressions: anchored, with the name's specials escaped. */
+        re = malloc(strlen(name) * 2 + 3);
+        if (!re)
+                return -ENOMEM;
+        re[n++] = '^';
+        for (const char *c = name; *c; c++) {
+                if (strchr(".^$*+?()[]{}|\\", *c))
+                        re[n++] = '\\';
+                re[n++] = *c;
+        }
+        re[n++] = '$';
+        re[n] = 0;
+        esc = cn_provider_escape(re);
+        if (!esc || asprintf(ret_url, "%s/servers/detail?name=%s", o->compute_url, esc) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 static int get_server(CnProviderCall *call) {
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
         Lookup *l = cn_provider_call_get_state(call);
         _cleanup_free_ char *url = NULL;
-        CnProviderHttpOptions opts = {
-                .auth_token = o->token,
-                .ca_file = o->ca_file,
-                .headers = (const char *const[]) { OPENSTACK_NOVA_MICROVERSION, NULL },
-                .error_parser = openstack_error_message,
-                .operation = "instance_metadata",
-        };
+        CnProviderHttpOptions opts = { .operation = "instance_metadata" };
+        int r;
+
+        (void) cn_provider_openstack_nova(p, &opts);
 
         if (l->id) {
                 _cleanup_free_ char *esc = cn_provider_escape(l->id);
@@ -449,48 +508,40 @@ static int get_server(CnProviderCall *call) {
                 if (!esc || asprintf(&url, "%s/servers/%s", o->compute_url, esc) < 0)
                         return -ENOMEM;
         } else {
-                _cleanup_free_ char *re = NULL, *esc = NULL;
-                size_t n = 0;
-
-                /* An anchored regular expression with the name's dots escaped. */
-                re = malloc(strlen(l->name) * 2 + 3);
-                if (!re)
-                        return -ENOMEM;
-                re[n++] = '^';
-                for (const char *c = l->name; *c; c++) {
-                        if (strchr(".^$*+?()[]{}|\\", *c))
-                                re[n++] = '\\';
-                        re[n++] = *c;
-                }
-                re[n++] = '$';
-                re[n] = 0;
-                esc = cn_provider_escape(re);
-                if (!esc || asprintf(&url, "%s/servers/detail?name=%s", o->compute_url, esc) < 0)
-                        return -ENOMEM;
+                r = cn_provider_openstack_list_url(p, l->name, &url);
+                if (r < 0)
+                        return r;
         }
         return cn_provider_call_http(call, "GET", url, &opts, on_server, NULL);
+}
+
+static void auth_fail(CnProviderCall *call, CnOpenStackAuth *auth, int error, usec_t retry_after, const char *message) {
+        CnProviderResult res = { .error = error, .retry_after = retry_after, .message = message };
+
+        auth->fail(call, &res);
 }
 
 static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
+        CnOpenStackAuth *auth = ASSERT_PTR(userdata);
         const char *compute, *expires;
         usec_t exp = 0;
         int r;
 
         if (reply->error < 0) {
                 /* 401 from Keystone means the credentials are wrong: terminal, say so. */
-                finish_error(call, reply->error, reply->retry_after,
-                             reply->status == 401 ? "OpenStack credentials rejected by Keystone" : reply->message);
+                auth_fail(call, auth, reply->error, reply->retry_after,
+                          reply->status == 401 ? "OpenStack credentials rejected by Keystone" : reply->message);
                 return;
         }
         if (isempty(reply->subject_token)) {
-                finish_error(call, -EBADMSG, 0, "Keystone returned no X-Subject-Token");
+                auth_fail(call, auth, -EBADMSG, 0, "Keystone returned no X-Subject-Token");
                 return;
         }
         compute = cn_provider_openstack_find_endpoint(reply->body, "compute", "public", o->region);
         if (!compute) {
-                finish_error(call, -EINVAL, 0, "no compute endpoint in the Keystone catalog for this region");
+                auth_fail(call, auth, -EINVAL, 0, "no compute endpoint in the Keystone catalog for this region");
                 return;
         }
         expires = cn_json_string(reply->body, "token", "expires_at", NULL);
@@ -502,21 +553,20 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         o->compute_url = strdup(compute);
         if (!o->token || !o->compute_url) {
                 forget_token(o);
-                finish_error(call, -ENOMEM, 0, "out of memory");
+                auth_fail(call, auth, -ENOMEM, 0, "out of memory");
                 return;
         }
         for (size_t l = strlen(o->compute_url); l > 0 && o->compute_url[l - 1] == '/'; l--)
                 o->compute_url[l - 1] = 0;
         o->token_expires = exp;
-        r = get_server(call);
+        r = auth->next(call);
         if (r < 0)
-                finish_error(call, r, 0, "failed to start the Nova request");
+                auth_fail(call, auth, r, 0, "failed to start the Nova request");
 }
 
-static int authenticate(CnProviderCall *call) {
+static int authenticate(CnProviderCall *call, CnOpenStackAuth *auth) {
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
-        Lookup *l = cn_provider_call_get_state(call);
         _cleanup_free_ char *url = NULL;
         CnProviderHttpOptions opts = {
                 .ca_file = o->ca_file,
@@ -525,10 +575,10 @@ static int authenticate(CnProviderCall *call) {
                 .operation = "authenticate",
         };
 
-        l->reauthenticated = true;
+        auth->reauthenticated = true;
         if (asprintf(&url, "%s/v3/auth/tokens", o->auth_url) < 0)
                 return -ENOMEM;
-        return cn_provider_call_http(call, "POST", url, &opts, on_token, NULL);
+        return cn_provider_call_http(call, "POST", url, &opts, on_token, auth);
 }
 
 static bool token_usable(const OpenStack *o) {
@@ -538,24 +588,71 @@ static bool token_usable(const OpenStack *o) {
         return o->token_expires == 0 || cn_now(CLOCK_REALTIME) + OPENSTACK_TOKEN_MARGIN < o->token_expires;
 }
 
-static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnProviderNodeRef *node) {
+int cn_provider_openstack_authorize(CnProviderCall *call, CnOpenStackAuth *auth) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+
+        assert(auth && auth->next && auth->fail);
+        if (token_usable(o))
+                return auth->next(call);
+        return authenticate(call, auth);
+}
+
+bool cn_provider_openstack_reauthorize(CnProviderCall *call, CnOpenStackAuth *auth, const CnProviderHttpReply *reply) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        int r;
+
+        if (reply->error != -EACCES || reply->status != 401 || auth->reauthenticated)
+                return false;
+        /* The cached token was revoked or expired early: one fresh token, then give up. */
+        forget_token(o);
+        r = authenticate(call, auth);
+        if (r < 0)
+                auth_fail(call, auth, r, 0, "failed to start authentication");
+        return true;
+}
+
+const char *cn_provider_openstack_nova(CnProvider *p, CnProviderHttpOptions *opts) {
         OpenStack *o = cn_provider_data(p);
+
+        opts->auth_token = o->token;
+        opts->ca_file = o->ca_file;
+        opts->headers = nova_headers;
+        opts->error_parser = openstack_error_message;
+        return o->compute_url;
+}
+
+json_object *cn_provider_openstack_settings(CnProvider *p) {
+        OpenStack *o = cn_provider_data(p);
+
+        return o->settings;
+}
+
+const char *cn_provider_openstack_server_id(const char *provider_id, bool bare_ok) {
+        const char *rest, *slash;
+
+        if (!provider_id)
+                return NULL;
+        if (!strneq(provider_id, OPENSTACK_PROVIDER_ID_PREFIX, STRLEN(OPENSTACK_PROVIDER_ID_PREFIX)))
+                return bare_ok && !isempty(provider_id) && !strchr(provider_id, '/') ? provider_id : NULL;
+        rest = provider_id + STRLEN(OPENSTACK_PROVIDER_ID_PREFIX);
+        slash = strrchr(rest, '/');
+        return slash && !isempty(slash + 1) ? slash + 1 : NULL;
+}
+
+static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnProviderNodeRef *node) {
         Lookup *l;
 
         l = calloc(1, sizeof(Lookup));
         if (!l)
                 return -ENOMEM;
+        l->auth = (CnOpenStackAuth) { .next = get_server, .fail = finish_lookup_error };
         cn_provider_call_set_state(call, l, lookup_free);
         if (!isempty(node->provider_id)) {
-                const char *rest, *slash;
+                const char *id = cn_provider_openstack_server_id(node->provider_id, false);
 
-                if (!strneq(node->provider_id, OPENSTACK_PROVIDER_ID_PREFIX, STRLEN(OPENSTACK_PROVIDER_ID_PREFIX)))
+                if (!id)
                         return -EINVAL;
-                rest = node->provider_id + STRLEN(OPENSTACK_PROVIDER_ID_PREFIX);
-                slash = strrchr(rest, '/');
-                if (!slash || isempty(slash + 1))
-                        return -EINVAL;
-                l->id = strdup(slash + 1);
+                l->id = strdup(id);
                 if (!l->id)
                         return -ENOMEM;
         } else {
@@ -563,9 +660,7 @@ static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnP
                 if (!l->name)
                         return -ENOMEM;
         }
-        if (token_usable(o))
-                return get_server(call);
-        return authenticate(call);
+        return cn_provider_openstack_authorize(call, &l->auth);
 }
 
 const CnProviderOps cn_provider_openstack_ops = {
@@ -574,5 +669,12 @@ const CnProviderOps cn_provider_openstack_ops = {
         .init = openstack_init,
         .done = openstack_done,
         .instance_get = openstack_instance_get,
-        /* Machine lifecycle: implemented with the controller's machine issue. */
+        .add_defaults = cn_provider_openstack_add_defaults,
+        .validate = cn_provider_openstack_validate,
+        .machine_get = cn_provider_openstack_machine_get,
+        .machine_create = cn_provider_openstack_machine_create,
+        .machine_cleanup = cn_provider_openstack_machine_cleanup,
+        .metrics_labels = cn_provider_openstack_metrics_labels,
+        .migrate_uid = cn_provider_openstack_migrate_uid,
+        .cloud_config = cn_provider_openstack_cloud_config,
 };

@@ -8,6 +8,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "metadata.h"
+#include "provider-machine.h"
 #include "provider.h"
 #include "string-util.h"
 
@@ -343,6 +344,27 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 break;
         }
         call_unref(c);
+}
+
+int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret) {
+        _cleanup_json_ json_object *v = json_object_new_object();
+        int r;
+
+        if (!v)
+                return -ENOMEM;
+        r = cn_json_set_string(v, i->instance_id, "id", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(v, i->provider_id, "providerID", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(v, strempty(state), "state", NULL);
+        if (r >= 0)
+                r = cn_json_set(v, json_object_new_boolean(ready), "ready", NULL);
+        if (r >= 0)
+                r = cn_json_set(v, cn_node_address_list_to_json(&i->addresses), "addresses", NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(v);
+        return 0;
 }
 
 /* Machine lifecycle calls (implemented per provider in lib/provider-*-machine.c) share the

@@ -1,8 +1,10 @@
 """OpenStack Keystone v3 (/v3) and Nova compute v2.1 (/compute/v2.1), written from the
 Identity and Compute API references: password and application_credential authentication,
 X-Subject-Token, a service catalog pointing at this server's Nova, token expiry; servers
-create (base64 user_data, metadata), list with a name regex, show, delete, BUILD -> ACTIVE,
-fault objects for ERROR, and X-Auth-Token on every compute call."""
+create (base64 user_data, metadata, networks required from microversion 2.37 on), list with a
+name regex, show, delete, server metadata (GET/PUT/POST /servers/{id}/metadata and
+GET/PUT/DELETE /servers/{id}/metadata/{key}), BUILD -> ACTIVE, fault objects for ERROR, and
+X-Auth-Token on every compute call."""
 import base64
 import binascii
 import hashlib
@@ -21,6 +23,9 @@ FLAVORS = [
     {"id": "5", "name": "m1.xlarge", "vcpus": 8, "ram": 16384, "disk": 160},
 ]
 MAX_MICROVERSION = "2.96"
+# nova/api/validation/parameter_types.py: metadata keys and values.
+METADATA_KEY = re.compile(r"^[a-zA-Z0-9-_:. /]{1,255}$")
+METADATA_MAX_ITEMS = 128  # the default metadata_items quota
 KEYSTONE_401 = {"error": {"code": 401, "title": "Unauthorized",
                           "message": "The request you have made requires authentication."}}
 
@@ -205,7 +210,8 @@ class Nova:
         resp = self.route(req, parts, token, base)
         return self._versioned(req, resp)
 
-    def _versioned(self, req, resp):
+    @staticmethod
+    def microversion(req):
         want = req.header("OpenStack-API-Version") or ""
         legacy = req.header("X-OpenStack-Nova-API-Version")
         v = "2.1"
@@ -216,6 +222,17 @@ class Nova:
             v = legacy.strip()
         if v == "latest":
             v = MAX_MICROVERSION
+        return v
+
+    @staticmethod
+    def at_least(v, want):
+        try:
+            return tuple(int(x) for x in v.split(".")) >= tuple(int(x) for x in want.split("."))
+        except ValueError:
+            return False
+
+    def _versioned(self, req, resp):
+        v = self.microversion(req)
         resp.add("OpenStack-API-Version", "compute " + v).add("X-OpenStack-Nova-API-Version", v)
         resp.add("Vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version")
         return resp
@@ -241,9 +258,16 @@ class Nova:
                     return nova_error(404, "Instance %s could not be found." % parts[1])
                 return json_response({"server": self.server_json(inst, base, now)})
             if m == "DELETE":
-                return self.delete(parts[1], now)
+                return self.delete(req, parts[1], now)
         if len(parts) == 3 and parts[0] == "servers" and parts[2] == "action" and m == "POST":
             return self.action(req, parts[1])
+        if len(parts) >= 3 and parts[0] == "servers" and parts[2] == "metadata":
+            # A key with a '/' arrives %2F-decoded, as through Nova's WSGI router: it cannot be
+            # addressed in the path (only through the collection).
+            if len(parts) == 3 and m in ("GET", "PUT", "POST"):
+                return self.metadata(req, parts[1], None)
+            if len(parts) == 4 and m in ("GET", "PUT", "DELETE"):
+                return self.metadata(req, parts[1], parts[3])
         if parts in (["flavors"], ["flavors", "detail"]) and m == "GET":
             return json_response({"flavors": [self.flavor_json(f, base, parts[-1] == "detail") for f in FLAVORS]})
         if len(parts) == 2 and parts[0] == "flavors" and m == "GET":
@@ -329,7 +353,7 @@ class Nova:
             "OS-EXT-STS:vm_state": vm_state,
             "OS-EXT-STS:power_state": power,
             "os-extended-volumes:volumes_attached": [],
-            "security_groups": [{"name": "default"}],
+            "security_groups": ext.get("security_groups") or [{"name": "default"}],
             "locked": False,
         }
         if inst.get("error"):
@@ -408,9 +432,18 @@ class Nova:
             return nova_error(400, "Block Device Mapping is Invalid: Boot sequence for the instance and "
                               "image/block device mapping combination is not valid.")
         meta = server.get("metadata") or {}
-        if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 255
-                                                 and len(v) <= 255 for k, v in meta.items()):
+        if not self.metadata_ok(meta):
             return nova_error(400, "Invalid input for field/attribute metadata.")
+        networks = server.get("networks")
+        if self.at_least(self.microversion(req), "2.37"):
+            if networks is None:
+                return nova_error(400, "Invalid input for field/attribute server. 'networks' is a required property")
+            if not (networks in ("auto", "none") or (isinstance(networks, list) and all(
+                    isinstance(n, dict) and (n.get("uuid") or n.get("port")) for n in networks))):
+                return nova_error(400, "Invalid input for field/attribute networks.")
+        groups = server.get("security_groups") or [{"name": "default"}]
+        if not isinstance(groups, list) or not all(isinstance(g, dict) and g.get("name") for g in groups):
+            return nova_error(400, "Invalid input for field/attribute security_groups.")
         ud = server.get("user_data")
         user_data = None
         if ud is not None:
@@ -429,7 +462,8 @@ class Nova:
                     "region": st["settings"]["openstack_region"],
                     "extra": {"flavor": flavor["id"], "image": server.get("imageRef") or "",
                               "key_name": server.get("key_name"), "config_drive": bool(server.get("config_drive")),
-                              "user_id": token["u"]}}
+                              "user_id": token["u"], "networks": networks,
+                              "security_groups": [{"name": g["name"]} for g in groups]}}
             inst = st_mod.add_instance(st, spec, source="openstack")
             inst["public_ipv4"] = None  # Nova allocates no floating IP by itself.
             inst["ready_at"] = now + float(st["settings"]["build_seconds"])
@@ -447,33 +481,79 @@ class Nova:
         }}, 202)
         return resp.add("Location", "%s/servers/%s" % (base, inst["id"]))
 
-    def delete(self, sid, now):
+    @staticmethod
+    def metadata_ok(meta):
+        return isinstance(meta, dict) and len(meta) <= METADATA_MAX_ITEMS and all(
+            isinstance(k, str) and METADATA_KEY.match(k) and isinstance(v, str) and len(v) <= 255
+            for k, v in meta.items())
+
+    def _on_server(self, req, sid, fn, with_body=True):
+        """fn(st, inst, body) on the live server sid under the state lock; Nova's 400 for a body
+        that is not JSON, 404 for an unknown server."""
+        body = None
+        if with_body:
+            try:
+                body = req.json()
+            except ValueError:
+                return nova_error(400, "Malformed request body")
         with self.state.locked() as st:
             inst = self._get(sid, st)
             if inst is None:
                 return nova_error(404, "Instance %s could not be found." % sid)
+            return fn(st, inst, body)
+
+    def metadata(self, req, sid, key):
+        """Server metadata API: GET lists; PUT replaces all; POST merges; .../{key} one item."""
+        return self._on_server(req, sid, lambda st, inst, body: self._metadata(req.method, sid, key, inst, body),
+                               with_body=req.method in ("PUT", "POST"))
+
+    def _metadata(self, m, sid, key, inst, body):
+        meta = inst.setdefault("labels", {})
+        if key is None:
+            if m == "GET":
+                return json_response({"metadata": dict(meta)})
+            new = body.get("metadata") if isinstance(body, dict) else None
+            merged = dict(new or {}) if m == "PUT" else dict(meta, **(new or {}))
+            if new is None or not self.metadata_ok(new) or not self.metadata_ok(merged):
+                return nova_error(400, "Invalid input for field/attribute metadata.")
+            if inst.get("delete_at"):
+                return nova_error(409, "Cannot 'update metadata' instance %s while it is in task_state deleting" % sid)
+            inst["labels"] = merged
+            return json_response({"metadata": dict(merged)})
+        if m in ("GET", "DELETE") and key not in meta:
+            return nova_error(404, "Metadata item was not found")
+        if m == "GET":
+            return json_response({"meta": {key: meta[key]}})
+        if m == "DELETE":
+            del meta[key]
+            return Response(204, b"", None)
+        item = body.get("meta") if isinstance(body, dict) else None
+        if not isinstance(item, dict) or len(item) != 1 or not self.metadata_ok(item):
+            return nova_error(400, "Invalid input for field/attribute meta.")
+        if key not in item:
+            return nova_error(400, "Request body and URI mismatch")
+        meta[key] = item[key]
+        return json_response({"meta": dict(item)})
+
+    def delete(self, req, sid, now):
+        def mark(st, inst, body):
             inst["delete_at"] = now + float(st["settings"]["build_seconds"])
-        return Response(204, b"", None)
+            return Response(204, b"", None)
+        return self._on_server(req, sid, mark, with_body=False)
 
     def action(self, req, sid):
-        try:
-            body = req.json()
-        except ValueError:
-            return nova_error(400, "Malformed request body")
-        with self.state.locked() as st:
-            inst = self._get(sid, st)
-            if inst is None:
-                return nova_error(404, "Instance %s could not be found." % sid)
-            if "os-stop" in body:
-                if inst["status"] == "stopped":
-                    return nova_error(409, "Cannot 'stop' instance %s while it is in vm_state stopped" % sid)
-                inst["status"] = "stopped"
-            elif "os-start" in body:
-                if inst["status"] == "running":
-                    return nova_error(409, "Cannot 'start' instance %s while it is in vm_state active" % sid)
-                inst["status"] = "running"
-            elif "reboot" in body:
-                pass
-            else:
-                return nova_error(400, "There is no such action: %s" % ",".join(body))
+        return self._on_server(req, sid, self._action)
+
+    def _action(self, st, inst, body):
+        sid = inst["id"]
+        if "os-stop" in body:
+            if inst["status"] == "stopped":
+                return nova_error(409, "Cannot 'stop' instance %s while it is in vm_state stopped" % sid)
+            inst["status"] = "stopped"
+        elif "os-start" in body:
+            if inst["status"] == "running":
+                return nova_error(409, "Cannot 'start' instance %s while it is in vm_state active" % sid)
+            inst["status"] = "running"
+        elif "reboot" not in body:
+            return nova_error(400, "There is no such action: %s" % ",".join(body))
         return Response(202, b"", None)

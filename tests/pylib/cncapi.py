@@ -92,6 +92,10 @@ class Controller:
 
 
 class CapiEnv:
+    # The provider spec machine() writes unless given one (subclasses set other providers').
+    provider = "hetzner"
+    default_spec = {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}
+
     def __init__(self, k, c, tmp):
         self.k, self.c, self.tmp = k, c, tmp
         self.conf = self.hetzner_conf("hetzner.conf", HETZNER_TOKEN)
@@ -132,7 +136,7 @@ class CapiEnv:
         return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
 
     def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None):
-        """A Machine of cluster with its CloudnodeMachine (Hetzner spec) and bootstrap data."""
+        """A Machine of cluster with its CloudnodeMachine (self.provider's spec) and bootstrap data."""
         k = self.k
         if bootstrap:
             k.api("POST", SECRETS, {
@@ -146,8 +150,7 @@ class CapiEnv:
             "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster},
                          "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                                               "name": name, "uid": m["metadata"]["uid"]}]},
-            "spec": dict({"hetzner": spec or {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}},
-                         **(extra_spec or {}))})
+            "spec": dict({self.provider: spec or self.default_spec}, **(extra_spec or {}))})
         return cnm
 
     def get(self, name):

@@ -1,9 +1,6 @@
 """Helpers shared by the reliability tests (tests/integration/test-reliability-*.py)."""
-import importlib.util
 import json
 import os
-
-INTEGRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration")
 
 
 def record(stats):
@@ -16,13 +13,10 @@ def record(stats):
 
 
 def machines_helpers():
-    """Env and Controller of test-controller-machines.py (Cluster API CRDs and fixtures), reused
-    rather than copied."""
-    spec = importlib.util.spec_from_file_location("cn_machines",
-                                                  os.path.join(INTEGRATION, "test-controller-machines.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """Env, Controller and wait_for of the Cluster API machine tests (tests/pylib/capimachines.py),
+    reused rather than copied."""
+    import capimachines
+    return capimachines
 
 
 def rss_kb(pid):

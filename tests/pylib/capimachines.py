@@ -1,0 +1,259 @@
+"""Cluster API machine scenarios of cloudnode-controller against tests/fake-kube-apiserver (with
+Cluster API's Cluster and Machine registered as CRDs) and tests/fake-cloud, for every provider
+with a machine lifecycle: the test programs (test-controller-machines*.py) and the reliability
+soak pick a provider profile and run the same scenarios.
+
+    with machine_env(tmp, provider="openstack") as env:
+        test_lifecycle(t, env) ...
+"""
+import base64
+import contextlib
+import os
+import random
+import time
+
+import cncapi
+from cncapi import CLUSTERS, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
+from fakecloud import OPENSTACK_USER, FakeCloud
+from fakekube import FakeKube
+
+# What differs between the providers: the cloud config, the spec, what the cloud's inventory and
+# request log look like.
+PROVIDERS = {
+    "hetzner": {
+        "conf": None,  # cncapi.CapiEnv writes it
+        "spec": {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"},
+        # Refused by the cloud (no such server type), not by validation: one create request.
+        "bad_spec": {"serverType": "cx999", "image": "ubuntu-24.04", "location": "fsn1"},
+        "provider_id": "hcloud://%s",
+        "create_path": "/v1/servers",
+        "address_type": "ExternalIP",
+        # RateLimit-Reset names a whole second: the wait it asks for can be anything below 1 s.
+        "retry_after": None,
+    },
+    "openstack": {
+        "conf": lambda c: ("[Global]\nauth-url = %s/v3\nusername = %s\npassword = \"%s\"\nuser-domain-name = %s\n"
+                           "project-name = %s\nproject-domain-name = %s\nregion = RegionOne\n"
+                           % (c.url, OPENSTACK_USER["name"], OPENSTACK_USER["password"], OPENSTACK_USER["domain"],
+                              OPENSTACK_USER["project"], OPENSTACK_USER["domain"])),
+        "spec": {"flavor": "m1.small", "image": "ubuntu-24.04", "securityGroups": ["default"],
+                 "metadata": {"team": "infra"}},
+        "bad_spec": {"flavor": "m1.huge", "image": "ubuntu-24.04"},
+        "provider_id": "openstack:///%s",
+        "create_path": "/compute/v2.1/servers",
+        # Nova allocates no floating IP by itself: the fixed address is all there is.
+        "address_type": "InternalIP",
+        "retry_after": 1.0,  # the fake's Retry-After on 429
+    },
+}
+
+@contextlib.contextmanager
+def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
+    """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
+    tmp, set up for machines of the provider."""
+    with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+        c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
+        env = Env(k, c, tmp, provider)
+        env.setup()
+        yield env
+
+
+def Controller(k, tmp, conf, leader_args=("--leader-elect=false",), provider="hetzner"):
+    return cncapi.Controller(k, tmp, ["--machine-provider", provider, "--machine-cloud-config", conf], leader_args)
+
+
+class Env(cncapi.CapiEnv):
+    """cncapi's environment with Cluster c1 and the provider's cloud config and machine spec."""
+
+    def __init__(self, k, c, tmp, provider="hetzner"):
+        super().__init__(k, c, tmp)
+        self.provider = provider
+        self.profile = PROVIDERS[provider]
+        self.default_spec = self.profile["spec"]
+        if provider != "hetzner":
+            self.conf = os.path.join(tmp, "%s.conf" % provider)
+            # Created 0600 from the start: it holds the credentials.
+            fd = os.open(self.conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.profile["conf"](c))
+
+    def setup(self):
+        super().setup()
+        if self.k.api("GET", CLUSTERS + "/c1")[0] != 200:
+            self.cluster("c1")
+
+    def controller(self, leader_args=("--leader-elect=false",)):
+        return Controller(self.k, self.tmp, self.conf, leader_args, provider=self.provider)
+
+    def is_create(self, r):
+        return r.get("method") == "POST" and r.get("path", "").endswith(self.profile["create_path"])
+
+
+def test_lifecycle(t, env):
+    ctl = env.controller()
+    try:
+        cnm = env.machine("m1")
+        uid = cnm["metadata"]["uid"]
+        ok = wait_for(lambda: env.ready("m1"), 40)
+        t.ok(ok, "create -> ready", ctl.output()[-3000:])
+        o = env.get("m1")
+        srv = env.servers(uid)
+        t.eq(len(srv), 1, "exactly one server carries the machine's UID")
+        if srv:
+            t.eq(o["spec"]["providerID"], env.profile["provider_id"] % srv[0]["id"], "providerID names the server")
+        st = o.get("status") or {}
+        t.ok(st.get("initialization", {}).get("provisioned") is True, "v1beta2 status.initialization.provisioned")
+        t.ok(any(a.get("type") == env.profile["address_type"] for a in st.get("addresses", [])),
+             "addresses reported", st.get("addresses"))
+        t.ok("cloudnodemachine.infrastructure.cluster.x-k8s.io" in o["metadata"].get("finalizers", []),
+             "finalizer added")
+        env.delete("m1")
+        t.ok(wait_for(lambda: env.gone("m1"), 40), "delete removes the finalizer once the server is gone",
+             ctl.output()[-2000:])
+        t.eq(env.servers(uid), [], "no server left behind")
+    finally:
+        ctl.stop()
+
+
+def test_wait_for_bootstrap(t, env):
+    ctl = env.controller()
+    try:
+        cnm = env.machine("m2", bootstrap=False)
+        uid = cnm["metadata"]["uid"]
+
+        def reason():
+            for c in ((env.get("m2") or {}).get("status") or {}).get("conditions", []):
+                if c["type"] == "Ready":
+                    return c.get("reason")
+            return None
+        t.ok(wait_for(lambda: reason() == "WaitingForBootstrapData", 20), "waits for bootstrap data", reason())
+        t.eq(env.servers(uid), [], "and creates nothing meanwhile")
+        env.k.api("POST", "/api/v1/namespaces/%s/secrets" % NS, {
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "m2-bootstrap"},
+            "data": {"value": base64.b64encode(b"#cloud-config\n").decode()}})
+        env.k.api("PATCH", MACHINES + "/m2", {"spec": {"bootstrap": {"dataSecretName": "m2-bootstrap"}}}, MERGE)
+        t.ok(wait_for(lambda: env.ready("m2"), 40), "proceeds once the data is there")
+        env.delete("m2")
+        wait_for(lambda: env.gone("m2"), 40)
+    finally:
+        ctl.stop()
+
+
+def test_kill_points(t, env, rounds=6):
+    seed = int(os.environ.get("CN_TEST_SEED", str(random.randrange(1 << 30))))
+    t.diag("kill points seeded with CN_TEST_SEED=%d" % seed)
+    rng = random.Random(seed)
+    uids = []
+    mark = len(env.c.requests())
+    for i in range(rounds):
+        name = "k%d" % i
+        ctl = env.controller()
+        cnm = env.machine(name)
+        uids.append(cnm["metadata"]["uid"])
+        time.sleep(rng.uniform(0.0, 1.5))
+        ctl.kill()
+        ctl = env.controller()
+        try:
+            t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready after a SIGKILL during create" % name)
+        finally:
+            # Kill once more during delete.
+            env.delete(name)
+            time.sleep(rng.uniform(0.0, 1.0))
+            ctl.kill()
+        ctl = env.controller()
+        try:
+            t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted after a SIGKILL during delete" % name)
+        finally:
+            ctl.stop()
+    leftovers = [u for u in uids if env.servers(u)]
+    t.eq(leftovers, [], "no orphaned server after %d random kill points" % rounds)
+    creates = [r for r in env.c.requests()[mark:] if env.is_create(r)]
+    t.ok(len(creates) <= rounds, "no duplicate create (%d creates for %d machines)" % (len(creates), rounds))
+
+
+def test_two_replicas(t, env):
+    """Two replicas with leader election; the leader is killed while machines are being created.
+    The follower takes over; still one server per machine."""
+    args = ("--leader-elect=true", "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=500ms")
+    a = env.controller(args)
+    b = env.controller(args)
+    lease = "/apis/coordination.k8s.io/v1/namespaces/cloudnode/leases/cloudnode-controller"
+    try:
+        holder = wait_for(lambda: (env.k.api("GET", lease)[1] or {}).get("spec", {}).get("holderIdentity"), 20)
+        leader = wait_for(lambda: next((x for x in (a, b) if "Became the leader" in x.output()), None), 20)
+        t.ok(holder and leader, "one replica leads")
+        t.ok(not all("Became the leader" in x.output() for x in (a, b)), "only one")
+        uids = [env.machine("ha%d" % i)["metadata"]["uid"] for i in range(3)]
+        time.sleep(0.7)
+        # Kill the leader mid-create; the other must take over once the lease expires.
+        (leader or a).kill()
+        ok = wait_for(lambda: all(env.ready("ha%d" % i) for i in range(3)), 60)
+        t.ok(ok, "the surviving replica finishes the machines", a.output()[-1500:] + b.output()[-1500:])
+        t.eq([len(env.servers(u)) for u in uids], [1, 1, 1], "exactly one server per machine")
+        for i in range(3):
+            env.delete("ha%d" % i)
+        t.ok(wait_for(lambda: all(env.gone("ha%d" % i) for i in range(3)), 60), "and deletes them")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_out_of_band_delete(t, env):
+    ctl = env.controller()
+    try:
+        cnm = env.machine("oob")
+        uid = cnm["metadata"]["uid"]
+        wait_for(lambda: env.ready("oob"), 40)
+        srv = env.servers(uid)
+        for s in srv:
+            env.c.remove_instance(s["id"])
+        time.sleep(2.0)
+        t.eq(env.servers(uid), [], "a server removed out of band is not re-created")
+        env.delete("oob")
+        t.ok(wait_for(lambda: env.gone("oob"), 30), "and the machine can still be deleted")
+    finally:
+        ctl.stop()
+
+
+def test_invalid_spec(t, env):
+    ctl = env.controller()
+    try:
+        before = len(env.c.requests())
+        env.machine("bad", spec=env.profile["bad_spec"])
+
+        def failure():
+            return ((env.get("bad") or {}).get("status") or {}).get("failureReason")
+        t.eq(wait_for(failure, 30), "InvalidConfiguration", "invalid spec is a terminal condition")
+        time.sleep(2.0)
+        posts = [r for r in env.c.requests()[before:] if env.is_create(r)]
+        t.eq(len(posts), 1, "and is not retried")
+        env.delete("bad")
+        t.ok(wait_for(lambda: env.gone("bad"), 30), "a failed machine is deleted cleanly")
+    finally:
+        ctl.stop()
+
+
+def _seconds(stamp):
+    return time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + int(stamp[20:23]) / 1000.0
+
+
+def test_rate_limited(t, env):
+    mark = len(env.c.requests())
+    env.c.throttle(env.provider, count=4)
+    ctl = env.controller()
+    try:
+        env.machine("rl")
+        t.ok(wait_for(lambda: env.ready("rl"), 60), "429 storm: retried until ready", ctl.output()[-2000:])
+        env.delete("rl")
+        wait_for(lambda: env.gone("rl"), 30)
+    finally:
+        ctl.stop()
+        env.c.clear_faults()
+    want = env.profile["retry_after"]
+    if want:
+        log = [r for r in env.c.requests()[mark:] if r.get("platform") == env.provider]
+        waits = [_seconds(b["time"]) - _seconds(a["time"]) for a, b in zip(log, log[1:]) if a.get("status") == 429]
+        # 10 ms for the log's millisecond resolution.
+        t.ok(len(waits) == 4 and all(w >= want - 0.01 for w in waits),
+             "each 429's Retry-After (%.0f s) was waited before the next request" % want, waits)
