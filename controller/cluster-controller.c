@@ -172,7 +172,8 @@ static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_
 }
 
 static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) {
-        CnProvider *p = machine_controller_provider(cc->mc);
+        _cleanup_free_ char *why = NULL;
+        CnProvider *p = NULL;
         int64_t g = generation_of(cnc);
         int r;
 
@@ -191,6 +192,16 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) 
         }
         if (s->failed_generation == g)
                 return;
+        r = cn_credentials_provider(machine_controller_credentials(cc->mc), s->namespace,
+                                    cn_json_get(cnc, "spec", "credentials", "secretRef", NULL), CN_CREDENTIALS_FRESH,
+                                    &p, &why);
+        if (r == 0)
+                return; /* reading the Secret: its answer schedules another pass */
+        if (r < 0) {
+                (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
+                retry_later(cc, 0);
+                return;
+        }
         r = cn_provider_failure_domains(p, cn_json_string(cnc, "spec", "region", NULL), on_failure_domains, s,
                                         &s->call);
         if (r == -EOPNOTSUPP) {
@@ -276,6 +287,10 @@ static int on_reconcile_all(sd_event_source *es, void *userdata) {
         return 0;
 }
 
+static void on_credentials(void *userdata) {
+        schedule(userdata);
+}
+
 static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
         schedule(userdata);
         return 0;
@@ -323,6 +338,9 @@ int cluster_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 return r;
         (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(cc->retry_source, "cluster-retry");
+        r = cn_credentials_add_listener(machine_controller_credentials(mc), on_credentials, cc);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(cc);
         return 0;
 }

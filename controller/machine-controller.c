@@ -16,6 +16,7 @@
 #include "kube-informer.h"
 #include "log.h"
 #include "machine-controller.h"
+#include "machine-credentials.h"
 #include "machine-reconcile.h"
 #include "provider-machine.h"
 #include "provider.h"
@@ -44,7 +45,8 @@ struct MachineController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         CnHttp *http;
-        CnProvider *provider;
+        CnProvider *provider;   /* from --machine-cloud-config */
+        CnCredentials *credentials;
         char *provider_name;
         CnMetric *m_phase, *m_calls;
         CnKubeInformer *infra_machines, *machines, *clusters;
@@ -62,6 +64,7 @@ struct MachineState {
         sd_event_source *timer;
         CnBackoff backoff;
         json_object *spec;      /* provider spec of the pass in flight */
+        CnProvider *provider;   /* of its credentials (borrowed from mc->credentials) */
         char *uid;
         bool seen;
         bool missed;            /* an event came while busy: look again once the call is done */
@@ -216,6 +219,9 @@ static void record_instance(MachineState *s, json_object *instance) {
         r = cn_machine_status_patch(cn_json_string(instance, "id", NULL), cn_json_string(instance, "state", NULL),
                                     json_object_object_get(instance, "addresses"), ready,
                                     ready ? "InstanceRunning" : "InstanceProvisioning", NULL, &patch);
+        /* The instance carries this UID's label from its create (or migration) on. */
+        if (r >= 0 && !isempty(s->uid))
+                r = cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL);
         if (r >= 0)
                 (void) patch_status(s, patch);
         if (ready)
@@ -225,6 +231,12 @@ static void record_instance(MachineState *s, json_object *instance) {
 }
 
 static bool handle_error(MachineState *s, const CnProviderResult *res, const char *what) {
+        if ((res->error == -EACCES || res->error == -EPERM) && cn_credentials_recheck(s->mc->credentials, s->provider)) {
+                log_info("CloudnodeMachine %s/%s: credentials refused, reading the Secret again", s->namespace,
+                         s->name);
+                retry_later(s, 0);
+                return true;
+        }
         switch (cn_provider_error_class(res->error)) {
         case CN_PROVIDER_TERMINAL:
                 set_failed(s, res->error == -EACCES || res->error == -EPERM ? "Unauthorized" : "InvalidConfiguration",
@@ -281,12 +293,66 @@ static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdat
                 set_failed(s, "InvalidBootstrapData", "the bootstrap data Secret's value is not usable userdata");
                 return;
         }
-        r = cn_provider_machine_create(s->mc->provider, &m, data, on_created, s, &s->call);
+        r = cn_provider_machine_create(s->provider, &m, data, on_created, s, &s->call);
         if (r < 0) {
                 CnProviderResult res = { .error = r, .message = "could not start the create request" };
 
                 (void) handle_error(s, &res, "create");
         }
+}
+
+static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        MachineState *s = ASSERT_PTR(userdata);
+
+        s->call = cn_provider_call_free(s->call);
+        state_call_done(s);
+        if (res->error == -ENOENT) {
+                json_object *cnm = lookup_infra_machine(s);
+
+                if (cnm && cn_json_get(cnm, "metadata", "deletionTimestamp", NULL)) {
+                        /* Nothing to relabel: deletion goes on with a lookup by the new UID. */
+                        _cleanup_json_ json_object *patch = json_object_new_object();
+
+                        if (patch && cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL) >= 0)
+                                (void) patch_status(s, patch);
+                        return;
+                }
+                set_failed(s, "InstanceDeleted", "the instance this machine names no longer exists in the cloud");
+                return;
+        }
+        if (res->error < 0) {
+                (void) handle_error(s, res, "UID migration");
+                return;
+        }
+        log_info("CloudnodeMachine %s/%s: instance %s relabeled with the machine's new UID", s->namespace, s->name,
+                 strna(cn_json_string(instance, "id", NULL)));
+        record_instance(s, instance);
+}
+
+/* No instance carries the UID, but the object names one (spec.providerID, status.instanceID):
+ * the object was recreated under a new UID (clusterctl move). Relabel that instance rather than
+ * create a second one. Returns true when the migration was started. */
+static bool migrate(MachineState *s) {
+        json_object *cnm = lookup_infra_machine(s);
+        const char *named = cn_json_string(cnm, "spec", "providerID", NULL) ?:
+                            cn_json_string(cnm, "status", "instanceID", NULL);
+        CnProviderMachine m = {
+                .namespace = s->namespace,
+                .name = s->name,
+                .spec = s->spec,
+                .provider_id = named,
+        };
+
+        int r;
+
+        if (!named)
+                return false;
+        r = cn_provider_migrate_uid(s->provider, &m, s->uid, on_migrated, s, &s->call);
+        if (r == -EOPNOTSUPP)
+                return false;
+        if (r < 0)
+                retry_later(s, 0); /* never fall through to a create: the instance may exist */
+        return true;
 }
 
 static void on_lookup(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
@@ -309,6 +375,8 @@ static void on_lookup(CnProvider *p, const CnProviderResult *res, json_object *i
                 (void) handle_error(s, res, "lookup");
                 return;
         }
+        if (migrate(s))
+                return;
         if (!secret) {
                 retry_later(s, 0);
                 return;
@@ -325,9 +393,11 @@ static void on_poll(CnProvider *p, const CnProviderResult *res, json_object *ins
         s->call = cn_provider_call_free(s->call);
         state_call_done(s);
         if (res->error == -ENOENT) {
-                /* Deleted outside the controller: report it, never create a replacement here (the
-                 * Machine's owner decides), so there is no re-creation loop. */
-                set_failed(s, "InstanceDeleted", "the instance no longer exists in the cloud");
+                /* Either the object moved (new UID; migrate() relabels the instance) or the instance
+                 * was deleted outside the controller: reported, never replaced here (the Machine's
+                 * owner decides), so there is no re-creation loop. */
+                if (!migrate(s))
+                        set_failed(s, "InstanceDeleted", "the instance no longer exists in the cloud");
                 return;
         }
         if (res->error < 0) {
@@ -355,6 +425,8 @@ static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, vo
         s->call = cn_provider_call_free(s->call);
         state_call_done(s);
         if (res->error < 0) {
+                if (res->error == -EACCES || res->error == -EPERM)
+                        (void) cn_credentials_recheck(s->mc->credentials, s->provider);
                 if (cn_provider_error_class(res->error) == CN_PROVIDER_TERMINAL)
                         log_warning("CloudnodeMachine %s/%s: cleanup refused: %s", s->namespace, s->name,
                                     strna(res->message));
@@ -408,6 +480,23 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 .spec = provider_spec(mc, cnm),
                 .provider_id = cn_json_string(cnm, "spec", "providerID", NULL),
         };
+        if (step == CN_MACHINE_LOOKUP_OR_CREATE || step == CN_MACHINE_POLL || step == CN_MACHINE_CLEANUP) {
+                _cleanup_free_ char *why = NULL;
+
+                /* A create is not undone: it uses a credential read just now. */
+                r = cn_credentials_provider(mc->credentials, s->namespace,
+                                            cn_json_get(cnm, "spec", "credentials", "secretRef", NULL),
+                                            step == CN_MACHINE_LOOKUP_OR_CREATE ? CN_CREDENTIALS_FRESH
+                                                                                : CN_CREDENTIALS_TTL,
+                                            &s->provider, &why);
+                if (r == 0)
+                        return; /* reading the Secret: its answer schedules another pass */
+                if (r < 0) {
+                        (void) set_waiting(s, cnm, "CredentialsUnavailable", why);
+                        retry_later(s, 0);
+                        return;
+                }
+        }
         switch (step) {
         case CN_MACHINE_ADD_FINALIZER:
                 (void) patch_finalizers(s, cnm, true);
@@ -425,9 +514,9 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 _cleanup_free_ char *reason = NULL;
                 json_object *spec = NULL;
 
-                r = cn_provider_add_defaults(mc->provider, m.spec, &spec);
+                r = cn_provider_add_defaults(s->provider, m.spec, &spec);
                 if (r >= 0)
-                        r = cn_provider_validate(mc->provider, spec, &reason);
+                        r = cn_provider_validate(s->provider, spec, &reason);
                 if (r == -EOPNOTSUPP) {
                         json_object_put(spec);
                         set_failed(s, "NotSupported", "this provider does not implement the machine lifecycle");
@@ -441,18 +530,22 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 json_object_put(s->spec);
                 s->spec = spec;
                 m.spec = spec;
-                r = cn_provider_machine_get(mc->provider, &m, on_lookup, s, &s->call);
+                r = cn_provider_machine_get(s->provider, &m, on_lookup, s, &s->call);
                 if (r < 0)
                         retry_later(s, 0);
                 break;
         }
         case CN_MACHINE_POLL:
-                r = cn_provider_machine_get(mc->provider, &m, on_poll, s, &s->call);
+                r = cn_provider_machine_get(s->provider, &m, on_poll, s, &s->call);
                 if (r < 0)
                         retry_later(s, 0);
                 break;
         case CN_MACHINE_CLEANUP:
-                r = cn_provider_machine_cleanup(mc->provider, &m, on_cleanup, s, &s->call);
+                /* A moved object's instance carries the old UID: relabel it first, or the lookup by
+                 * UID finds nothing and the instance is left behind. */
+                if (cn_machine_moved(cnm) && migrate(s))
+                        break;
+                r = cn_provider_machine_cleanup(s->provider, &m, on_cleanup, s, &s->call);
                 if (r < 0)
                         retry_later(s, 0);
                 break;
@@ -546,6 +639,10 @@ static const CnKubeInformerHandlers handlers = {
         .synced = on_synced,
 };
 
+static void on_credentials(void *userdata) {
+        schedule(userdata);
+}
+
 static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
@@ -591,6 +688,11 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
         if (r < 0)
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
+        r = cn_credentials_new(client, mc->http, provider, mc->provider, count_cloud_request, mc, &mc->credentials);
+        if (r >= 0)
+                r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
+        if (r < 0)
+                return r;
         r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile_all, mc);
         if (r < 0)
                 return r;
@@ -613,6 +715,7 @@ MachineController *machine_controller_free(MachineController *mc) {
         cn_kube_informer_unref(mc->machines);
         cn_kube_informer_unref(mc->clusters);
         sd_event_source_disable_unref(mc->reconcile_source);
+        cn_credentials_free(mc->credentials); /* before the provider it borrows */
         cn_provider_free(mc->provider);
         cn_http_free(mc->http);
         sd_event_unref(mc->event);
@@ -651,6 +754,10 @@ bool machine_controller_synced(MachineController *mc) {
 
 CnProvider *machine_controller_provider(MachineController *mc) {
         return mc->provider;
+}
+
+CnCredentials *machine_controller_credentials(MachineController *mc) {
+        return mc->credentials;
 }
 
 const CnKubeResource *machine_controller_clusters_resource(void) {

@@ -10,6 +10,7 @@
 
 #include "kube-client.h"
 #include "kube-event.h"
+#include "machine-credentials.h"
 #include "metrics.h"
 #include "provider.h"
 
@@ -28,4 +29,5 @@ void machine_controller_set_leading(MachineController *mc, bool leading);
 
 /* For the CloudnodeCluster reconciler, which serves the same cloud: */
 CnProvider *machine_controller_provider(MachineController *mc);
+CnCredentials *machine_controller_credentials(MachineController *mc);
 const CnKubeResource *machine_controller_clusters_resource(void);

@@ -105,6 +105,16 @@ static bool cluster_infra_ready(json_object *cluster) {
                cn_capi_is_true(cluster, "status", "infrastructureReady", NULL);
 }
 
+bool cn_machine_moved(json_object *infra_machine) {
+        const char *labeled = cn_json_string(infra_machine, "status", "instanceLabelUID", NULL);
+        const char *uid = cn_json_string(infra_machine, "metadata", "uid", NULL);
+
+        if (!cn_json_string(infra_machine, "spec", "providerID", NULL) &&
+            !cn_json_string(infra_machine, "status", "instanceID", NULL))
+                return false;
+        return !labeled || !uid || !streq(labeled, uid);
+}
+
 CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
                                    bool instance_gone) {
         bool deleting = cn_json_get(infra_machine, "metadata", "deletionTimestamp", NULL) != NULL;
@@ -130,7 +140,8 @@ CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *mach
                         return CN_MACHINE_WAIT_BOOTSTRAP;
                 return CN_MACHINE_LOOKUP_OR_CREATE;
         }
-        if (cn_capi_is_true(infra_machine, "status", "initialization", "provisioned", NULL) &&
+        if (!cn_machine_moved(infra_machine) &&
+            cn_capi_is_true(infra_machine, "status", "initialization", "provisioned", NULL) &&
             cn_capi_is_true(infra_machine, "status", "ready", NULL) && cn_json_string(infra_machine, "spec", "providerID", NULL))
                 return CN_MACHINE_READY;
         return CN_MACHINE_POLL;

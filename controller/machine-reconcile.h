@@ -33,6 +33,11 @@ typedef enum CnMachineStep {
 
 const char *cn_machine_step_to_string(CnMachineStep s);
 
+/* The object names an instance (spec.providerID, status.instanceID) but status.instanceLabelUID
+ * is not its UID: it was recreated under a new UID (clusterctl move), or recorded before the
+ * field existed. The instance is relabeled (migrate_uid) before it is trusted or deleted. */
+bool cn_machine_moved(json_object *infra_machine);
+
 /* instance_gone: during deletion, whether the cloud confirmed that no instance exists. */
 CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *machine, json_object *cluster,
                                    bool instance_gone);

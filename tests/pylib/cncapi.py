@@ -7,8 +7,8 @@ cloud, as the service account of manifests/controller and the capi overlay.
     ctl.metrics() -> the /metrics text"""
 import base64
 import os
-import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -43,6 +43,12 @@ def wait_for(fn, timeout=30.0, step=0.05):
     return last
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def condition(obj, ctype, key="reason"):
     for c in ((obj or {}).get("status") or {}).get("conditions", []):
         if c.get("type") == ctype:
@@ -53,10 +59,11 @@ def condition(obj, ctype, key="reason"):
 class Controller:
     def __init__(self, k, tmp, args, leader_args=("--leader-elect=false",)):
         self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
+        self.port = free_port()
         self.p = subprocess.Popen(
             [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
              "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
-             "--bind-address", "127.0.0.1", "--port", "0", "-v", "4"] + list(args) + list(leader_args),
+             "--bind-address", "127.0.0.1", "--port", str(self.port), "-v", "4"] + list(args) + list(leader_args),
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def kill(self):
@@ -78,12 +85,9 @@ class Controller:
         self.log.seek(0)
         return self.log.read()
 
-    def port(self):
-        m = wait_for(lambda: re.search(r"/metrics on \S+:(\d+)", self.output()), 20)
-        return int(m.group(1)) if m else None
-
     def metrics(self):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.port(), timeout=10) as r:
+        wait_for(lambda: "/metrics on" in self.output(), 20)
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.port, timeout=10) as r:
             return r.read().decode()
 
 

@@ -6,8 +6,10 @@
 #include "cloud-config.h"
 #include "cluster-reconcile.h"
 #include "machine-reconcile.h"
+#include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
+#include "machine-credentials.h"
 #include "provider-machine.h"
 #include "tap.h"
 
@@ -186,11 +188,84 @@ static void test_hetzner_cloud_config(void) {
         sd_event_unref(e);
 }
 
+/* A Secret object with data {k: base64(v)} from "k=v" pairs. */
+static json_object *secret(const char *const *pairs) {
+        _cleanup_json_ json_object *o = parse("{\"metadata\":{\"name\":\"creds\",\"resourceVersion\":\"7\"},\"data\":{}}");
+
+        for (const char *const *p = pairs; p && *p; p++) {
+                const char *eq = strchr(*p, '=');
+                _cleanup_free_ char *k = strndup(*p, eq - *p), *b64 = NULL;
+
+                assert(cn_base64_encode(eq + 1, strlen(eq + 1), &b64) >= 0);
+                assert(cn_json_set_string(o, b64, "data", k, NULL) >= 0);
+        }
+        return TAKE_PTR(o);
+}
+
+static void test_credentials_secret(void) {
+        _cleanup_json_ json_object *tok = secret((const char *const[]) { "token=hc-token\n", NULL });
+        _cleanup_json_ json_object *conf = secret((const char *const[]) {
+                "cloud.conf=[Global]\ntoken = t2\nendpoint = http://127.0.0.1:1/v1\n", NULL });
+        _cleanup_json_ json_object *custom = secret((const char *const[]) { "hcloud=[Global]\ntoken = t3\n", "token=x", NULL });
+        _cleanup_json_ json_object *notoken = secret((const char *const[]) { "endpoint=http://x", NULL });
+        _cleanup_json_ json_object *file = secret((const char *const[]) { "token=t", "token-file=/var/run/secrets/x", NULL });
+        _cleanup_json_ json_object *badini = secret((const char *const[]) { "cloud.conf=[Global\ntoken = s3cr3t\n", NULL });
+        _cleanup_json_ json_object *os = secret((const char *const[]) {
+                "auth-url=https://keystone.example/v3", "username=u", "password=pw", "project-id=p", NULL });
+        _cleanup_json_ json_object *os_ac = secret((const char *const[]) {
+                "auth-url=https://keystone.example/v3", "application-credential-id=i",
+                "application-credential-secret=s", NULL });
+        _cleanup_json_ json_object *os_nopw = secret((const char *const[]) { "auth-url=https://k", "username=u", NULL });
+        _cleanup_json_ json_object *nodata = parse("{\"metadata\":{}}");
+        _cleanup_json_ json_object *notb64 = parse("{\"data\":{\"token\":\"%%%\"}}");
+        json_object *cfg = NULL;
+        char *why = NULL;
+
+        TAP_EQ_INT(cn_credentials_config_from_secret(tok, NULL, "hetzner", &cfg, &why), 0, "token key");
+        TAP_EQ_STR(cn_cloud_config_get(cfg, "Global", "token"), "hc-token", "token, without its newline");
+        json_object_put(cfg);
+        TAP_EQ_INT(cn_credentials_config_from_secret(conf, NULL, "hetzner", &cfg, &why), 0, "cloud.conf key");
+        TAP_EQ_STR(cn_cloud_config_get(cfg, "Global", "endpoint"), "http://127.0.0.1:1/v1", "read as cloud.conf");
+        json_object_put(cfg);
+        TAP_EQ_INT(cn_credentials_config_from_secret(custom, "hcloud", "hetzner", &cfg, &why), 0, "secretRef.key");
+        TAP_EQ_STR(cn_cloud_config_get(cfg, "Global", "token"), "t3", "that key is the cloud.conf");
+        json_object_put(cfg);
+        TAP_EQ_INT(cn_credentials_config_from_secret(custom, "nokey", "hetzner", &cfg, &why), -ENOENT,
+                   "a missing secretRef.key");
+        TAP_OK(why && strstr(why, "nokey"), "is named");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(notoken, NULL, "hetzner", &cfg, &why), -EINVAL,
+                   "no token: refused (never the controller's environment)");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(file, NULL, "hetzner", &cfg, &why), -EPERM,
+                   "settings naming the controller's files are refused");
+        TAP_OK(why && strstr(why, "token-file") && !strstr(why, "/var/run"), "named by key, not value");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(badini, NULL, "hetzner", &cfg, &why), -EBADMSG,
+                   "a malformed cloud.conf");
+        TAP_OK(why && !strstr(why, "s3cr3t"), "its reason carries no value");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(os, NULL, "openstack", &cfg, &why), 0, "openstack password");
+        TAP_EQ_STR(cn_cloud_config_get(cfg, "Global", "auth-url"), "https://keystone.example/v3", "auth-url");
+        json_object_put(cfg);
+        TAP_EQ_INT(cn_credentials_config_from_secret(os_ac, NULL, "openstack", &cfg, &why), 0,
+                   "openstack application credential");
+        json_object_put(cfg);
+        TAP_EQ_INT(cn_credentials_config_from_secret(os_nopw, NULL, "openstack", &cfg, &why), -EINVAL,
+                   "openstack without a password");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(nodata, NULL, "hetzner", &cfg, &why), -EINVAL, "no data");
+        free(why), why = NULL;
+        TAP_EQ_INT(cn_credentials_config_from_secret(notb64, NULL, "hetzner", &cfg, &why), -EINVAL, "not base64");
+        free(why), why = NULL;
+}
+
 int main(void) {
         test_steps();
         test_status_patch();
         test_hetzner_failure_domains();
         test_hetzner_server_id();
         test_hetzner_cloud_config();
+        test_credentials_secret();
         return tap_done();
 }

@@ -22,9 +22,10 @@ int main(void) {
         _cleanup_json_ json_object *owned = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "}}");
         _cleanup_json_ json_object *created = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
                                                     "\"status\":{\"instanceID\":\"42\"}}");
-        _cleanup_json_ json_object *ready = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
+        _cleanup_json_ json_object *ready = parse("{\"metadata\":{\"name\":\"x\",\"uid\":\"u1\"," FIN "," OWNED "},"
                                                   "\"spec\":{\"providerID\":\"hcloud://42\"},"
                                                   "\"status\":{\"instanceID\":\"42\",\"ready\":true,"
+                                                  "\"instanceLabelUID\":\"u1\","
                                                   "\"initialization\":{\"provisioned\":true}}}");
         _cleanup_json_ json_object *failed = parse("{\"metadata\":{\"name\":\"x\"," FIN "," OWNED "},"
                                                    "\"status\":{\"failureReason\":\"InvalidConfiguration\"}}");

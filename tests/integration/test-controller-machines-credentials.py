@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Cloud credentials from spec.credentials.secretRef: CloudnodeMachines and CloudnodeClusters
+naming a Secret in their namespace use a provider built from it (a token key, a cloud.conf key,
+or the key secretRef.key names), others the controller's --machine-cloud-config; a missing
+Secret is a condition until it appears; a rotated Secret is used for the next create; a Secret
+naming the controller's files is refused; the controller reads Secrets with GET only and never
+logs their values."""
+import base64
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+
+try:
+    from cncapi import CNC, RBAC, SECRETS, USER, CapiEnv, Controller, condition, wait_for  # noqa: E402
+    from fakecloud import FakeCloud  # noqa: E402
+    from fakekube import FakeKube  # noqa: E402
+except ImportError as e:
+    FakeKube = None
+    IMPORT_ERROR = str(e)
+
+TOKEN_A = "tenant-a-token-0123456789"
+TOKEN_B = "tenant-b-token-9876543210"
+
+
+def put_secret(env, name, data):
+    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+    code, _ = env.k.api("PUT", SECRETS + "/" + name, body)
+    if code == 404:
+        code, _ = env.k.api("POST", SECRETS, body)
+    assert code in (200, 201), code
+
+
+def ref(name, key=None):
+    r = {"name": name}
+    if key:
+        r["key"] = key
+    return {"credentials": {"secretRef": r}}
+
+
+def failure(env, name):
+    return ((env.get(name) or {}).get("status") or {}).get("failureReason")
+
+
+def test_secret_credentials(t, env, ctl):
+    put_secret(env, "creds-a", {"token": TOKEN_A + "\n", "endpoint": env.c.url + "/v1"})
+    cnm = env.machine("sa1", extra_spec=ref("creds-a"))
+    t.ok(wait_for(lambda: env.ready("sa1"), 40), "a machine with a token Secret gets ready", ctl.output()[-2000:])
+    t.eq(len(env.servers(cnm["metadata"]["uid"])), 1, "with its server")
+
+    env.machine("sd1")
+    t.eq(wait_for(lambda: failure(env, "sd1"), 30), "Unauthorized",
+         "a machine without secretRef uses the controller's cloud config (its token is not accepted here)")
+
+    put_secret(env, "creds-conf", {"hcloud.conf": "[Global]\ntoken = %s\nendpoint = %s/v1\n" % (TOKEN_A, env.c.url)})
+    env.machine("sk1", extra_spec=ref("creds-conf", "hcloud.conf"))
+    t.ok(wait_for(lambda: env.ready("sk1"), 40), "secretRef.key names a cloud.conf")
+
+    c = env.cluster("cc1")
+    env.k.api("POST", CNC, {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeCluster",
+                            "metadata": {"name": "cc1", "ownerReferences": [
+                                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "cc1",
+                                 "uid": c["metadata"]["uid"]}]},
+                            "spec": dict({"provider": "hetzner"}, **ref("creds-a"))})
+    t.ok(wait_for(lambda: (((env.obj(CNC, "cc1") or {}).get("status") or {}).get("initialization") or {})
+                  .get("provisioned"), 30), "a CloudnodeCluster with a Secret is provisioned")
+
+
+def test_missing_secret(t, env, ctl):
+    env.machine("sm1", extra_spec=ref("creds-late"))
+    t.eq(wait_for(lambda: condition(env.get("sm1"), "Ready"), 30), "CredentialsUnavailable",
+         "a missing Secret is a condition")
+    t.ok("creds-late" in (condition(env.get("sm1"), "Ready", "message") or ""), "that names the Secret")
+    t.ok(not failure(env, "sm1"), "not a terminal failure")
+    put_secret(env, "creds-late", {"token": TOKEN_A, "endpoint": env.c.url + "/v1"})
+    t.ok(wait_for(lambda: env.ready("sm1"), 60), "ready once the Secret exists", ctl.output()[-1500:])
+
+
+def test_refused_secret(t, env, ctl):
+    put_secret(env, "creds-file", {"token": TOKEN_A, "endpoint": env.c.url + "/v1",
+                                   "ca-file": "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"})
+    cnm = env.machine("sf1", extra_spec=ref("creds-file"))
+    t.eq(wait_for(lambda: condition(env.get("sf1"), "Ready"), 30), "CredentialsUnavailable",
+         "a Secret naming the controller's files is refused")
+    t.ok("ca-file" in (condition(env.get("sf1"), "Ready", "message") or ""), "the condition names the setting")
+    t.eq(env.servers(cnm["metadata"]["uid"]), [], "and nothing is created")
+
+
+def test_rotation(t, env, ctl):
+    # The cloud now accepts only the new token; the Secret is rotated to it.
+    env.c.settings(hetzner_tokens=[TOKEN_B])
+    put_secret(env, "creds-a", {"token": TOKEN_B, "endpoint": env.c.url + "/v1"})
+    put_secret(env, "creds-late", {"token": TOKEN_B, "endpoint": env.c.url + "/v1"})
+    env.machine("sa2", extra_spec=ref("creds-a"))
+    t.ok(wait_for(lambda: env.ready("sa2"), 40), "a create after a rotation uses the new token",
+         ctl.output()[-2000:])
+    for n in ("sa1", "sa2", "sk1", "sm1"):
+        env.delete(n)
+    t.ok(wait_for(lambda: all(env.gone(n) for n in ("sa1", "sa2", "sm1")), 60),
+         "machines of the rotated Secret are deleted with the new token", ctl.output()[-2000:])
+
+
+def test_no_secret_leaks(t, env, ctl):
+    out = ctl.output()
+    t.ok(TOKEN_A not in out and TOKEN_B not in out, "no token in the controller's log")
+    verbs = {a.get("verb") for a in env.k.audit() if a.get("user") == USER and a.get("resource") == "secrets"}
+    t.eq(verbs, {"get"}, "Secrets are only read with GET (no list, no watch)")
+
+
+def main():
+    t = Tap()
+    if FakeKube is None:
+        t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+            c.settings(build_seconds=0.3, action_seconds=0.2, hetzner_tokens=[TOKEN_A])
+            env = CapiEnv(k, c, tmp)
+            env.setup()
+            env.cluster("c1")
+            ctl = Controller(k, tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+            try:
+                t.run(test_secret_credentials, env, ctl)
+                t.run(test_missing_secret, env, ctl)
+                t.run(test_refused_secret, env, ctl)
+                t.run(test_rotation, env, ctl)
+                t.run(test_no_secret_leaks, env, ctl)
+            finally:
+                ctl.stop()
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""cloudnode-controller after a clusterctl move: the CloudnodeMachine is recreated with a new UID
+but names its server (spec.providerID, and status.instanceID when the status moved too). The
+controller relabels that server with the new UID (migrate_uid: PUT /servers/{id}) instead of
+creating a second one, and deletion afterwards still finds it."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+
+try:
+    from cncapi import CNM, MERGE, RBAC, CapiEnv, Controller, wait_for  # noqa: E402
+    from fakecloud import FakeCloud  # noqa: E402
+    from fakekube import FakeKube  # noqa: E402
+except ImportError as e:
+    FakeKube = None
+    IMPORT_ERROR = str(e)
+
+
+def hetzner(env):
+    return Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+
+
+def move(env, name, keep_status):
+    """What clusterctl move leaves behind in the target: the same object under a new UID."""
+    old = env.get(name)
+    env.k.api("PATCH", CNM + "/" + name, {"metadata": {"finalizers": None}}, MERGE)
+    env.k.api("DELETE", CNM + "/" + name)
+    wait_for(lambda: env.gone(name), 10)
+    meta = {k: old["metadata"][k] for k in ("name", "labels", "ownerReferences", "annotations")
+            if k in old["metadata"]}
+    code, new = env.k.api("POST", CNM, {"apiVersion": old["apiVersion"], "kind": old["kind"], "metadata": meta,
+                                        "spec": old["spec"]})
+    assert code == 201, new
+    if keep_status:
+        env.k.api("PATCH", CNM + "/" + name + "/status", {"status": old["status"]}, MERGE)
+    return old, new
+
+
+def creates(env, mark):
+    return [r for r in env.c.requests()[mark:] if r.get("method") == "POST" and r.get("path") == "/v1/servers"]
+
+
+def check_move(t, env, name, keep_status):
+    what = "with its status" if keep_status else "without its status"
+    ctl = hetzner(env)
+    try:
+        env.machine(name)
+        t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready" % name, ctl.output()[-2000:])
+    finally:
+        ctl.stop()
+    old, new = move(env, name, keep_status)
+    servers = env.servers(old["metadata"]["uid"])
+    t.eq(len(servers), 1, "%s: one server under the old UID" % name)
+    mark = len(env.c.requests())
+    ctl = hetzner(env)
+    try:
+        t.ok(wait_for(lambda: env.ready(name) and env.servers(new["metadata"]["uid"]), 40),
+             "moved %s: ready again" % what, ctl.output()[-2000:])
+        t.eq([s["id"] for s in env.servers(new["metadata"]["uid"])], [s["id"] for s in servers],
+             "moved %s: the same server now carries the new UID" % what)
+        t.eq(env.servers(old["metadata"]["uid"]), [], "moved %s: and no longer the old one" % what)
+        t.eq(creates(env, mark), [], "moved %s: no second server created" % what)
+        labels = env.servers(new["metadata"]["uid"])[0].get("labels") if env.servers(new["metadata"]["uid"]) else {}
+        t.ok("cloudnode.io/machine-uid" in labels, "the UID label is set", labels)
+        t.eq(env.get(name)["spec"]["providerID"], old["spec"]["providerID"], "providerID unchanged")
+        env.delete(name)
+        t.ok(wait_for(lambda: env.gone(name), 40), "moved %s: deleted" % what)
+        t.eq(env.servers(new["metadata"]["uid"]), [], "moved %s: with its server" % what)
+    finally:
+        ctl.stop()
+
+
+def test_move_with_status(t, env):
+    check_move(t, env, "mv1", True)
+
+
+def test_move_without_status(t, env):
+    check_move(t, env, "mv2", False)
+
+
+def main():
+    t = Tap()
+    if FakeKube is None:
+        t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+            c.settings(build_seconds=0.3, action_seconds=0.2)
+            env = CapiEnv(k, c, tmp)
+            env.setup()
+            env.cluster("c1")
+            t.run(test_move_with_status, env)
+            t.run(test_move_without_status, env)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
