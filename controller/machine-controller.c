@@ -80,6 +80,7 @@ struct MachineState {
         bool cleaning;          /* the timer armed, if any, belongs to the deletion */
         bool awaiting_credentials; /* a credentials Secret read will queue it */
         bool missed;            /* an event came while busy: look again once the call is done */
+        char *failed_uid;       /* a terminal failure of this object is written: nothing more */
 };
 
 static void schedule(MachineController *mc) {
@@ -104,6 +105,7 @@ static MachineState *state_free(MachineState *s) {
         free(s->namespace);
         free(s->name);
         free(s->uid);
+        free(s->failed_uid);
         free(s);
         return NULL;
 }
@@ -312,6 +314,8 @@ static void set_failed(MachineState *s, const char *reason, const char *message)
         _cleanup_json_ json_object *patch = NULL;
         json_object *cnm = lookup_infra_machine(s);
 
+        free(s->failed_uid);
+        s->failed_uid = s->uid ? strdup(s->uid) : NULL;
         if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return;
         (void) cn_json_set_string(patch, reason, "status", "failureReason", NULL);
@@ -602,6 +606,11 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         if (cluster_name)
                 cluster = cn_kube_informer_lookup(mc->clusters, s->namespace, cluster_name);
         step = cn_machine_next_step(cnm, machine, cluster, false);
+        /* Until the failure shows in the cache, a pass would see the machine as before and try
+         * again (a second create of an invalid spec); deletion still proceeds. */
+        if (s->failed_uid && streq(s->failed_uid, strempty(cn_json_string(cnm, "metadata", "uid", NULL))) &&
+            step != CN_MACHINE_CLEANUP && step != CN_MACHINE_REMOVE_FINALIZER && step != CN_MACHINE_GONE)
+                return;
         log_debug("CloudnodeMachine %s/%s: %s", s->namespace, s->name, cn_machine_step_to_string(step));
 
         free(s->uid);

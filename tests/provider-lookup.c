@@ -6,6 +6,9 @@
  * CALL: metadata | exists | shutdown; KEY: a providerID (contains "://") or a Node name.
  * CALL "wait" (any KEY) prints {"call":"wait"} and reads a line from stdin before going on, so a
  * test can change the cloud between two calls of one provider object.
+ * Machine calls (lib/provider-machine.h): "machine-get" and "cleanup" with KEY NAME,UID;
+ * "migrate" with KEY PROVIDERID,OLD-UID,NEW-UID (OLD-UID may be empty). They print the error
+ * result and the instance view ("instance") or "done".
  * Calls run one after another on one provider object (so tokens are reused as in the daemon). */
 #include "cloud-config.h"
 #include "http.h"
@@ -51,6 +54,44 @@ static void on_bool(CnProvider *p, const CnProviderResult *res, bool value, void
 
         put_result(run, res);
         json_object_object_add(run->out, "value", json_object_new_boolean(value));
+}
+
+static void on_machine(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        Run *run = userdata;
+
+        put_result(run, res);
+        if (instance)
+                json_object_object_add(run->out, "instance", json_object_get(instance));
+}
+
+static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
+        Run *run = userdata;
+
+        put_result(run, res);
+        json_object_object_add(run->out, "done", json_object_new_boolean(done));
+}
+
+/* KEY of a machine call: comma-separated fields, in place. */
+static int machine_call(CnProvider *p, const char *call, char *key, Run *run, CnProviderCall **ret) {
+        char *f[3] = {};
+        size_t n = 0;
+
+        for (char *k = key; k && n < ELEMENTSOF(f); n++) {
+                f[n] = k;
+                k = strchr(k, ',');
+                if (k)
+                        *k++ = 0;
+        }
+        if (streq(call, "machine-get") && n == 2)
+                return cn_provider_machine_get(p, &(CnProviderMachine) { .name = f[0], .uid = f[1] }, on_machine, run,
+                                               ret);
+        if (streq(call, "cleanup") && n == 2)
+                return cn_provider_machine_cleanup(p, &(CnProviderMachine) { .name = f[0], .uid = f[1] }, on_cleanup,
+                                                   run, ret);
+        if (streq(call, "migrate") && n == 3)
+                return cn_provider_migrate_uid(p, &(CnProviderMachine) { .provider_id = f[0], .uid = f[1] }, f[2],
+                                               on_machine, run, ret);
+        return -EINVAL;
 }
 
 int main(int argc, char *argv[]) {
@@ -99,7 +140,9 @@ int main(int argc, char *argv[]) {
                 else
                         ref.name = argv[a + 1];
                 json_object_object_add(run.out, "call", json_object_new_string(argv[a]));
-                if (streq(argv[a], "metadata"))
+                if (streq(argv[a], "machine-get") || streq(argv[a], "cleanup") || streq(argv[a], "migrate"))
+                        r = machine_call(p, argv[a], argv[a + 1], &run, &call);
+                else if (streq(argv[a], "metadata"))
                         r = cn_provider_instance_metadata(p, &ref, on_instance, &run, &call);
                 else if (streq(argv[a], "exists"))
                         r = cn_provider_instance_exists(p, &ref, on_bool, &run, &call);

@@ -8,22 +8,33 @@ server already carrying the UID adopted instead of created, two servers with one
 and SIGKILL at random points of create and delete without duplicate or orphaned servers.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, build  # noqa: E402
 
 try:
     from capimachines import (Env, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
-                              test_out_of_band_delete, test_rate_limited, machine_env, wait_for)
+                              test_out_of_band_delete, test_rate_limited, test_two_replicas,
+                              test_wait_for_bootstrap, machine_env, wait_for)
 except ImportError as e:
     machine_env = None
     IMPORT_ERROR = str(e)
 
 UID_LABEL = "cloudnode.io/machine-uid"
+EEXIST, ENOENT = 17, 2
+
+
+def provider_calls(env, *args):
+    """The provider's machine calls through tests/provider-lookup, one JSON result per call."""
+    out = subprocess.run([build("tests", "provider-lookup"), "openstack", env.conf] + list(args),
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def failure(env, name):
@@ -146,6 +157,44 @@ def test_adopt_and_multiple(t, env):
         env.c.remove_instance(i["id"])
 
 
+def test_provider_calls(t, env):
+    """migrate_uid, a Nova 401 in a machine call, cleanup: the provider's calls on their own."""
+    c = env.c
+    srv = c.add_instance({"platform": "openstack", "name": "mg", "labels": {UID_LABEL: "u1", "team": "x"}})
+    pid = "openstack:///%s" % srv["id"]
+    r1, r2, r3, r4 = provider_calls(env, "migrate", "%s,u1,u2" % pid, "migrate", "%s,u1,u2" % pid,
+                                    "migrate", "%s,wrong,u3" % pid, "migrate", "openstack:///nosuch,,u3")
+    t.eq((r1["error"], r1.get("instance", {}).get("id")), (0, srv["id"]), "migrate_uid rewrites the server's UID")
+    t.eq(c.get_instance(srv["id"])["labels"], {UID_LABEL: "u2", "team": "x"},
+         "in its metadata, keeping the other items")
+    t.eq(r2["error"], 0, "a repeated migrate_uid finds it done")
+    t.eq(r3["error"], -EEXIST, "a server carrying another machine's UID is refused")
+    t.eq(c.get_instance(srv["id"])["labels"][UID_LABEL], "u2", "and left alone")
+    t.eq(r4["class"], "not-found", "migrate_uid of a missing server is not-found")
+
+    # Nova refuses the token the first call cached: the second call fetches one more, once.
+    p = subprocess.Popen([build("tests", "provider-lookup"), "openstack", env.conf, "machine-get", "mg,u2",
+                          "wait", "-", "machine-get", "mg,u2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    g1 = json.loads(p.stdout.readline())
+    p.stdout.readline()
+    before = len(c.requests())
+    c.fail({"service": "compute", "status": 401, "count": 1})
+    g2 = json.loads(p.communicate("\n", timeout=60)[0].splitlines()[0])
+    c.clear_faults()
+    tokens = [r for r in c.requests()[before:] if r.get("path", "").endswith("/v3/auth/tokens")]
+    t.eq((g1["error"], g2["error"], g2.get("instance", {}).get("id")), (0, 0, srv["id"]),
+         "a token Nova rejects is renewed in a machine call")
+    t.eq(len(tokens), 1, "with one token more")
+    d1, = provider_calls(env, "cleanup", "mg,u2")
+    t.eq((d1["error"], d1["done"]), (0, False), "cleanup deletes and is not done until Nova lists it no more")
+    d2 = wait_for(lambda: provider_calls(env, "cleanup", "mg,u2")[0]["done"], 10)
+    t.ok(d2, "then done")
+    deletes = [r for r in c.requests()[before:] if r.get("method") == "DELETE"]
+    t.eq(len(deletes), 1, "with one DELETE")
+    d3, = provider_calls(env, "cleanup", "never,u9")
+    t.eq((d3["error"], d3["done"]), (0, True), "a server that is gone already is done")
+
+
 def main():
     t = Tap()
     if machine_env is None:
@@ -159,6 +208,9 @@ def main():
         t.run(test_out_of_band_delete, env)
         t.run(test_rate_limited, env)
         t.run(test_adopt_and_multiple, env)
+        t.run(test_provider_calls, env)
+        t.run(test_wait_for_bootstrap, env)
+        t.run(test_two_replicas, env)
         t.run(test_kill_points, env)
     return t.done()
 
