@@ -68,6 +68,7 @@ struct MachineState {
         char *uid;
         bool seen;
         bool missed;            /* an event came while busy: look again once the call is done */
+        char *failed_uid;       /* a terminal failure of this object is written: nothing more */
 };
 
 static void schedule(MachineController *mc) {
@@ -84,6 +85,7 @@ static MachineState *state_free(MachineState *s) {
         free(s->namespace);
         free(s->name);
         free(s->uid);
+        free(s->failed_uid);
         free(s);
         return NULL;
 }
@@ -187,6 +189,8 @@ static void set_failed(MachineState *s, const char *reason, const char *message)
         json_object *cnm = lookup_infra_machine(s);
 
         log_warning("CloudnodeMachine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
+        free(s->failed_uid);
+        s->failed_uid = s->uid ? strdup(s->uid) : NULL;
         if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return;
         (void) cn_json_set_string(patch, reason, "status", "failureReason", NULL);
@@ -469,6 +473,11 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         if (cluster_name)
                 cluster = cn_kube_informer_lookup(mc->clusters, s->namespace, cluster_name);
         step = cn_machine_next_step(cnm, machine, cluster, false);
+        /* Until the failure shows in the cache, a pass would see the machine as before and try
+         * again (a second create of an invalid spec); deletion still proceeds. */
+        if (s->failed_uid && streq(s->failed_uid, strempty(cn_json_string(cnm, "metadata", "uid", NULL))) &&
+            step != CN_MACHINE_CLEANUP && step != CN_MACHINE_REMOVE_FINALIZER && step != CN_MACHINE_GONE)
+                return;
         log_debug("CloudnodeMachine %s/%s: %s", s->namespace, s->name, cn_machine_step_to_string(step));
 
         free(s->uid);

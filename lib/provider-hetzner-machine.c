@@ -317,7 +317,6 @@ int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char
         for (size_t i = 0; i < n; i++) {
                 json_object *loc = json_object_array_get_idx(locations, i);
                 const char *name = cn_json_string(loc, "name", NULL), *zone = cn_json_string(loc, "network_zone", NULL);
-                _cleanup_json_ json_object *fd = NULL;
                 int r;
 
                 if (isempty(name))
@@ -326,24 +325,11 @@ int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char
                  * region names either a network zone or one location. */
                 if (!isempty(region) && !streq(name, region) && !(zone && streq(zone, region)))
                         continue;
-                fd = json_object_new_object();
-                if (!fd)
-                        return -ENOMEM;
-                r = cn_json_set_string(fd, name, "name", NULL);
-                if (r >= 0)
-                        r = cn_json_set(fd, json_object_new_boolean(true), "controlPlane", NULL);
-                if (r >= 0)
-                        r = cn_json_set(fd, json_object_new_object(), "attributes", NULL);
-                if (r >= 0 && zone)
-                        r = cn_json_set_string(fd, zone, "attributes", "networkZone", NULL);
-                if (r >= 0 && cn_json_string(loc, "country", NULL))
-                        r = cn_json_set_string(fd, cn_json_string(loc, "country", NULL), "attributes", "country", NULL);
-                if (r >= 0 && cn_json_string(loc, "city", NULL))
-                        r = cn_json_set_string(fd, cn_json_string(loc, "city", NULL), "attributes", "city", NULL);
+                r = cn_provider_failure_domain_add(list, name, (const char *const[]) {
+                        "networkZone", zone, "country", cn_json_string(loc, "country", NULL),
+                        "city", cn_json_string(loc, "city", NULL), NULL });
                 if (r < 0)
                         return r;
-                if (json_object_array_add(list, TAKE_PTR(fd)) < 0)
-                        return -ENOMEM;
         }
         *ret = TAKE_PTR(list);
         return 0;

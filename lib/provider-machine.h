@@ -76,6 +76,10 @@ const char *cn_provider_openstack_server_id(const char *provider_id, bool bare_o
 /* The [Global] settings in effect, as {"Global": {key: value}} (holds the secret). Borrowed. */
 json_object *cn_provider_openstack_settings(CnProvider *p);
 
+/* GET /os-availability-zone's body as failure domains: the available zones, with the region as
+ * an attribute. */
+int cn_provider_openstack_failure_domains_parse(json_object *body, const char *region, json_object **ret);
+
 /* lib/provider-openstack-machine.c */
 int cn_provider_openstack_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec);
 int cn_provider_openstack_validate(CnProvider *p, json_object *spec, char **ret_reason);

@@ -663,6 +663,106 @@ static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnP
         return cn_provider_openstack_authorize(call, &l->auth);
 }
 
+/* ---- failure domains: the availability zones ---- */
+
+int cn_provider_openstack_failure_domains_parse(json_object *body, const char *region, json_object **ret) {
+        _cleanup_json_ json_object *list = json_object_new_array();
+        json_object *zones = cn_json_get(body, "availabilityZoneInfo", NULL);
+
+        if (!list)
+                return -ENOMEM;
+        if (!zones || !json_object_is_type(zones, json_type_array))
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(zones); i++) {
+                json_object *z = json_object_array_get_idx(zones, i), *up = cn_json_get(z, "zoneState", "available", NULL);
+                const char *name = cn_json_string(z, "zoneName", NULL);
+                int r;
+
+                if (isempty(name))
+                        return -EBADMSG;
+                /* A zone whose hosts are all disabled takes no servers. */
+                if (!up || !json_object_get_boolean(up))
+                        continue;
+                r = cn_provider_failure_domain_add(list, name, (const char *const[]) { "region", region, NULL });
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(list);
+        return 0;
+}
+
+typedef struct ZonesCall {
+        CnOpenStackAuth auth; /* first: the call's state is its auth */
+        char *region;         /* the cluster's spec.region */
+} ZonesCall;
+
+static void zones_call_free(void *p) {
+        ZonesCall *z = p;
+
+        if (z)
+                free(z->region);
+        free(z);
+}
+
+static void zones_fail(CnProviderCall *call, const CnProviderResult *res) {
+        cn_provider_call_finish_machine(call, res, NULL);
+}
+
+static void on_zones(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
+        ZonesCall *z = cn_provider_call_get_state(call);
+        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
+        json_object *list = NULL;
+
+        if (cn_provider_openstack_reauthorize(call, &z->auth, reply))
+                return;
+        /* Zones are the credentials' region's: a cluster meant for another region would get
+         * failure domains its machines cannot use. (Checked on the answer: a call never finishes
+         * before its start returns.) */
+        if (res.error >= 0 && z->region && o->region && !streq(z->region, o->region))
+                res = (CnProviderResult) { .error = -EINVAL,
+                                           .message = "the cluster's region is not the cloud config's region" };
+        if (res.error >= 0) {
+                res.error = cn_provider_openstack_failure_domains_parse(reply->body, o->region, &list);
+                if (res.error < 0)
+                        res.message = "unexpected availability zone list from the Nova API";
+                else if (json_object_array_length(list) == 0) {
+                        json_object_put(TAKE_PTR(list));
+                        res = (CnProviderResult) { .error = -EINVAL, .message = "no available compute zone" };
+                }
+        }
+        cn_provider_call_finish_machine(call, &res, list);
+}
+
+static int zones_next(CnProviderCall *call) {
+        CnProviderHttpOptions opts = {};
+        _cleanup_free_ char *url = NULL;
+        const char *compute = cn_provider_openstack_nova(cn_provider_call_provider(call), &opts);
+
+        opts.operation = "failure_domains";
+        if (asprintf(&url, "%s/os-availability-zone", compute) < 0)
+                return -ENOMEM;
+        return cn_provider_call_http(call, "GET", url, &opts, on_zones, NULL);
+}
+
+static int start_zones(CnProviderCall *call, void *arg) {
+        const char *region = arg;
+        ZonesCall *z = calloc(1, sizeof(ZonesCall));
+
+        if (!z)
+                return -ENOMEM;
+        cn_provider_call_set_state(call, z, zones_call_free);
+        z->auth = (CnOpenStackAuth) { .next = zones_next, .fail = zones_fail };
+        if (!isempty(region) && !(z->region = strdup(region)))
+                return -ENOMEM;
+        return cn_provider_openstack_authorize(call, &z->auth);
+}
+
+static int openstack_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
+                                     CnProviderCall **ret) {
+        return cn_provider_start_machine_call(p, cb, NULL, userdata, start_zones, (void *) region, ret);
+}
+
 const CnProviderOps cn_provider_openstack_ops = {
         .name = "openstack",
         .size = sizeof(OpenStack),
@@ -677,4 +777,5 @@ const CnProviderOps cn_provider_openstack_ops = {
         .metrics_labels = cn_provider_openstack_metrics_labels,
         .migrate_uid = cn_provider_openstack_migrate_uid,
         .cloud_config = cn_provider_openstack_cloud_config,
+        .failure_domains = openstack_failure_domains,
 };

@@ -512,6 +512,25 @@ int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMac
         return p->ops->failure_domains ? p->ops->failure_domains(p, region, cb, userdata, ret) : -EOPNOTSUPP;
 }
 
+int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes) {
+        _cleanup_json_ json_object *fd = json_object_new_object();
+        int r;
+
+        if (!fd)
+                return -ENOMEM;
+        r = cn_json_set_string(fd, name, "name", NULL);
+        if (r >= 0)
+                r = cn_json_set(fd, json_object_new_boolean(true), "controlPlane", NULL);
+        if (r >= 0)
+                r = cn_json_set(fd, json_object_new_object(), "attributes", NULL);
+        for (const char *const *a = attributes; r >= 0 && a && a[0]; a += 2)
+                if (!isempty(a[1]))
+                        r = cn_json_set_string(fd, a[1], "attributes", a[0], NULL);
+        if (r < 0)
+                return r;
+        return json_object_array_add(list, TAKE_PTR(fd)) < 0 ? -ENOMEM : 0;
+}
+
 /* ---- HTTP ---- */
 
 static int status_to_errno(long status) {

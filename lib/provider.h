@@ -233,6 +233,10 @@ int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb,
 void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance);
 void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done);
 
+/* Appends the failure domain {"name", "controlPlane": true, "attributes"} to list; attributes are
+ * key, value pairs up to a NULL key (empty or NULL values left out). */
+int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes);
+
 /* URL-escapes one query value or path segment. */
 char *cn_provider_escape(const char *s);
 

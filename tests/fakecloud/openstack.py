@@ -191,6 +191,17 @@ def nova_error(status, message):
     return json_response({names.get(status, "computeFault"): {"code": status, "message": message}}, status)
 
 
+# The compute availability zones of the fake region: "nova" (Nova's default) and two more, one of
+# them unavailable (a zone whose hosts are all disabled).
+AVAILABILITY_ZONES = [("nova", True), ("az-2", True), ("az-maintenance", False)]
+
+
+def availability_zones():
+    """GET /os-availability-zone as a project user sees it (hosts only for admins)."""
+    return json_response({"availabilityZoneInfo": [
+        {"zoneName": name, "zoneState": {"available": up}, "hosts": None} for name, up in AVAILABILITY_ZONES]})
+
+
 class Nova:
     def __init__(self, state):
         self.state = state
@@ -247,6 +258,8 @@ class Nova:
     def route(self, req, parts, token, base):
         m = req.method
         now = time.time()
+        if parts == ["os-availability-zone"] and m == "GET":
+            return availability_zones()
         if parts == ["servers"] and m == "POST":
             return self.create(req, token, base, now)
         if parts in (["servers"], ["servers", "detail"]) and m == "GET":

@@ -17,7 +17,8 @@ from cntap import Tap  # noqa: E402
 
 try:
     from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
-    from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+    from capimachines import machine_env  # noqa: E402
+    from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
     from fakekube import FakeKube  # noqa: E402
 except ImportError as e:
     FakeKube = None
@@ -211,6 +212,44 @@ def test_unauthorized(t, env):
         ctl.stop()
 
 
+def nova_zones(env):
+    """The availability zones the fake Nova itself lists, for comparison."""
+    scoped = {"name": OPENSTACK_USER["project"], "domain": {"name": OPENSTACK_USER["domain"]}}
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": OPENSTACK_USER["name"], "password": OPENSTACK_USER["password"],
+        "domain": {"name": OPENSTACK_USER["domain"]}}}}, "scope": {"project": scoped}}}
+    req = urllib.request.Request(env.c.url + "/v3/auth/tokens", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        token = r.headers["X-Subject-Token"]
+    req = urllib.request.Request(env.c.url + "/compute/v2.1/os-availability-zone", headers={"X-Auth-Token": token})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["availabilityZoneInfo"]
+
+
+def test_openstack(t, tmp):
+    with machine_env(os.path.join(tmp, "openstack"), provider="openstack") as env:
+        ctl = env.controller()
+        try:
+            c = env.cluster("os1")
+            make_cnc(env, "os1", owner=c, spec={"provider": "openstack"})
+            o = wait_for(lambda: provisioned(env, "os1"), 30) or {}
+            t.ok(o, "OpenStack: provisioned", ctl.output()[-2000:])
+            fds = (o.get("status") or {}).get("failureDomains", [])
+            zones = nova_zones(env)
+            want = [z["zoneName"] for z in zones if z["zoneState"]["available"]]
+            t.ok(len(want) < len(zones), "(the fake has an unavailable zone)")
+            t.eq([fd["name"] for fd in fds], want, "failure domains are the available availability zones")
+            t.eq({(fd.get("attributes") or {}).get("region") for fd in fds}, {"RegionOne"},
+                 "with the cloud config's region")
+            c = env.cluster("os2")
+            make_cnc(env, "os2", owner=c, spec={"provider": "openstack", "region": "RegionTwo"})
+            t.eq(wait_for(lambda: condition(env.obj(CNC, "os2"), "Ready"), 30), "InvalidConfiguration",
+                 "a region other than the cloud config's is a terminal condition")
+        finally:
+            ctl.stop()
+
+
 def test_rate_limited(t, env):
     env.c.throttle("hetzner", count=3)
     ctl = hetzner(env)
@@ -242,6 +281,7 @@ def main():
             t.run(test_delete, env)
             t.run(test_other_provider, env)
             t.run(test_rate_limited, env)
+        t.run(test_openstack, tmp)
     return t.done()
 
 

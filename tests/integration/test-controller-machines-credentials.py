@@ -15,7 +15,8 @@ from cntap import Tap  # noqa: E402
 
 try:
     from cncapi import CNC, RBAC, SECRETS, USER, CapiEnv, Controller, condition, wait_for  # noqa: E402
-    from fakecloud import FakeCloud  # noqa: E402
+    from capimachines import machine_env  # noqa: E402
+    from fakecloud import OPENSTACK_USER, FakeCloud  # noqa: E402
     from fakekube import FakeKube  # noqa: E402
 except ImportError as e:
     FakeKube = None
@@ -110,6 +111,42 @@ def test_no_secret_leaks(t, env, ctl):
     t.eq(verbs, {"get"}, "Secrets are only read with GET (no list, no watch)")
 
 
+def test_openstack(t, tmp):
+    """OpenStack: the controller's own cloud config has a wrong password; a Secret of [Global]
+    settings carries the right one."""
+    with machine_env(os.path.join(tmp, "openstack"), provider="openstack") as env:
+        bad = os.path.join(tmp, "openstack-bad.conf")
+        with open(env.conf) as f, open(os.open(bad, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+            out.write(f.read().replace(OPENSTACK_USER["password"], "wrong-password"))
+        put_secret(env, "os-creds", {
+            "auth-url": env.c.url + "/v3", "username": OPENSTACK_USER["name"],
+            "password": OPENSTACK_USER["password"], "user-domain-name": OPENSTACK_USER["domain"],
+            "project-name": OPENSTACK_USER["project"], "project-domain-name": OPENSTACK_USER["domain"],
+            "region": "RegionOne"})
+        ctl = Controller(env.k, env.tmp, ["--machine-provider", "openstack", "--machine-cloud-config", bad])
+        try:
+            env.machine("os1", extra_spec=ref("os-creds"))
+            t.ok(wait_for(lambda: env.ready("os1"), 40), "OpenStack: a machine with a Secret gets ready",
+                 ctl.output()[-2000:])
+            env.machine("os2")
+            t.eq(wait_for(lambda: failure(env, "os2"), 30), "Unauthorized",
+                 "OpenStack: without it, the controller's (wrong) password is refused")
+            c = env.cluster("osc")
+            env.k.api("POST", CNC, {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                    "kind": "CloudnodeCluster",
+                                    "metadata": {"name": "osc", "ownerReferences": [
+                                        {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                         "name": "osc", "uid": c["metadata"]["uid"]}]},
+                                    "spec": dict({"provider": "openstack"}, **ref("os-creds"))})
+            t.ok(wait_for(lambda: (((env.obj(CNC, "osc") or {}).get("status") or {}).get("initialization") or {})
+                          .get("provisioned"), 30), "OpenStack: a CloudnodeCluster with the Secret is provisioned")
+            env.delete("os1")
+            t.ok(wait_for(lambda: env.gone("os1"), 40), "OpenStack: deleted with the Secret's credentials")
+            t.ok(OPENSTACK_USER["password"] not in ctl.output(), "OpenStack: the password is not logged")
+        finally:
+            ctl.stop()
+
+
 def main():
     t = Tap()
     if FakeKube is None:
@@ -129,6 +166,7 @@ def main():
                 t.run(test_no_secret_leaks, env, ctl)
             finally:
                 ctl.stop()
+        t.run(test_openstack, tmp)
     return t.done()
 
 

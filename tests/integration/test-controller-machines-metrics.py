@@ -89,6 +89,7 @@ def test_lifecycle_metrics(t, env):
              "all phases back to zero", phases(ctl))
 
         c = calls(ctl)
+        t.eq(c.get(("machine_create", "terminal")), 1, "an invalid spec is sent to the cloud once, however busy")
         seen = our_requests(env)
         # A lookup still in flight when its machine leaves the cache is cancelled and has no result
         # to count; creates and deletes are never cancelled that way and add up exactly.

@@ -148,6 +148,25 @@ static void test_hetzner_failure_domains(void) {
         TAP_EQ_INT(cn_provider_hetzner_failure_domains_parse(NULL, NULL, &x), -EBADMSG, "missing");
 }
 
+static void test_openstack_failure_domains(void) {
+        _cleanup_json_ json_object *body = parse(
+                "{\"availabilityZoneInfo\":[{\"zoneName\":\"nova\",\"zoneState\":{\"available\":true},\"hosts\":null},"
+                "{\"zoneName\":\"az-down\",\"zoneState\":{\"available\":false},\"hosts\":null},"
+                "{\"zoneName\":\"az-2\",\"zoneState\":{\"available\":true},\"hosts\":null},"
+                "{\"zoneName\":\"az-nostate\"}]}");
+        _cleanup_json_ json_object *noname = parse("{\"availabilityZoneInfo\":[{\"zoneState\":{\"available\":true}}]}");
+        _cleanup_json_ json_object *empty = parse("{}"), *list = NULL, *x = NULL;
+
+        TAP_EQ_INT(cn_provider_openstack_failure_domains_parse(body, "RegionOne", &list), 0, "availability zones");
+        TAP_EQ_INT((int) json_object_array_length(list), 2, "only the available ones");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(list, 1), "name", NULL), "az-2", "named by zone");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(list, 0), "attributes", "region", NULL), "RegionOne",
+                   "region attribute");
+        TAP_OK(cn_capi_is_true(json_object_array_get_idx(list, 0), "controlPlane", NULL), "control plane allowed");
+        TAP_EQ_INT(cn_provider_openstack_failure_domains_parse(noname, NULL, &x), -EBADMSG, "a zone without a name");
+        TAP_EQ_INT(cn_provider_openstack_failure_domains_parse(empty, NULL, &x), -EBADMSG, "no zone list");
+}
+
 static void test_hetzner_server_id(void) {
         int64_t id = 0;
 
@@ -265,6 +284,7 @@ int main(void) {
         test_status_patch();
         test_hetzner_failure_domains();
         test_hetzner_server_id();
+        test_openstack_failure_domains();
         test_hetzner_cloud_config();
         test_credentials_secret();
         return tap_done();
