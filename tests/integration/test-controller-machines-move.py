@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """cloudnode-controller after a clusterctl move: the CloudnodeMachine is recreated with a new UID
 but names its server (spec.providerID, and status.instanceID when the status moved too). The
-controller relabels that server with the new UID (migrate_uid: PUT /servers/{id}) instead of
-creating a second one, and deletion afterwards still finds it."""
+controller relabels that server with the new UID (migrate_uid: Hetzner PUT /servers/{id}, Nova
+POST /servers/{id}/metadata) instead of creating a second one, and deletion afterwards still finds
+it. Run for each provider with a machine lifecycle."""
 import os
 import sys
 import tempfile
@@ -11,16 +12,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap  # noqa: E402
 
 try:
-    from cncapi import CNM, MERGE, RBAC, CapiEnv, Controller, wait_for  # noqa: E402
-    from fakecloud import FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from capimachines import CNM, MERGE, machine_env, wait_for  # noqa: E402
 except ImportError as e:
-    FakeKube = None
+    machine_env = None
     IMPORT_ERROR = str(e)
-
-
-def hetzner(env):
-    return Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
 
 
 def move(env, name, keep_status):
@@ -40,12 +35,12 @@ def move(env, name, keep_status):
 
 
 def creates(env, mark):
-    return [r for r in env.c.requests()[mark:] if r.get("method") == "POST" and r.get("path") == "/v1/servers"]
+    return [r for r in env.c.requests()[mark:] if env.is_create(r)]
 
 
 def check_move(t, env, name, keep_status):
-    what = "with its status" if keep_status else "without its status"
-    ctl = hetzner(env)
+    what = "%s, with its status" % env.provider if keep_status else "%s, without its status" % env.provider
+    ctl = env.controller()
     try:
         env.machine(name)
         t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready" % name, ctl.output()[-2000:])
@@ -55,7 +50,7 @@ def check_move(t, env, name, keep_status):
     servers = env.servers(old["metadata"]["uid"])
     t.eq(len(servers), 1, "%s: one server under the old UID" % name)
     mark = len(env.c.requests())
-    ctl = hetzner(env)
+    ctl = env.controller()
     try:
         t.ok(wait_for(lambda: env.ready(name) and env.servers(new["metadata"]["uid"]), 40),
              "moved %s: ready again" % what, ctl.output()[-2000:])
@@ -83,14 +78,10 @@ def test_move_without_status(t, env):
 
 def main():
     t = Tap()
-    if FakeKube is None:
+    if machine_env is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.3, action_seconds=0.2)
-            env = CapiEnv(k, c, tmp)
-            env.setup()
-            env.cluster("c1")
+    for provider in ("hetzner", "openstack"):
+        with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider, 0.3, 0.2) as env:
             t.run(test_move_with_status, env)
             t.run(test_move_without_status, env)
     return t.done()

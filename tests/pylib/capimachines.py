@@ -13,7 +13,7 @@ import random
 import time
 
 import cncapi
-from cncapi import CLUSTERS, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
+from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
 from fakekube import FakeKube
 
