@@ -219,9 +219,11 @@ static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
 
         s->writes[slot] = cn_kube_request_free(s->writes[slot]);
         if (result->error < 0) {
-                /* Gone: the deleted event says so. Otherwise look again from the cache after a
-                 * backoff; the write is recomputed from whatever the object is then. */
-                if (result->error != -ENOENT) {
+                /* Gone: the next pass forgets the machine. Otherwise look again from the cache
+                 * after a backoff; the write is recomputed from whatever the object is then. */
+                if (result->error == -ENOENT)
+                        enqueue(s);
+                else {
                         log_debug_errno(result->error, "CloudnodeMachine %s/%s: write failed, retrying: %s",
                                         s->namespace, s->name, strna(result->message));
                         forget_writes(s);
@@ -250,27 +252,13 @@ static void on_object_written(CnKubeClient *c, const CnKubeResult *result, void 
         written(ASSERT_PTR(userdata), 1, result);
 }
 
-/* Whether applying the JSON merge patch to o would change it. */
-static bool patch_changes(json_object *o, json_object *patch) {
-        if (!json_object_is_type(patch, json_type_object) || !json_object_is_type(o, json_type_object))
-                return !cn_json_equal(o, patch);
-        json_object_object_foreach(patch, k, v) {
-                json_object *cur = NULL;
-                bool has = json_object_object_get_ex(o, k, &cur);
-
-                if (!v ? has : !has || patch_changes(cur, v))
-                        return true;
-        }
-        return false;
-}
-
 /* A merge patch of the CloudnodeMachine (subresource NULL or "status"), sent only when it changes
  * the cached object. Returns 0 when nothing needed writing, 1 when a write was started. */
 static int write_machine(MachineState *s, json_object *cnm, const char *subresource, json_object *patch) {
         size_t slot = subresource ? 0 : 1;
         int r;
 
-        if (cnm && !patch_changes(cnm, patch))
+        if (cnm && !cn_capi_patch_changes(cnm, patch))
                 return 0;
         /* Only one write per kind at a time; a newer one replaces a pending older one. */
         s->writes[slot] = cn_kube_request_free(s->writes[slot]);
@@ -780,6 +768,13 @@ static int on_reconcile(sd_event_source *es, void *userdata) {
                         continue;
                 }
                 s->queued = false;
+                if (!lookup_infra_machine(s) && writes_in_flight(s)) {
+                        /* The finalizer removal's response is usually still on its way when the
+                         * deletion event arrives: cancelling it would close the connection. */
+                        s->missed = true;
+                        p = &s->next;
+                        continue;
+                }
                 if (!lookup_infra_machine(s)) {
                         /* Gone from the cache: forget it (its calls are cancelled). */
                         *p = s->next;

@@ -66,6 +66,20 @@ static bool has_finalizer(json_object *o) {
         return cn_capi_has_finalizer(o, CN_MACHINE_FINALIZER);
 }
 
+bool cn_capi_patch_changes(json_object *o, json_object *patch) {
+        if (!json_object_is_type(patch, json_type_object) || !json_object_is_type(o, json_type_object))
+                return !cn_json_equal(o, patch);
+        json_object_object_foreach(patch, k, v) {
+                json_object *cur = NULL;
+                bool has = json_object_object_get_ex(o, k, &cur);
+
+                /* null deletes the member */
+                if (!v ? has : !has || cn_capi_patch_changes(cur, v))
+                        return true;
+        }
+        return false;
+}
+
 bool cn_capi_is_true(json_object *o, ...) {
         json_object *v;
         va_list ap;

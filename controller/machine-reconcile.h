@@ -54,6 +54,9 @@ bool cn_capi_is_true(json_object *o, ...) _sentinel_;
 const char *cn_capi_owner_name(json_object *o, const char *kind);
 /* Cluster spec.paused or the object's cluster.x-k8s.io/paused annotation */
 bool cn_capi_paused(json_object *object, json_object *cluster);
+/* whether applying the JSON merge patch (RFC 7386) to o would change it: writes that would not
+ * are skipped, since each write echoes back as a watch event */
+bool cn_capi_patch_changes(json_object *o, json_object *patch);
 
 /* The owner Machine's name from metadata.ownerReferences (kind Machine, group cluster.x-k8s.io). */
 const char *cn_machine_owner_name(json_object *infra_machine);

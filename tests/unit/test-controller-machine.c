@@ -82,5 +82,25 @@ int main(void) {
         TAP_OK(cn_json_equal(cn_json_get(patch, "status", "addresses", NULL), addrs), "addresses");
         TAP_EQ_STR(cn_json_string(json_object_array_get_idx(cn_json_get(patch, "status", "conditions", NULL), 0), "reason",
                                   NULL), "Provisioned", "Ready condition reason");
+
+        {
+                _cleanup_json_ json_object *live = parse(
+                        "{\"metadata\":{\"name\":\"x\"},\"status\":{\"ready\":true,\"instanceID\":\"42\","
+                        "\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.2\"}]}}");
+                _cleanup_json_ json_object *same = parse(
+                        "{\"status\":{\"ready\":true,\"addresses\":[{\"type\":\"ExternalIP\",\"address\":\"203.0.113.2\"}]}}");
+                _cleanup_json_ json_object *flip = parse("{\"status\":{\"ready\":false}}");
+                _cleanup_json_ json_object *shorter = parse("{\"status\":{\"addresses\":[]}}");
+                _cleanup_json_ json_object *added = parse("{\"spec\":{\"providerID\":\"hcloud://42\"}}");
+                _cleanup_json_ json_object *del_absent = parse("{\"status\":{\"failureReason\":null}}");
+                _cleanup_json_ json_object *del_present = parse("{\"status\":{\"instanceID\":null}}");
+
+                TAP_OK(!cn_capi_patch_changes(live, same), "a patch of values already there changes nothing");
+                TAP_OK(cn_capi_patch_changes(live, flip), "a changed value is a change");
+                TAP_OK(cn_capi_patch_changes(live, shorter), "a list is replaced as a whole");
+                TAP_OK(cn_capi_patch_changes(live, added), "a new member is a change");
+                TAP_OK(!cn_capi_patch_changes(live, del_absent), "deleting an absent member changes nothing");
+                TAP_OK(cn_capi_patch_changes(live, del_present), "deleting a present member is a change");
+        }
         return tap_done();
 }
