@@ -4,7 +4,13 @@
  * Crash safety comes from the provider: every create is preceded by a lookup of the instance by
  * the CloudnodeMachine's UID label, and the server carries that label from the create request on,
  * so a restart between create and status write adopts the server instead of creating another. At
- * most one cloud call per machine is in flight; a machine waiting for a retry has a timer. */
+ * most one cloud call per machine is in flight; a machine waiting for a retry has a timer.
+ *
+ * Work is per machine: an informer event queues only the CloudnodeMachines it concerns (the
+ * object itself, those owned by a changed Machine, those of a changed Cluster), and a timer queues
+ * its own machine, so the calls per machine do not grow with the number of machines. A write is
+ * made only when it changes the object, and until the cache shows the write's result the machine
+ * is not looked at again: acting on the stale copy would repeat the cloud call and the write. */
 #include <errno.h>
 #include <string.h>
 
@@ -20,6 +26,7 @@
 #include "machine-reconcile.h"
 #include "provider-machine.h"
 #include "provider.h"
+#include "string-util.h"
 
 #define POLL_BASE_USEC (500 * USEC_PER_MSEC)
 #define POLL_CAP_USEC (30 * USEC_PER_SEC)
@@ -66,7 +73,12 @@ struct MachineState {
         json_object *spec;      /* provider spec of the pass in flight */
         CnProvider *provider;   /* of its credentials (borrowed from mc->credentials) */
         char *uid;
-        bool seen;
+        CnKubeRequest *writes[2];       /* status and spec/metadata patches in flight */
+        char *stale_rv;         /* resourceVersion our last writes were based on */
+        uint64_t expect_rv;     /* highest resourceVersion the writes returned (0: unknown) */
+        bool queued;
+        bool cleaning;          /* the timer armed, if any, belongs to the deletion */
+        bool awaiting_credentials; /* a credentials Secret read will queue it */
         bool missed;            /* an event came while busy: look again once the call is done */
         char *failed_uid;       /* a terminal failure of this object is written: nothing more */
 };
@@ -75,11 +87,19 @@ static void schedule(MachineController *mc) {
         (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_ONESHOT);
 }
 
+static void enqueue(MachineState *s) {
+        s->queued = true;
+        schedule(s->mc);
+}
+
 static MachineState *state_free(MachineState *s) {
         if (!s)
                 return NULL;
         cn_provider_call_free(s->call);
         cn_kube_request_free(s->request);
+        for (size_t i = 0; i < ELEMENTSOF(s->writes); i++)
+                cn_kube_request_free(s->writes[i]);
+        free(s->stale_rv);
         sd_event_source_disable_unref(s->timer);
         json_object_put(s->spec);
         free(s->namespace);
@@ -90,12 +110,18 @@ static MachineState *state_free(MachineState *s) {
         return NULL;
 }
 
-static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
-        MachineState *s;
-
-        for (s = mc->states; s; s = s->next)
+static MachineState *state_find(MachineController *mc, const char *ns, const char *name) {
+        for (MachineState *s = mc->states; s; s = s->next)
                 if (streq(s->namespace, ns) && streq(s->name, name))
                         return s;
+        return NULL;
+}
+
+static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
+        MachineState *s = state_find(mc, ns, name);
+
+        if (s)
+                return s;
         s = calloc(1, sizeof(MachineState));
         if (!s)
                 return NULL;
@@ -110,12 +136,21 @@ static MachineState *state_get(MachineController *mc, const char *ns, const char
         return s;
 }
 
-static bool state_busy(MachineState *s) {
+static bool timer_armed(MachineState *s) {
         int enabled = SD_EVENT_OFF;
 
-        if (s->call || s->request)
-                return true;
         return s->timer && sd_event_source_get_enabled(s->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF;
+}
+
+static bool writes_in_flight(MachineState *s) {
+        for (size_t i = 0; i < ELEMENTSOF(s->writes); i++)
+                if (s->writes[i])
+                        return true;
+        return false;
+}
+
+static bool state_busy(MachineState *s) {
+        return s->call || s->request || writes_in_flight(s) || timer_armed(s);
 }
 
 /* Called when a call or request of this machine has completed: if a change was skipped while it
@@ -124,7 +159,7 @@ static bool state_busy(MachineState *s) {
 static void state_call_done(MachineState *s) {
         if (s->missed) {
                 s->missed = false;
-                schedule(s->mc);
+                enqueue(s);
         }
 }
 
@@ -132,13 +167,12 @@ static json_object *lookup_infra_machine(MachineState *s) {
         return cn_kube_informer_lookup(s->mc->infra_machines, s->namespace, s->name);
 }
 
-static void reconcile_one(MachineController *mc, MachineState *s);
-
 static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         MachineState *s = ASSERT_PTR(userdata);
 
         (void) sd_event_source_set_enabled(es, SD_EVENT_OFF);
-        reconcile_one(s->mc, s);
+        s->missed = false;
+        enqueue(s);
         return 0;
 }
 
@@ -154,15 +188,107 @@ static void retry_later(MachineState *s, usec_t min_delay) {
         (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
 }
 
-static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
-        if (result->error < 0)
-                log_debug_errno(result->error, "Machine write failed, the next event retries: %s",
-                                strna(result->message));
+static uint64_t object_rv(json_object *o) {
+        uint64_t v;
+
+        /* resourceVersions are opaque to clients, but every API server in use (etcd revisions, the
+         * fake's counter) makes them increasing integers; 0 turns the ordering check off. */
+        return cn_safe_atou64(strempty(cn_json_string(o, "metadata", "resourceVersion", NULL)), &v) >= 0 ? v : 0;
 }
 
-static int patch_status(MachineState *s, json_object *status_patch) {
-        return cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, "status",
-                             CN_KUBE_PATCH_MERGE, status_patch, on_written, NULL, NULL);
+static void forget_writes(MachineState *s) {
+        s->stale_rv = (free(s->stale_rv), NULL);
+        s->expect_rv = 0;
+}
+
+/* Whether the cached object predates the result of our last writes. */
+static bool cache_is_stale(MachineState *s, json_object *cnm) {
+        uint64_t rv = object_rv(cnm);
+
+        if (!s->stale_rv)
+                return false;
+        if (s->expect_rv > 0 && rv > 0 ? rv < s->expect_rv :
+                                         streq(s->stale_rv, strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL))))
+                return true;
+        forget_writes(s);
+        return false;
+}
+
+static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
+        uint64_t rv;
+
+        s->writes[slot] = cn_kube_request_free(s->writes[slot]);
+        if (result->error < 0) {
+                /* Gone: the deleted event says so. Otherwise look again from the cache after a
+                 * backoff; the write is recomputed from whatever the object is then. */
+                if (result->error != -ENOENT) {
+                        log_debug_errno(result->error, "CloudnodeMachine %s/%s: write failed, retrying: %s",
+                                        s->namespace, s->name, strna(result->message));
+                        forget_writes(s);
+                        retry_later(s, 0);
+                }
+                return;
+        }
+        rv = object_rv(result->object);
+        if (rv == 0 || (s->stale_rv && streq(s->stale_rv, strempty(cn_json_string(result->object, "metadata",
+                                                                                  "resourceVersion", NULL))))) {
+                /* No ordering to wait for, or the server found nothing to change (no event will
+                 * come): the cache is as current as it gets. */
+                forget_writes(s);
+                enqueue(s);
+                return;
+        }
+        s->expect_rv = MAX(s->expect_rv, rv);
+        state_call_done(s);
+}
+
+static void on_status_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        written(ASSERT_PTR(userdata), 0, result);
+}
+
+static void on_object_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        written(ASSERT_PTR(userdata), 1, result);
+}
+
+/* Whether applying the JSON merge patch to o would change it. */
+static bool patch_changes(json_object *o, json_object *patch) {
+        if (!json_object_is_type(patch, json_type_object) || !json_object_is_type(o, json_type_object))
+                return !cn_json_equal(o, patch);
+        json_object_object_foreach(patch, k, v) {
+                json_object *cur = NULL;
+                bool has = json_object_object_get_ex(o, k, &cur);
+
+                if (!v ? has : !has || patch_changes(cur, v))
+                        return true;
+        }
+        return false;
+}
+
+/* A merge patch of the CloudnodeMachine (subresource NULL or "status"), sent only when it changes
+ * the cached object. Returns 0 when nothing needed writing, 1 when a write was started. */
+static int write_machine(MachineState *s, json_object *cnm, const char *subresource, json_object *patch) {
+        size_t slot = subresource ? 0 : 1;
+        int r;
+
+        if (cnm && !patch_changes(cnm, patch))
+                return 0;
+        /* Only one write per kind at a time; a newer one replaces a pending older one. */
+        s->writes[slot] = cn_kube_request_free(s->writes[slot]);
+        r = cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, subresource,
+                          CN_KUBE_PATCH_MERGE, patch, slot == 0 ? on_status_written : on_object_written, s,
+                          &s->writes[slot]);
+        if (r < 0)
+                return r;
+        if (cnm && !s->stale_rv) {
+                s->stale_rv = strdup(strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL)));
+                if (!s->stale_rv)
+                        return -ENOMEM;
+        }
+        return 1;
+}
+
+static int patch_status(MachineState *s, json_object *cnm, json_object *status_patch) {
+        return write_machine(s, cnm, "status", status_patch);
 }
 
 /* A Ready=False condition with a reason, written only when it differs from the live one. */
@@ -181,21 +307,23 @@ static int set_waiting(MachineState *s, json_object *cnm, const char *reason, co
         }
         if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return -ENOMEM;
-        return patch_status(s, patch);
+        return patch_status(s, cnm, patch);
 }
 
 static void set_failed(MachineState *s, const char *reason, const char *message) {
         _cleanup_json_ json_object *patch = NULL;
         json_object *cnm = lookup_infra_machine(s);
 
-        log_warning("CloudnodeMachine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
         free(s->failed_uid);
         s->failed_uid = s->uid ? strdup(s->uid) : NULL;
         if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return;
         (void) cn_json_set_string(patch, reason, "status", "failureReason", NULL);
         (void) cn_json_set_string(patch, strempty(message), "status", "failureMessage", NULL);
-        (void) patch_status(s, patch);
+        /* Recorded already: no second warning, Event or write. */
+        if (patch_status(s, cnm, patch) <= 0)
+                return;
+        log_warning("CloudnodeMachine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
         if (cnm) {
                 CnKubeObjectRef ref;
 
@@ -217,8 +345,7 @@ static void record_instance(MachineState *s, json_object *instance) {
                 _cleanup_json_ json_object *spec_patch = json_object_new_object();
 
                 if (spec_patch && cn_json_set_string(spec_patch, pid, "spec", "providerID", NULL) >= 0)
-                        (void) cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, NULL,
-                                             CN_KUBE_PATCH_MERGE, spec_patch, on_written, NULL, NULL);
+                        (void) write_machine(s, cnm, NULL, spec_patch);
         }
         r = cn_machine_status_patch(cn_json_string(instance, "id", NULL), cn_json_string(instance, "state", NULL),
                                     json_object_object_get(instance, "addresses"), ready,
@@ -227,7 +354,7 @@ static void record_instance(MachineState *s, json_object *instance) {
         if (r >= 0 && !isempty(s->uid))
                 r = cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL);
         if (r >= 0)
-                (void) patch_status(s, patch);
+                (void) patch_status(s, cnm, patch);
         if (ready)
                 cn_backoff_reset(&s->backoff);
         else
@@ -318,7 +445,7 @@ static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object 
                         _cleanup_json_ json_object *patch = json_object_new_object();
 
                         if (patch && cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL) >= 0)
-                                (void) patch_status(s, patch);
+                                (void) patch_status(s, cnm, patch);
                         return;
                 }
                 set_failed(s, "InstanceDeleted", "the instance this machine names no longer exists in the cloud");
@@ -418,8 +545,7 @@ static int patch_finalizers(MachineState *s, json_object *cnm, bool add) {
         r = cn_capi_finalizer_patch(cnm, CN_MACHINE_FINALIZER, add, &patch);
         if (r < 0)
                 return r;
-        return cn_kube_patch(s->mc->client, &resource_cloudnodemachines, s->namespace, s->name, NULL,
-                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+        return write_machine(s, cnm, NULL, patch);
 }
 
 static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
@@ -461,10 +587,17 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
 
         if (!cnm || !mc->leading)
                 return;
+        /* A deletion does not wait for the poll timer of the create. */
+        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL) && !s->cleaning && timer_armed(s)) {
+                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
+                cn_backoff_reset(&s->backoff);
+        }
         if (state_busy(s)) {
                 s->missed = true;
                 return;
         }
+        if (cache_is_stale(s, cnm))
+                return; /* the event of our own write queues the machine again */
         owner = cn_machine_owner_name(cnm);
         if (owner)
                 machine = cn_kube_informer_lookup(mc->machines, s->namespace, owner);
@@ -498,8 +631,10 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                                             step == CN_MACHINE_LOOKUP_OR_CREATE ? CN_CREDENTIALS_FRESH
                                                                                 : CN_CREDENTIALS_TTL,
                                             &s->provider, &why);
-                if (r == 0)
-                        return; /* reading the Secret: its answer schedules another pass */
+                if (r == 0) {
+                        s->awaiting_credentials = true;
+                        return; /* reading the Secret: its answer queues this machine again */
+                }
                 if (r < 0) {
                         (void) set_waiting(s, cnm, "CredentialsUnavailable", why);
                         retry_later(s, 0);
@@ -550,6 +685,7 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                         retry_later(s, 0);
                 break;
         case CN_MACHINE_CLEANUP:
+                s->cleaning = true;
                 /* A moved object's instance carries the old UID: relabel it first, or the lookup by
                  * UID finds nothing and the instance is left behind. */
                 if (cn_machine_moved(cnm) && migrate(s))
@@ -587,23 +723,47 @@ static void update_phase_metrics(MachineController *mc) {
                 (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
 }
 
-static int visit(json_object *cnm, void *userdata) {
-        MachineController *mc = userdata;
+static void enqueue_object(MachineController *mc, json_object *cnm) {
         const char *ns = cn_json_string(cnm, "metadata", "namespace", NULL);
         const char *name = cn_json_string(cnm, "metadata", "name", NULL);
         MachineState *s;
 
         if (!ns || !name)
-                return 0;
+                return;
         s = state_get(mc, ns, name);
-        if (!s)
-                return -ENOMEM;
-        s->seen = true;
-        reconcile_one(mc, s);
+        if (s)
+                enqueue(s);
+        else
+                log_oom();
+}
+
+typedef struct Match {
+        MachineController *mc;
+        const char *namespace, *machine, *cluster; /* NULL cluster and machine: the whole namespace */
+} Match;
+
+static int enqueue_matching(json_object *cnm, void *userdata) {
+        Match *m = userdata;
+        const char *owner = cn_machine_owner_name(cnm);
+        const char *cluster = cn_json_string(cnm, "metadata", "labels", "cluster.x-k8s.io/cluster-name", NULL);
+
+        if (!streq(strempty(cn_json_string(cnm, "metadata", "namespace", NULL)), m->namespace))
+                return 0;
+        if (m->machine && !(owner && streq(owner, m->machine)))
+                return 0;
+        /* Without the label the cluster comes from the owner Machine: queue it rather than miss it. */
+        if (m->cluster && cluster && !streq(cluster, m->cluster))
+                return 0;
+        enqueue_object(m->mc, cnm);
         return 0;
 }
 
-static int on_reconcile_all(sd_event_source *es, void *userdata) {
+static int enqueue_all(json_object *cnm, void *userdata) {
+        enqueue_object(userdata, cnm);
+        return 0;
+}
+
+static int on_reconcile(sd_event_source *es, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
         MachineState **p;
 
@@ -612,33 +772,59 @@ static int on_reconcile_all(sd_event_source *es, void *userdata) {
         update_phase_metrics(mc);
         if (!mc->leading)
                 return 0;
-        for (MachineState *s = mc->states; s; s = s->next)
-                s->seen = false;
-        (void) cn_kube_informer_foreach(mc->infra_machines, visit, mc);
-        /* Forget machines that are gone from the cache (their calls are cancelled). */
         for (p = &mc->states; *p;) {
                 MachineState *s = *p;
 
-                if (s->seen) {
+                if (!s->queued) {
                         p = &s->next;
                         continue;
                 }
-                *p = s->next;
-                state_free(s);
+                s->queued = false;
+                if (!lookup_infra_machine(s)) {
+                        /* Gone from the cache: forget it (its calls are cancelled). */
+                        *p = s->next;
+                        state_free(s);
+                        continue;
+                }
+                reconcile_one(mc, s);
+                p = &s->next;
         }
         return 0;
 }
 
+/* Which CloudnodeMachines an event concerns: the object itself, those owned by a Machine, those
+ * of a Cluster. */
+static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+        Match m = { .mc = mc, .namespace = cn_json_string(object, "metadata", "namespace", NULL) };
+        const char *name = cn_json_string(object, "metadata", "name", NULL);
+
+        if (i == mc->infra_machines) {
+                enqueue_object(mc, object);
+                return;
+        }
+        if (!m.namespace || !name)
+                return;
+        if (i == mc->machines)
+                m.machine = name;
+        else
+                m.cluster = name;
+        (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_matching, &m);
+}
+
 static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        schedule(userdata);
+        on_event(i, object, userdata);
 }
 
 static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        schedule(userdata);
+        on_event(i, object, userdata);
 }
 
 static void on_synced(CnKubeInformer *i, void *userdata) {
-        schedule(userdata);
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        schedule(mc);
 }
 
 static const CnKubeInformerHandlers handlers = {
@@ -649,7 +835,13 @@ static const CnKubeInformerHandlers handlers = {
 };
 
 static void on_credentials(void *userdata) {
-        schedule(userdata);
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        for (MachineState *s = mc->states; s; s = s->next)
+                if (s->awaiting_credentials) {
+                        s->awaiting_credentials = false;
+                        enqueue(s);
+                }
 }
 
 static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
@@ -702,7 +894,7 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
         if (r < 0)
                 return r;
-        r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile_all, mc);
+        r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile, mc);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_OFF);
@@ -775,6 +967,7 @@ const CnKubeResource *machine_controller_clusters_resource(void) {
 
 void machine_controller_set_leading(MachineController *mc, bool leading) {
         mc->leading = leading;
-        if (leading)
-                schedule(mc);
+        if (leading && mc->infra_machines)
+                (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        schedule(mc);
 }

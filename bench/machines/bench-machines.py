@@ -2,8 +2,12 @@
 """bench/machines: Cluster API machine lifecycles (create -> ready -> delete) of
 cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10 and 100
 machines: cloud API calls and Kubernetes API calls per machine, and wall time per machine.
-Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose."""
+Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
+BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
+BENCH_DETAIL=1 prints the calls by verb and resource."""
+import collections
 import os
+import re
 import sys
 import tempfile
 import time
@@ -28,30 +32,47 @@ def run(env, n, prefix):
         env.delete(name)
     gone = mt.wait_for(lambda: all(env.gone(x) for x in names), 60 + 3 * n, step=0.2)
     t_total = time.monotonic() - t0
-    cloud = len(env.c.requests()) - cloud0
-    kube = len([a for a in env.k.audit()[kube0:] if a.get("user") == mt.USER])
+    creqs = env.c.requests()[cloud0:]
+    kreqs = [a for a in env.k.audit()[kube0:] if a.get("user") == mt.USER]
+    cloud, kube = len(creqs), len(kreqs)
+    if os.environ.get("BENCH_DETAIL"):
+        detail(n, creqs, kreqs)
     return (n, "%.2f" % (t_ready / n) if ok else "timeout", "%.2f" % (t_total / n) if gone else "timeout",
             cloud / n, kube / n)
+
+
+def detail(n, creqs, kreqs):
+    """Calls per machine by verb and resource (kube) and by method, path and status (cloud), with
+    the fake API server's mean time per request: where the calls go, and whether a fake is slow."""
+    kc, kd = collections.Counter(), collections.defaultdict(float)
+    for a in kreqs:
+        key = "%s %s%s %s" % (a.get("verb"), a.get("resource"),
+                              "/" + a["subresource"] if a.get("subresource") else "", a.get("code"))
+        kc[key] += 1
+        kd[key] += a.get("duration") or 0.0
+    cc = collections.Counter("%s %s %s" % (r.get("method"), re.sub(r"/[0-9]+", "/N", r.get("path", "").split("?")[0]),
+                                           r.get("status")) for r in creqs)
+    print("-- %d machines: kube calls/machine (mean ms/request)" % n)
+    for k, v in sorted(kc.items(), key=lambda x: -x[1]):
+        print("   %7.2f  %-50s %6.1f" % (v / n, k, 1000 * kd[k] / v))
+    print("-- %d machines: cloud calls/machine" % n)
+    for k, v in sorted(cc.items(), key=lambda x: -x[1]):
+        print("   %7.2f  %s" % (v / n, k))
+    sys.stdout.flush()
 
 
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        rbac = [os.path.join(TOP_SRCDIR, "manifests", "controller", "controller-rbac.yaml"),
-                os.path.join(TOP_SRCDIR, "manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-        with mt.FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k, \
-                mt.FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.5, action_seconds=0.3)
-            env = mt.Env(k, c, tmp)
-            env.setup()
-            ctl = mt.Controller(k, tmp, env.conf)
-            try:
-                time.sleep(1.0)
-                for n in sizes:
-                    rows.append(run(env, n, "b%d" % n))
-            finally:
-                ctl.stop()
+    with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp) as env:
+        extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
+        ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
+        try:
+            time.sleep(1.0)
+            for n in sizes:
+                rows.append(run(env, n, "b%d" % n))
+        finally:
+            ctl.stop()
     print("%9s %16s %18s %18s %16s" % ("machines", "s/machine ready", "s/machine total", "cloud calls/mach",
                                        "kube calls/mach"))
     for r in rows:
