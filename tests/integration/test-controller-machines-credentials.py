@@ -14,12 +14,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap  # noqa: E402
 
 try:
-    from cncapi import CNC, RBAC, SECRETS, USER, CapiEnv, Controller, condition, wait_for  # noqa: E402
+    from cncapi import CNC, SECRETS, USER, Controller, condition, wait_for  # noqa: E402
     from capimachines import machine_env  # noqa: E402
-    from fakecloud import OPENSTACK_USER, FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from fakecloud import OPENSTACK_USER  # noqa: E402
 except ImportError as e:
-    FakeKube = None
+    machine_env = None
     IMPORT_ERROR = str(e)
 
 TOKEN_A = "tenant-a-token-0123456789"
@@ -149,15 +148,12 @@ def test_openstack(t, tmp):
 
 def main():
     t = Tap()
-    if FakeKube is None:
+    if machine_env is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=0.3, action_seconds=0.2, hetzner_tokens=[TOKEN_A])
-            env = CapiEnv(k, c, tmp)
-            env.setup()
-            env.cluster("c1")
-            ctl = Controller(k, tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+        with machine_env(os.path.join(tmp, "hetzner"), "hetzner", 0.3, 0.2) as env:
+            env.c.settings(hetzner_tokens=[TOKEN_A])
+            ctl = Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
             try:
                 t.run(test_secret_credentials, env, ctl)
                 t.run(test_missing_secret, env, ctl)

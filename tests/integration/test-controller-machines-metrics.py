@@ -14,11 +14,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap  # noqa: E402
 
 try:
-    from cncapi import RBAC, CapiEnv, Controller, wait_for  # noqa: E402
-    from fakecloud import FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from capimachines import machine_env  # noqa: E402
+    from cncapi import Controller, wait_for  # noqa: E402
 except ImportError as e:
-    FakeKube = None
+    machine_env = None
     IMPORT_ERROR = str(e)
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -116,15 +115,10 @@ def test_lifecycle_metrics(t, env):
 
 def main():
     t = Tap()
-    if FakeKube is None:
+    if machine_env is None:
         t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
-            c.settings(build_seconds=1.0, action_seconds=0.5)
-            env = CapiEnv(k, c, tmp)
-            env.setup()
-            env.cluster("c1")
-            t.run(test_lifecycle_metrics, env)
+    with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, "hetzner", 1.0, 0.5) as env:
+        t.run(test_lifecycle_metrics, env)
     return t.done()
 
 

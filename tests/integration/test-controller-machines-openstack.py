@@ -50,6 +50,7 @@ def ready_reason(env, name):
 
 def test_nova_view(t, env):
     """What Nova was sent and what the controller recorded from it."""
+    mark = len(env.c.requests())
     ctl = env.controller()
     try:
         spec = {"flavor": "m1.medium", "image": "img-1", "availabilityZone": "az-2", "keyName": "ops",
@@ -79,6 +80,12 @@ def test_nova_view(t, env):
         deletes = [r for r in env.c.requests() if r.get("method") == "DELETE" and srv and
                    r.get("path", "").endswith("/servers/" + srv[0]["id"])]
         t.eq(len(deletes), 1, "one DELETE; then the list is asked until the server is gone")
+        log = env.c.requests()[mark:]
+        tokens = [r for r in log if r.get("path", "").endswith("/v3/auth/tokens")]
+        nova = [r for r in log if r.get("service") == "compute"]
+        t.ok(len(tokens) == 1 and len(nova) > 3, "one Keystone token serves the whole lifecycle (%d Nova requests)"
+             % len(nova), tokens)
+        t.ok(all("demo-password" not in str(r) for r in nova), "the password goes to Keystone only")
     finally:
         ctl.stop()
 
