@@ -217,7 +217,8 @@ int cn_http_new(sd_event *event, CnHttp **ret) {
         if (curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_callback) != CURLM_OK ||
             curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h) != CURLM_OK ||
             curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_callback) != CURLM_OK ||
-            curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK)
+            curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK ||
+            curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, CN_HTTP_IDLE_CONNECTIONS_MAX) != CURLM_OK)
                 return -EIO;
         *ret = TAKE_PTR(h);
         return 0;

@@ -23,6 +23,9 @@ typedef struct CnHttpRequest CnHttpRequest;
 #define CN_HTTP_DEFAULT_MAX_RESPONSE (16U * 1024U * 1024U)
 #define CN_HTTP_MAX_HEADER_BYTES (64U * 1024U)
 #define CN_HTTP_DEFAULT_CONNECT_TIMEOUT (10 * USEC_PER_SEC)
+/* Idle connections kept for reuse per CnHttp. libcurl's default grows with the number of requests
+ * in flight, so a burst of parallel writes left that many sockets open for good. */
+#define CN_HTTP_IDLE_CONNECTIONS_MAX 4L
 
 /* error: 0 when an HTTP response arrived (any status), otherwise negative errno:
  * -ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH (resolution/route), -EFBIG (response over the cap),

@@ -28,6 +28,18 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fd_kinds(pid):
+    """Open fds of a process split into sockets and everything else."""
+    kinds = {"socket": 0, "other": 0}
+    for f in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, f))
+        except OSError:
+            continue
+        kinds["socket" if target.startswith("socket:") else "other"] += 1
+    return kinds
+
+
 def rss_check(t, cond, name, diag=None):
     """An RSS bound: meaningless under ASan, whose quarantine keeps freed memory (make check-sanitizers
     exports CN_SANITIZERS); there it is a skip that says so."""
