@@ -6,16 +6,13 @@ status conditions, leader election and the health endpoints."""
 import hashlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, build, metric_value, src  # noqa: E402
+from cntap import Tap, metric_value, src  # noqa: E402
+from cnproc import Controller  # noqa: E402
 
 try:
     import yaml  # noqa: E402
@@ -36,14 +33,6 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONFIG_HASH = "cloudnode.io/cloud-config-hash"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_for(fn, timeout=20.0, step=0.05):
     end = time.monotonic() + timeout
     last = None
@@ -58,41 +47,6 @@ def wait_for(fn, timeout=20.0, step=0.05):
 def load_yaml(path):
     with open(path) as f:
         return [d for d in yaml.safe_load_all(f) if d]
-
-
-class Controller:
-    def __init__(self, k, tmp, extra=("--leader-elect=false",)):
-        self.k, self.port = k, free_port()
-        self.log = open(os.path.join(tmp, "controller-%d.log" % self.port), "w+")
-        self.p = subprocess.Popen(
-            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
-             "--namespace", NS, "--cloud-config-source", NS + "/cloud-provider-config",
-             "--bind-address", "127.0.0.1", "--port", str(self.port), "-v", "4"] + list(extra),
-            stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, HTTP_PROXY="", HTTPS_PROXY="",
-                                                                NO_PROXY=""))
-
-    def get(self, path):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path), timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-        except OSError:
-            return None, ""
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.returncode
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
 
 
 def get(k, path):

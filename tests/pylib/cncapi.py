@@ -7,19 +7,17 @@ cloud, as the service account of manifests/controller and the capi overlay.
     ctl.metrics() -> the /metrics text"""
 import base64
 import os
-import signal
-import socket
-import subprocess
 import time
 import urllib.request
 
 import yaml
+import cnproc
 from capi import core_crd
 from cntap import build, src
 from fakecloud import HETZNER_TOKEN
 
 NS = "default"
-USER = "system:serviceaccount:cloudnode:cloudnode-controller"
+USER = cnproc.USER
 GROUP = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
 CNM = GROUP + "cloudnodemachines"
 CNC = GROUP + "cloudnodeclusters"
@@ -43,12 +41,6 @@ def wait_for(fn, timeout=30.0, step=0.05):
     return last
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def condition(obj, ctype, key="reason"):
     for c in ((obj or {}).get("status") or {}).get("conditions", []):
         if c.get("type") == ctype:
@@ -56,34 +48,9 @@ def condition(obj, ctype, key="reason"):
     return None
 
 
-class Controller:
+class Controller(cnproc.Controller):
     def __init__(self, k, tmp, args, leader_args=("--leader-elect=false",)):
-        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
-        self.port = free_port()
-        self.p = subprocess.Popen(
-            [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
-             "--namespace", "cloudnode", "--cloud-config-source", "cloudnode/cloud-provider-config",
-             "--bind-address", "127.0.0.1", "--port", str(self.port), "-v", "4"] + list(args) + list(leader_args),
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-            self.p.wait()
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        return self.p.returncode
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
+        super().__init__(k, tmp, list(args) + list(leader_args))
 
     def metrics(self):
         wait_for(lambda: "/metrics on" in self.output(), 20)
