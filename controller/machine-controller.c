@@ -425,18 +425,23 @@ static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object 
 
         s->call = cn_provider_call_free(s->call);
         state_call_done(s);
-        if (res->error == -ENOENT) {
+        if (res->error == -ENOENT || res->error == -CN_PROVIDER_EOWNED) {
                 json_object *cnm = lookup_infra_machine(s);
 
                 if (cnm && cn_json_get(cnm, "metadata", "deletionTimestamp", NULL)) {
-                        /* Nothing to relabel: deletion goes on with a lookup by the new UID. */
+                        /* Nothing of this object's to relabel (gone, or another machine's): deletion
+                         * goes on with a lookup by the new UID only. */
                         _cleanup_json_ json_object *patch = json_object_new_object();
 
                         if (patch && cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL) >= 0)
                                 (void) patch_status(s, cnm, patch);
                         return;
                 }
-                set_failed(s, "InstanceDeleted", "the instance this machine names no longer exists in the cloud");
+                if (res->error == -ENOENT)
+                        set_failed(s, "InstanceDeleted",
+                                   "the instance this machine names no longer exists in the cloud");
+                else
+                        set_failed(s, "InstanceOwnedElsewhere", res->message);
                 return;
         }
         if (res->error < 0) {
@@ -448,9 +453,23 @@ static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object 
         record_instance(s, instance);
 }
 
+static int find_uid(json_object *cnm, void *userdata) {
+        const char *uid = userdata;
+
+        return streq(strempty(cn_json_string(cnm, "metadata", "uid", NULL)), uid) ? -EEXIST : 0;
+}
+
+static bool uid_is_live(const char *uid, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        return cn_kube_informer_foreach(mc->infra_machines, find_uid, (void *) uid) < 0;
+}
+
 /* No instance carries the UID, but the object names one (spec.providerID, status.instanceID):
  * the object was recreated under a new UID (clusterctl move). Relabel that instance rather than
- * create a second one. Returns true when the migration was started. */
+ * create a second one. spec.providerID is anyone's to set at creation, so the instance must carry
+ * the UID this object's status recorded, or, without one, the UID of no live object. Returns true
+ * when the migration was started. */
 static bool migrate(MachineState *s) {
         json_object *cnm = lookup_infra_machine(s);
         const char *named = cn_json_string(cnm, "spec", "providerID", NULL) ?:
@@ -458,8 +477,11 @@ static bool migrate(MachineState *s) {
         CnProviderMachine m = {
                 .namespace = s->namespace,
                 .name = s->name,
+                .uid = cn_json_string(cnm, "status", "instanceLabelUID", NULL),
                 .spec = s->spec,
                 .provider_id = named,
+                .uid_is_live = uid_is_live,
+                .uid_is_live_userdata = s->mc,
         };
 
         int r;

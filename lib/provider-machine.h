@@ -14,6 +14,17 @@
 
 /* Several instances carry one machine's UID: refused, a human decides. */
 #define CN_PROVIDER_EMULTIPLE ENOTUNIQ
+/* The instance a migration names belongs to another machine: refused for good. */
+#define CN_PROVIDER_EOWNED EADDRINUSE
+
+typedef bool (*CnProviderUidIsLive)(const char *uid, void *userdata);
+
+/* lib/provider.c: whether migrate_uid may relabel an instance that carries the UID current (NULL:
+ * no label) to new_uid: 1 when it carries new_uid already, 0 when it may, -CN_PROVIDER_EOWNED when
+ * it is another machine's: any UID but expected when that is set, else a UID is_live() knows, or
+ * no label at all (an instance no machine created). */
+int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,
+                                const char *current, const char *new_uid);
 
 /* lib/provider.c: the neutral view of an instance the provider parsed, with the cloud's own state
  * name and whether that state is "running". */
@@ -35,8 +46,9 @@ int cn_provider_hetzner_metrics_labels(CnProvider *p, json_object *spec, char **
 
 int cn_provider_hetzner_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
                                         void *userdata, CnProviderCall **ret);
-/* m->provider_id names the server (providerID or bare id); m->uid, when set, is the UID the server
- * must carry now (-EEXIST otherwise). */
+/* m->provider_id names the server (providerID or bare id); it is relabelled only as
+ * cn_provider_migration_check() allows with m->uid and m->uid_is_live (-CN_PROVIDER_EOWNED
+ * otherwise). */
 int cn_provider_hetzner_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                     CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
 /* {"Global": {"endpoint", "network"}} for the workload cluster's cloud.conf; never the token. */
@@ -90,8 +102,8 @@ int cn_provider_openstack_machine_create(CnProvider *p, const CnProviderMachine 
 int cn_provider_openstack_machine_cleanup(CnProvider *p, const CnProviderMachine *m, CnProviderCleanupCallback cb,
                                           void *userdata, CnProviderCall **ret);
 int cn_provider_openstack_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels);
-/* As Hetzner's: m->provider_id names the server (providerID or bare id); m->uid, when set, is the
- * UID the server must carry now (-EEXIST otherwise). The UID is rewritten with POST
+/* As Hetzner's: m->provider_id names the server (providerID or bare id); relabelled only as
+ * cn_provider_migration_check() allows (-CN_PROVIDER_EOWNED otherwise). The UID is rewritten with POST
  * /servers/{id}/metadata (a merge). */
 int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);

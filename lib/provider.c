@@ -74,6 +74,7 @@ CnProviderErrorClass cn_provider_error_class(int error) {
         case -EOPNOTSUPP:
         case -EKEYREJECTED:
         case -EBADE:
+        case -CN_PROVIDER_EOWNED:
                 return CN_PROVIDER_TERMINAL;
         default:
                 return CN_PROVIDER_RETRYABLE;
@@ -344,6 +345,19 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 break;
         }
         call_unref(c);
+}
+
+int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,
+                                const char *current, const char *new_uid) {
+        if (current && new_uid && streq(current, new_uid))
+                return 1;
+        if (isempty(current))
+                return -CN_PROVIDER_EOWNED;
+        if (!isempty(expected))
+                return streq(current, expected) ? 0 : -CN_PROVIDER_EOWNED;
+        /* Nothing recorded (the object was recreated without its status): the UID must be one
+         * whose object is gone, or a newcomer could take any machine's instance by naming it. */
+        return !is_live || is_live(current, userdata) ? -CN_PROVIDER_EOWNED : 0;
 }
 
 int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret) {

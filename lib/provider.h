@@ -86,6 +86,10 @@ typedef struct CnProviderMachine {
         const char *uid;
         json_object *spec;       /* provider spec, borrowed */
         const char *provider_id; /* once known */
+        /* migrate_uid without uid: whether a UID an instance carries is a live object's, whose
+         * instance must not be taken (NULL: every UID is) */
+        bool (*uid_is_live)(const char *uid, void *userdata); /* CnProviderUidIsLive */
+        void *uid_is_live_userdata;
 } CnProviderMachine;
 
 /* instance: JSON view of the cloud's instance (NULL when none); owned by the callee. */

@@ -7,6 +7,7 @@
 
 #include "http.h"
 #include "json-util.h"
+#include "provider-machine.h"
 #include "provider.h"
 #include "tap.h"
 
@@ -173,6 +174,31 @@ static void test_classes_and_lifecycle(void) {
         sd_event_unref(e);
 }
 
+static bool live_uid(const char *uid, void *userdata) {
+        return streq(uid, userdata);
+}
+
+/* spec.providerID is set by whoever creates the object: the instance it names is relabelled only
+ * when it is provably this object's. */
+static void test_migration_check(void) {
+        tap_ok(cn_provider_migration_check("old", NULL, NULL, "old", "new") == 0,
+               "migration: the recorded UID may be relabelled");
+        tap_ok(cn_provider_migration_check("old", live_uid, (void *) "other", "other", "new") == -CN_PROVIDER_EOWNED,
+               "migration: another UID than the recorded one is refused");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "other", "gone", "new") == 0,
+               "migration: nothing recorded, the UID of no live object may be relabelled");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "owner", "owner", "new") == -CN_PROVIDER_EOWNED,
+               "migration: nothing recorded, a live object's UID is refused");
+        tap_ok(cn_provider_migration_check(NULL, NULL, NULL, "gone", "new") == -CN_PROVIDER_EOWNED,
+               "migration: nothing recorded and no way to tell live UIDs: refused");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "x", NULL, "new") == -CN_PROVIDER_EOWNED,
+               "migration: an instance without a UID label (no machine's) is refused");
+        tap_ok(cn_provider_migration_check("old", live_uid, (void *) "new", "new", "new") == 1,
+               "migration: an instance carrying the new UID is done already");
+        tap_ok(cn_provider_error_class(-CN_PROVIDER_EOWNED) == CN_PROVIDER_TERMINAL,
+               "migration: refusal is terminal");
+}
+
 int main(void) {
         struct stat st;
 
@@ -186,5 +212,6 @@ int main(void) {
         test_openstack_shapes();
         test_malformed();
         test_classes_and_lifecycle();
+        test_migration_check();
         return tap_done();
 }
