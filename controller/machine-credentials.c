@@ -251,7 +251,7 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
         if (r >= 0) {
                 _cleanup_free_ char *err = NULL;
 
-                r = cn_provider_new(c->provider_name, c->http, cfg, &p, &err);
+                r = cn_provider_new_without_environment(c->provider_name, c->http, cfg, &p, &err);
                 if (r < 0)
                         (void) reason(&why, r, "the credentials Secret %s: %s", e->name, err ?: strerror(-r));
         } else {

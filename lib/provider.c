@@ -31,6 +31,7 @@ struct CnProvider {
         CnProviderRequestCounter counter;
         void *counter_userdata;
         void *data;
+        bool no_environment;
 };
 
 typedef enum CallMode {
@@ -196,7 +197,8 @@ int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) 
         return -abs(error);
 }
 
-int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error) {
+static int provider_new(const char *name, CnHttp *http, json_object *cloud_config, bool environment,
+                        CnProvider **ret, char **ret_error) {
         _cleanup_(cn_provider_freep) CnProvider *p = NULL;
         const CnProviderOps *ops = cn_provider_find(name);
         int r;
@@ -210,6 +212,7 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
                 return -ENOMEM;
         p->ops = ops;
         p->http = http;
+        p->no_environment = !environment;
         if (ops->size > 0) {
                 p->data = calloc(1, ops->size);
                 if (!p->data)
@@ -224,6 +227,19 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
         }
         *ret = TAKE_PTR(p);
         return 0;
+}
+
+int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error) {
+        return provider_new(name, http, cloud_config, true, ret, ret_error);
+}
+
+int cn_provider_new_without_environment(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret,
+                                        char **ret_error) {
+        return provider_new(name, http, cloud_config, false, ret, ret_error);
+}
+
+bool cn_provider_uses_environment(const CnProvider *p) {
+        return !p->no_environment;
 }
 
 CnProvider *cn_provider_free(CnProvider *p) {

@@ -140,6 +140,14 @@ const CnProviderOps *cn_provider_find(const char *name);
  * -EINVAL for a bad config, with the reason in *ret_error (optional, caller frees; never
  * contains a secret). */
 int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error);
+/* As cn_provider_new(), but every setting comes from cloud_config, none from the environment: the
+ * credentials of a tenant's Secret are complete or refused, never completed with the process's
+ * own (which would send them to the tenant's endpoint). */
+int cn_provider_new_without_environment(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret,
+                                        char **ret_error);
+/* For the providers' init: whether settings missing from the cloud config may come from the
+ * environment. */
+bool cn_provider_uses_environment(const CnProvider *p);
 CnProvider *cn_provider_free(CnProvider *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProvider *, cn_provider_free);
 const char *cn_provider_name(const CnProvider *p);

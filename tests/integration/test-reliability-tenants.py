@@ -5,14 +5,28 @@ live CloudnodeMachine must not take that server over. The controller refuses the
 terminal failure on the newcomer; the server keeps its owner's UID, the owner stays ready, and
 deleting the newcomer leaves the server in place.
 
-A legitimate move (the old object gone, see test-controller-machines-move.py) still relabels."""
+A legitimate move (the old object gone, see test-controller-machines-move.py) still relabels.
+
+A tenant's credentials Secret that names its own OpenStack auth-url (a listener of the test on
+loopback) with its own user and password must not make the controller complete it with the
+controller's own credentials from the environment (OS_APPLICATION_CREDENTIAL_*): what reaches the
+tenant's Keystone is the Secret's content only."""
+import base64
+import http.server
+import json
 import os
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from capimachines import machine_env, wait_for  # noqa: E402
+from cncapi import SECRETS, Controller  # noqa: E402
+
+CONTROLLER_APPCRED = {"OS_APPLICATION_CREDENTIAL_ID": "controller-appcred-id",
+                      "OS_APPLICATION_CREDENTIAL_SECRET": "controller-appcred-secret-5f1e"}
+TENANT_PASSWORD = "tenant-password-77c2"
 
 
 def failure(env, name):
@@ -55,11 +69,60 @@ def test_provider_id_takeover(t, env):
         ctl.stop()
 
 
+class Keystone(http.server.BaseHTTPRequestHandler):
+    """The tenant's auth-url: records what it is sent, refuses every token request."""
+    bodies = []
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        Keystone.bodies.append(self.rfile.read(n).decode("utf-8", "replace"))
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps({"error": {"code": 401, "title": "Unauthorized"}}).encode())
+
+    def log_message(self, *args):
+        pass
+
+
+def test_secret_not_completed_from_environment(t, env):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Keystone)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    data = {"auth-url": "http://127.0.0.1:%d/v3" % srv.server_address[1], "username": "tenant",
+            "password": TENANT_PASSWORD, "user-domain-name": "Default", "project-name": "tenant"}
+    env.k.api("POST", SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tenant-creds"},
+                                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}})
+    saved = {k: os.environ.get(k) for k in CONTROLLER_APPCRED}
+    os.environ.update(CONTROLLER_APPCRED)
+    try:
+        ctl = Controller(env.k, env.tmp, ["--machine-provider", "openstack", "--machine-cloud-config", env.conf])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        env.machine("tenant", extra_spec={"credentials": {"secretRef": {"name": "tenant-creds"}}})
+        t.ok(wait_for(lambda: Keystone.bodies, 30), "the tenant's Keystone was asked for a token",
+             ctl.output()[-2000:])
+        sent = "".join(Keystone.bodies)
+        t.ok(TENANT_PASSWORD in sent, "with the Secret's password")
+        leaked = [v for v in CONTROLLER_APPCRED.values() if v in sent]
+        t.eq(leaked, [], "and nothing of the controller's own credentials")
+    finally:
+        ctl.stop()
+        srv.shutdown()
+        srv.server_close()
+
+
 def main():
     t = Tap()
     for provider in ("hetzner", "openstack"):
         with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider, 0.3, 0.2) as env:
             t.run(test_provider_id_takeover, env)
+            if provider == "openstack":
+                t.run(test_secret_not_completed_from_environment, env)
     return t.done()
 
 

@@ -170,6 +170,22 @@ static void test_classes_and_lifecycle(void) {
         TAP_EQ_INT(cn_provider_instance_metadata(p, &(CnProviderNodeRef) { .provider_id = "aws:///i-1" }, NULL, NULL, NULL),
                    -EINVAL, "a providerID of another cloud is refused at once");
         p = cn_provider_free(p);
+
+        /* A Secret's settings are complete or refused: the process's own are never added. */
+        assert(setenv("HCLOUD_TOKEN", "process-token", 1) == 0);
+        TAP_EQ_INT(cn_provider_new("hetzner", http, NULL, &p, NULL), 0, "hetzner: HCLOUD_TOKEN completes a cloud config");
+        p = cn_provider_free(p);
+        TAP_EQ_INT(cn_provider_new_without_environment("hetzner", http, NULL, &p, NULL), -EINVAL,
+                   "hetzner without the environment: a config without a token is refused");
+        unsetenv("HCLOUD_TOKEN");
+        assert(setenv("OS_AUTH_URL", "https://keystone.invalid/v3", 1) == 0);
+        assert(setenv("OS_APPLICATION_CREDENTIAL_ID", "process-id", 1) == 0);
+        assert(setenv("OS_APPLICATION_CREDENTIAL_SECRET", "process-secret", 1) == 0);
+        TAP_EQ_INT(cn_provider_new_without_environment("openstack", http, NULL, &p, NULL), -EINVAL,
+                   "openstack without the environment: OS_* do not complete a config");
+        unsetenv("OS_AUTH_URL");
+        unsetenv("OS_APPLICATION_CREDENTIAL_ID");
+        unsetenv("OS_APPLICATION_CREDENTIAL_SECRET");
         http = cn_http_free(http);
         sd_event_unref(e);
 }
