@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "backoff.h"
+#include "event-util.h"
 #include "fileio.h"
 #include "json-util.h"
 #include "kube-client.h"
@@ -52,7 +53,7 @@ static void handed_over(Handoff *h) {
                                      m->metadata->instance_id, "CLOUDNODE_HANDOFF", "done"),
                            "Deployment %s/%s has an available replica: removed the bootstrap static pod, "
                            "handed over.", h->namespace, h->name);
-                (void) sd_notifyf(false, "STATUS=Handed over to %s/%s", h->namespace, h->name);
+                (void) cn_notify_status("Handed over to %s/%s", h->namespace, h->name);
                 m->result = AGENT_EXIT_SUCCESS;
         }
         (void) sd_event_exit(m->event, 0);

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "event-util.h"
 #include "log.h"
 #include "platform-detect.h"
 #include "render-env.h"
@@ -141,7 +142,7 @@ static void on_metadata(int r, CnInstanceMetadata *md, void *userdata) {
                 const char *why = cn_metadata_fetch_error(m->fetch);
 
                 log_error_errno(r, "Failed to read the instance metadata: %s", why ?: strerror(-r));
-                (void) sd_notifyf(false, "STATUS=Failed to read the instance metadata: %s", why ?: strerror(-r));
+                (void) cn_notify_status("Failed to read the instance metadata: %s", why ?: strerror(-r));
                 m->result = agent_exit_code_for(r);
                 (void) sd_event_exit(m->event, 0);
                 return;
@@ -217,12 +218,11 @@ static void on_metadata_run(Manager *m) {
                 m->reloading = false;
                 if (r >= 0)
                         log_info("Reloaded: %u file(s) updated.", written);
-                (void) sd_notifyf(false, "READY=1\nSTATUS=%s", r < 0 ? "Reload failed, previous files kept"
-                                                                      : "Reloaded");
+                (void) cn_notify_ready(r < 0 ? "Reload failed, previous files kept" : "Reloaded");
                 return;
         }
         if (r < 0) {
-                (void) sd_notifyf(false, "STATUS=Failed to write the node-local files: %s", strerror(-r));
+                (void) cn_notify_status("Failed to write the node-local files: %s", strerror(-r));
                 /* Metadata that cannot be written safely is rejected metadata, not a write error. */
                 m->result = r == -EBADMSG ? AGENT_EXIT_METADATA : AGENT_EXIT_OUTPUT;
                 (void) sd_event_exit(m->event, 0);
@@ -236,8 +236,7 @@ static void on_metadata_run(Manager *m) {
                              "CLOUDNODE_PROVIDER_ID", md->provider_id),
                    "Platform %s, instance %s (%s): %u file(s) updated.", md->platform, md->instance_id,
                    strna(md->provider_id), written);
-        (void) sd_notifyf(false, "READY=1\nSTATUS=%s instance %s: %u file(s) updated", md->platform,
-                          md->instance_id, written);
+        (void) cn_notify_ready_status("%s instance %s: %u file(s) updated", md->platform, md->instance_id, written);
         m->result = AGENT_EXIT_SUCCESS;
         /* Daemon mode: a node running the bootstrap static pod waits to hand over. Without a static
          * pod (workers, --dry-run) there is nothing to wait for. */

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 
+#include "event-util.h"
 #include "initializer.h"
 #include "kube-informer.h"
 #include "log.h"
@@ -29,7 +30,7 @@ static void notify_ready(Manager *m) {
         if (m->notified_ready)
                 return;
         m->notified_ready = true;
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Node %s initialized", m->config->node_name);
+        (void) cn_notify_ready_status("Node %s initialized", m->config->node_name);
 }
 
 /* What to do with our Node now: initialize it, or (when our inputs changed: local addresses,
