@@ -219,9 +219,9 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                         r = set_string(&c->kubeconfig, v);
                         break;
                 case ARG_NODE_NAME:
-                        if (isempty(v))
-                                return bad_flag("--node-name", v, "must not be empty");
-                        r = set_string(&c->node_name, v);
+                        /* Empty: node mode with the node config's nodeName (the unit passes the
+                         * metadata host name, which an instance may not have). */
+                        r = set_string(&c->node_name, strempty(v));
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_path, v);

@@ -133,10 +133,15 @@ int node_mode_start(Manager *m) {
 
                 if (!n)
                         return log_oom();
-                log_info("Node name %s from the node config (not %s).", n, m->config->node_name);
+                if (!isempty(m->config->node_name))
+                        log_info("Node name %s from the node config (not %s).", n, m->config->node_name);
                 free(m->config->node_name);
                 m->config->node_name = n;
-        } else
+        } else if (isempty(m->config->node_name))
+                return log_error_errno(-EINVAL,
+                                       "No node name: --node-name is empty (the metadata has no host name) and "
+                                       "the node config sets no nodeName.");
+        else
                 for (char *c = m->config->node_name; *c; c++)
                         *c = (char) tolower((unsigned char) *c);
         cn_backoff_init(&m->metadata_backoff, METADATA_BACKOFF_BASE, METADATA_BACKOFF_CAP);
