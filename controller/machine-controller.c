@@ -55,7 +55,7 @@ struct MachineController {
         CnProvider *provider;   /* from --machine-cloud-config */
         CnCredentials *credentials;
         char *provider_name;
-        CnMetric *m_phase, *m_calls;
+        CnMetric *m_phase, *m_calls, *m_secrets, *m_providers;
         CnKubeInformer *infra_machines, *machines, *clusters;
         sd_event_source *reconcile_source;
         bool leading;
@@ -71,7 +71,7 @@ struct MachineState {
         sd_event_source *timer;
         CnBackoff backoff;
         json_object *spec;      /* provider spec of the pass in flight */
-        CnProvider *provider;   /* of its credentials (borrowed from mc->credentials) */
+        CnProvider *provider;   /* of its credentials (a reference: the cache may drop it meanwhile) */
         char *uid;
         CnKubeRequest *writes[2];       /* status and spec/metadata patches in flight */
         char *stale_rv;         /* resourceVersion our last writes were based on */
@@ -102,6 +102,7 @@ static MachineState *state_free(MachineState *s) {
         free(s->stale_rv);
         sd_event_source_disable_unref(s->timer);
         json_object_put(s->spec);
+        cn_provider_free(s->provider);
         free(s->namespace);
         free(s->name);
         free(s->uid);
@@ -634,13 +635,18 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         };
         if (step == CN_MACHINE_LOOKUP_OR_CREATE || step == CN_MACHINE_POLL || step == CN_MACHINE_CLEANUP) {
                 _cleanup_free_ char *why = NULL;
+                CnProvider *p = NULL;
 
                 /* A create is not undone: it uses a credential read just now. */
                 r = cn_credentials_provider(mc->credentials, s->namespace,
                                             cn_json_get(cnm, "spec", "credentials", "secretRef", NULL),
                                             step == CN_MACHINE_LOOKUP_OR_CREATE ? CN_CREDENTIALS_FRESH
                                                                                 : CN_CREDENTIALS_TTL,
-                                            &s->provider, &why);
+                                            &p, &why);
+                if (r > 0 && p != s->provider) {
+                        cn_provider_free(s->provider);
+                        s->provider = cn_provider_ref(p);
+                }
                 if (r == 0) {
                         s->awaiting_credentials = true;
                         return; /* reading the Secret: its answer queues this machine again */
@@ -650,7 +656,10 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                         retry_later(s, 0);
                         return;
                 }
-        }
+        } else
+                /* Nothing in flight and nothing to ask the cloud: a provider replaced since (a
+                 * rotated Secret) must not live on for a machine at rest. */
+                s->provider = cn_provider_free(s->provider);
         switch (step) {
         case CN_MACHINE_ADD_FINALIZER:
                 (void) patch_finalizers(s, cnm, true);
@@ -731,6 +740,8 @@ static void update_phase_metrics(MachineController *mc) {
         (void) cn_kube_informer_foreach(mc->infra_machines, count_phase, counts);
         for (size_t i = 0; i < ELEMENTSOF(phases); i++)
                 (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
+        (void) cn_metric_set(mc->m_secrets, NULL, (double) cn_credentials_size(mc->credentials));
+        (void) cn_metric_set(mc->m_providers, NULL, (double) cn_provider_live_count());
 }
 
 static void enqueue_object(MachineController *mc, json_object *cnm) {
@@ -903,6 +914,15 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 r = cn_metrics_counter(metrics, "cloudnode_cloud_api_requests",
                                        "Cloud API requests of the machine lifecycle by operation and result.",
                                        CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "cloudnode_credentials_secrets",
+                                     "Credentials Secrets the controller holds providers or reasons for.", NULL,
+                                     &mc->m_secrets);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "cloudnode_cloud_providers",
+                                     "Cloud providers in memory: the controller's own and those built from "
+                                     "Secrets, replaced ones included while calls still use them.",
+                                     NULL, &mc->m_providers);
         if (r < 0)
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);

@@ -26,6 +26,7 @@ const CnProviderOps *const cn_provider_table[] = {
 #define PROVIDER_REQUEST_TIMEOUT (30 * USEC_PER_SEC)
 
 struct CnProvider {
+        unsigned n_ref;
         const CnProviderOps *ops;
         CnHttp *http;
         CnProviderRequestCounter counter;
@@ -197,6 +198,9 @@ int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) 
         return -abs(error);
 }
 
+/* Providers not freed yet (the programs run one event loop: no lock). */
+static unsigned n_live;
+
 static int provider_new(const char *name, CnHttp *http, json_object *cloud_config, bool environment,
                         CnProvider **ret, char **ret_error) {
         _cleanup_(cn_provider_freep) CnProvider *p = NULL;
@@ -210,6 +214,8 @@ static int provider_new(const char *name, CnHttp *http, json_object *cloud_confi
         p = calloc(1, sizeof(CnProvider));
         if (!p)
                 return -ENOMEM;
+        p->n_ref = 1;
+        n_live++;
         p->ops = ops;
         p->http = http;
         p->no_environment = !environment;
@@ -242,14 +248,25 @@ bool cn_provider_uses_environment(const CnProvider *p) {
         return !p->no_environment;
 }
 
+CnProvider *cn_provider_ref(CnProvider *p) {
+        if (p)
+                p->n_ref++;
+        return p;
+}
+
 CnProvider *cn_provider_free(CnProvider *p) {
-        if (!p)
+        if (!p || --p->n_ref > 0)
                 return NULL;
         if (p->ops && p->ops->done)
                 p->ops->done(p);
         free(p->data);
         free(p);
+        n_live--;
         return NULL;
+}
+
+unsigned cn_provider_live_count(void) {
+        return n_live;
 }
 
 const char *cn_provider_name(const CnProvider *p) {
@@ -278,6 +295,7 @@ static CnProviderCall *call_unref(CnProviderCall *c) {
         }
         if (c->free_state)
                 c->free_state(c->state);
+        cn_provider_free(c->provider);
         free(c);
         return NULL;
 }
@@ -321,7 +339,7 @@ static int call_new(CnProvider *p, CallMode mode, void *userdata, CnProviderCall
         if (!c)
                 return -ENOMEM;
         c->n_ref = 1; /* in flight */
-        c->provider = p;
+        c->provider = cn_provider_ref(p);
         c->mode = mode;
         c->userdata = userdata;
         *ret_call = c;

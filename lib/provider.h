@@ -148,8 +148,14 @@ int cn_provider_new_without_environment(const char *name, CnHttp *http, json_obj
 /* For the providers' init: whether settings missing from the cloud config may come from the
  * environment. */
 bool cn_provider_uses_environment(const CnProvider *p);
+/* Providers are reference counted: cn_provider_new() returns one reference, cn_provider_free()
+ * drops one, and every call holds one until it is freed, so that a provider dropped by its owner
+ * (a rotated credential) lives exactly as long as its calls. */
+CnProvider *cn_provider_ref(CnProvider *p);
 CnProvider *cn_provider_free(CnProvider *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProvider *, cn_provider_free);
+/* How many providers exist (for metrics and tests). */
+unsigned cn_provider_live_count(void);
 const char *cn_provider_name(const CnProvider *p);
 /* Called once per cloud API request with its provider, operation and result class (the labels
  * of a cloud request counter). */

@@ -10,7 +10,11 @@ A legitimate move (the old object gone, see test-controller-machines-move.py) st
 A tenant's credentials Secret that names its own OpenStack auth-url (a listener of the test on
 loopback) with its own user and password must not make the controller complete it with the
 controller's own credentials from the environment (OS_APPLICATION_CREDENTIAL_*): what reaches the
-tenant's Keystone is the Secret's content only."""
+tenant's Keystone is the Secret's content only.
+
+A credentials Secret rotated under machines that keep being created must not leave every
+replaced provider in memory: once the machines are at rest the controller holds its own provider
+and the current one (metric cloudnode_cloud_providers), and one Secret in its cache."""
 import base64
 import http.server
 import json
@@ -18,11 +22,13 @@ import os
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from capimachines import machine_env, wait_for  # noqa: E402
 from cncapi import SECRETS, Controller  # noqa: E402
+from fakecloud import HETZNER_TOKEN  # noqa: E402
 
 CONTROLLER_APPCRED = {"OS_APPLICATION_CREDENTIAL_ID": "controller-appcred-id",
                       "OS_APPLICATION_CREDENTIAL_SECRET": "controller-appcred-secret-5f1e"}
@@ -116,11 +122,48 @@ def test_secret_not_completed_from_environment(t, env):
         srv.server_close()
 
 
+def gauge(ctl, name):
+    for line in ctl.metrics().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_rotated_providers_freed(t, env):
+    ctl = env.controller()
+    try:
+        for i in range(4):
+            body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "rotating"},
+                    "data": {k: base64.b64encode(v.encode()).decode() for k, v in
+                             {"token": HETZNER_TOKEN, "endpoint": env.c.url + "/v1", "rotation": str(i)}.items()}}
+            code, _ = env.k.api("PUT", SECRETS + "/rotating", body)
+            if code == 404:
+                code, _ = env.k.api("POST", SECRETS, body)
+            # A create reads a Secret older than CN_CREDENTIALS_FRESH (5 s) again: a new provider.
+            time.sleep(5.5)
+            env.machine("rot%d" % i, extra_spec={"credentials": {"secretRef": {"name": "rotating"}}})
+            t.ok(wait_for(lambda: env.ready("rot%d" % i), 40), "rotation %d: the machine is ready" % i,
+                 ctl.output()[-2000:])
+        builds = ctl.output().count("Credentials Secret default/rotating (resourceVersion")
+        t.ok(builds >= 4, "a provider was built for each rotation (%d)" % builds)
+        t.ok(wait_for(lambda: gauge(ctl, "cloudnode_cloud_providers") == 2, 20),
+             "at rest: the controller's provider and the current one are all that is left",
+             "cloudnode_cloud_providers %s" % gauge(ctl, "cloudnode_cloud_providers"))
+        t.eq(gauge(ctl, "cloudnode_credentials_secrets"), 1.0, "one Secret in the cache")
+        for i in range(4):
+            env.delete("rot%d" % i)
+        t.ok(wait_for(lambda: all(env.gone("rot%d" % i) for i in range(4)), 40), "and the machines are deleted")
+    finally:
+        ctl.stop()
+
+
 def main():
     t = Tap()
     for provider in ("hetzner", "openstack"):
         with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider, 0.3, 0.2) as env:
             t.run(test_provider_id_takeover, env)
+            if provider == "hetzner":
+                t.run(test_rotated_providers_freed, env)
             if provider == "openstack":
                 t.run(test_secret_not_completed_from_environment, env)
     return t.done()
