@@ -302,7 +302,8 @@ def main():
     if FakeKube is None:
         t.skip_all("tests/pylib/fakekube.py is not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")]) as k:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")],
+                      load=[src("manifests", "controller", "controller-guard-policy.yaml")]) as k:
             setup_cluster(k)
             t.run(test_first_install, k, tmp)
             t.run(test_idempotent, k, tmp)
