@@ -24,7 +24,6 @@
 #include "machine-controller.h"
 #include "machine-credentials.h"
 #include "machine-reconcile.h"
-#include "provider-machine.h"
 #include "provider.h"
 #include "string-util.h"
 

@@ -8,7 +8,7 @@
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
-#include "provider-machine.h"
+#include "provider-openstack.h"
 #include "string-util.h"
 #include "tap.h"
 

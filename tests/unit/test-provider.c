@@ -7,7 +7,8 @@
 
 #include "http.h"
 #include "json-util.h"
-#include "provider.h"
+#include "provider-hetzner.h"
+#include "provider-openstack.h"
 #include "tap.h"
 
 static const char *fixtures;

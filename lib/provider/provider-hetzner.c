@@ -10,8 +10,7 @@
 #include "cloud-config.h"
 #include "json-util.h"
 #include "log.h"
-#include "provider-machine.h"
-#include "provider.h"
+#include "provider-hetzner.h"
 
 #define HETZNER_DEFAULT_ENDPOINT "https://api.hetzner.cloud/v1"
 #define HETZNER_PROVIDER_ID_PREFIX CN_PROVIDER_HETZNER_ID_PREFIX

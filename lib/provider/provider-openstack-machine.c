@@ -11,7 +11,7 @@
 #include "hash-util.h"
 #include "json-util.h"
 #include "log.h"
-#include "provider-machine.h"
+#include "provider-openstack.h"
 #include "string-util.h"
 
 /* Nova's limits: metadata keys and values of at most 255 characters, keys of

@@ -6,7 +6,7 @@
 
 #include "json-util.h"
 #include "log.h"
-#include "provider-machine.h"
+#include "provider-hetzner.h"
 #include <inttypes.h>
 #include <stdlib.h>
 

@@ -1,57 +1,44 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Machine lifecycle of the providers (Cluster API infrastructure machines), kept apart from the
- * InstancesV2 lookups in lib/provider-<name>.c. Instances are reported to the controller as a
- * provider-neutral JSON view:
- *   {"id": "42", "providerID": "hcloud://42", "state": "running", "ready": true,
- *    "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}, ...]}
- * and found by the label/tag CN_MACHINE_UID_LABEL = the CloudnodeMachine's UID, so that a create
- * is never repeated after a crash between the create and the status write. */
+/* Private to lib/provider: OpenStack (provider-openstack-keystone.c: Keystone tokens,
+ * provider-openstack.c: settings and Nova lookups, provider-openstack-machine.c: machine
+ * lifecycle). Parsers are exposed for the unit tests. */
 #pragma once
 
-#include "provider.h"
+#include "provider-internal.h"
 
-#define CN_PROVIDER_MACHINE_UID_LABEL "cloudnode.io/machine-uid"
+/* The provider's private state (cn_provider_data()). */
+typedef struct OpenStack {
+        char *auth_url;
+        char *region;
+        char *ca_file;
+        json_object *auth;     /* the body of POST /v3/auth/tokens; holds the secret */
+        char *token;
+        char *compute_url;
+        usec_t token_expires;  /* CLOCK_REALTIME */
+        json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
+        json_object *settings; /* the [Global] settings in effect (file or environment); holds the secret */
+} OpenStack;
 
-/* Several instances carry one machine's UID: refused, a human decides. */
-#define CN_PROVIDER_EMULTIPLE ENOTUNIQ
+/* provider-openstack.c: a [Global] setting of the cloud config, else the environment variable env
+ * (may be NULL). */
+const char *cn_provider_openstack_setting(json_object *cfg, const char *key, const char *env);
+/* provider-openstack.c: the message of a Nova or Keystone error body. */
+const char *cn_provider_openstack_error_message(json_object *body);
 
-/* lib/provider.c: the neutral view of an instance the provider parsed, with the cloud's own state
- * name and whether that state is "running". */
-int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret);
+/* provider-openstack-keystone.c: the body of POST /v3/auth/tokens from the settings. */
+int cn_provider_openstack_build_auth(json_object *cfg, json_object **ret, char **ret_error);
+/* provider-openstack-keystone.c: drops the cached token and compute endpoint. */
+void cn_provider_openstack_forget_token(OpenStack *o);
 
-/* lib/provider-hetzner.c: the settings machine calls need (endpoint, token, CA). */
-int cn_provider_hetzner_request_options(CnProvider *p, const char **ret_endpoint, CnProviderHttpOptions *o);
+/* OpenStack Nova "server" object (microversion 2.47+ for flavor.original_name). region: the
+ * configured region, for the region label and the providerID. */
+int cn_provider_openstack_parse_server(json_object *server, const char *region, CnProviderInstance **ret);
+/* Keystone v3 token response: the endpoint URL of a service type, preferring the interface
+ * ("public") and region given. Borrowed. */
+const char *cn_provider_openstack_find_endpoint(json_object *token_body, const char *type, const char *interface,
+                                                const char *region);
 
-/* lib/provider-hetzner-machine.c */
-int cn_provider_hetzner_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec);
-int cn_provider_hetzner_validate(CnProvider *p, json_object *spec, char **ret_reason);
-int cn_provider_hetzner_machine_get(CnProvider *p, const CnProviderMachine *m, CnProviderMachineCallback cb,
-                                    void *userdata, CnProviderCall **ret);
-int cn_provider_hetzner_machine_create(CnProvider *p, const CnProviderMachine *m, const char *userdata_text,
-                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
-int cn_provider_hetzner_machine_cleanup(CnProvider *p, const CnProviderMachine *m, CnProviderCleanupCallback cb,
-                                        void *userdata, CnProviderCall **ret);
-int cn_provider_hetzner_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels);
-
-int cn_provider_hetzner_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
-                                        void *userdata, CnProviderCall **ret);
-/* m->provider_id names the server (providerID or bare id); m->uid, when set, is the UID the server
- * must carry now (-EEXIST otherwise). */
-int cn_provider_hetzner_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
-                                    CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
-/* {"Global": {"endpoint", "network"}} for the workload cluster's cloud.conf; never the token. */
-int cn_provider_hetzner_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
-
-#define CN_PROVIDER_HETZNER_ID_PREFIX "hcloud://"
-/* The server id of "hcloud://42" or "42". */
-int cn_provider_hetzner_server_id(const char *provider_id, int64_t *ret);
-/* GET /locations' "locations" as failure domains; region keeps a network zone or one location. */
-int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char *region, json_object **ret);
-
-/* The neutral instance view of a Hetzner server object (exposed for the unit tests). */
-int cn_provider_hetzner_machine_view(json_object *server, json_object **ret);
-
-/* lib/provider-openstack.c: the Keystone token shared by every Nova request. A call that talks to
+/* provider-openstack-keystone.c: the Keystone token shared by every Nova request. A call that talks to
  * Nova keeps one CnOpenStackAuth in its state: next() issues its Nova request once a token is
  * there, fail() ends the call when none can be had. */
 typedef struct CnOpenStackAuth {
@@ -80,7 +67,7 @@ json_object *cn_provider_openstack_settings(CnProvider *p);
  * an attribute. */
 int cn_provider_openstack_failure_domains_parse(json_object *body, const char *region, json_object **ret);
 
-/* lib/provider-openstack-machine.c */
+/* provider-openstack-machine.c */
 int cn_provider_openstack_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec);
 int cn_provider_openstack_validate(CnProvider *p, json_object *spec, char **ret_reason);
 int cn_provider_openstack_machine_get(CnProvider *p, const CnProviderMachine *m, CnProviderMachineCallback cb,

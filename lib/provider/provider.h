@@ -65,6 +65,9 @@ typedef struct CnProviderNodeRef {
         const char *provider_id;
 } CnProviderNodeRef;
 
+/* Several instances carry one machine's UID: refused, a human decides. */
+#define CN_PROVIDER_EMULTIPLE ENOTUNIQ
+
 typedef struct CnProviderResult {
         int error;           /* 0 or negative errno, classified as above */
         usec_t retry_after;  /* server's minimum delay before a retry, 0 if none */
@@ -174,81 +177,3 @@ int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMac
 /* Cancels the call (its callback will not run). */
 CnProviderCall *cn_provider_call_free(CnProviderCall *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProviderCall *, cn_provider_call_free);
-
-/* ---- for provider implementations ---- */
-
-/* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
-int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) _printf_(3, 4);
-
-/* Private state of the provider (ops->size bytes, zeroed). */
-void *cn_provider_data(CnProvider *p);
-CnHttp *cn_provider_http(CnProvider *p);
-
-/* One JSON request to the cloud API, decoded: 2xx -> body parsed (NULL when empty); 404 ->
- * -ENOENT; 401/403 -> -EACCES; 400/422 -> -EINVAL; 409 -> -EEXIST; 429 and 5xx -> -EAGAIN with
- * Retry-After; transport errors as lib/http.h reports them. `message` is the API's error text,
- * extracted by the provider's error parser. */
-typedef struct CnProviderHttpReply {
-        int error;
-        long status;
-        json_object *body;
-        usec_t retry_after;
-        const char *message;
-        const char *subject_token; /* X-Subject-Token (Keystone) */
-} CnProviderHttpReply;
-
-typedef void (*CnProviderHttpCallback)(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
-/* Pulls a human-readable message out of an error body (may return NULL). Borrowed from body. */
-typedef const char *(*CnProviderErrorParser)(json_object *body);
-
-typedef struct CnProviderHttpOptions {
-        const char *bearer_token;       /* Authorization: Bearer */
-        const char *auth_token;         /* X-Auth-Token (OpenStack) */
-        const char *ca_file;
-        const char *const *headers;     /* NULL-terminated "Name: value" list */
-        json_object *body;              /* sent as application/json */
-        CnProviderErrorParser error_parser;
-        const char *operation;          /* metric label */
-} CnProviderHttpOptions;
-
-/* A provider keeps per-call state (copied lookup keys, the stage of a multi-request lookup) on
- * the call; it is freed with the call. */
-void cn_provider_call_set_state(CnProviderCall *c, void *state, void (*free_state)(void *));
-void *cn_provider_call_get_state(CnProviderCall *c);
-CnProvider *cn_provider_call_provider(CnProviderCall *c);
-/* Issues a request on the call; replaces any previous one. The callback runs on the loop. */
-int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
-                          CnProviderHttpCallback cb, void *userdata);
-/* Finishes an instance lookup: answers the caller (once) and releases the call's in-flight
- * reference. Takes ownership of instance. */
-void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
-
-/* Machine lifecycle calls (lib/provider-*-machine.c): creates the call (exactly one of mcb/ccb),
- * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
- * below. A negative return from start unwinds and is returned (no callback). The instance passed
- * to finish_machine is consumed (the callback borrows it). */
-typedef int (*CnProviderCallStart)(CnProviderCall *c, void *arg);
-int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
-                                   void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret);
-void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance);
-void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done);
-
-/* Appends the failure domain {"name", "controlPlane": true, "attributes"} to list; attributes are
- * key, value pairs up to a NULL key (empty or NULL values left out). */
-int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes);
-
-/* URL-escapes one query value or path segment. */
-char *cn_provider_escape(const char *s);
-
-/* ---- response parsers of the providers, exposed for the unit tests ---- */
-
-/* Hetzner Cloud "server" object. network: name or ID of the private network whose IP is the
- * InternalIP (NULL: every private network IP). */
-int cn_provider_hetzner_parse_server(json_object *server, const char *network, CnProviderInstance **ret);
-/* OpenStack Nova "server" object (microversion 2.47+ for flavor.original_name). region: the
- * configured region, for the region label and the providerID. */
-int cn_provider_openstack_parse_server(json_object *server, const char *region, CnProviderInstance **ret);
-/* Keystone v3 token response: the endpoint URL of a service type, preferring the interface
- * ("public") and region given. Borrowed. */
-const char *cn_provider_openstack_find_endpoint(json_object *token_body, const char *type, const char *interface,
-                                                const char *region);

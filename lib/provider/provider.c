@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The provider-independent half of lib/provider.h: the provider table, the InstancesV2 adapters,
- * call lifetime and cancellation, and decoding of cloud API replies into classified errors. */
-#include <curl/curl.h>
+/* The provider-independent half of provider.h: the provider table, the InstancesV2 adapters and
+ * call lifetime and cancellation. The cloud API requests are in provider-http.c. */
 #include <stdarg.h>
 
 #include "http.h"
 #include "json-util.h"
 #include "log.h"
 #include "metadata.h"
-#include "provider-machine.h"
-#include "provider.h"
+#include "provider-internal.h"
 #include "string-util.h"
 
 extern const CnProviderOps cn_provider_hetzner_ops;
@@ -19,47 +17,6 @@ const CnProviderOps *const cn_provider_table[] = {
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,
         NULL,
-};
-
-/* Cloud API error bodies are small; a body bigger than this is not an answer we can use. */
-#define PROVIDER_MAX_RESPONSE (8U * 1024U * 1024U)
-#define PROVIDER_REQUEST_TIMEOUT (30 * USEC_PER_SEC)
-
-struct CnProvider {
-        const CnProviderOps *ops;
-        CnHttp *http;
-        CnProviderRequestCounter counter;
-        void *counter_userdata;
-        void *data;
-};
-
-typedef enum CallMode {
-        CALL_METADATA,
-        CALL_EXISTS,
-        CALL_SHUTDOWN,
-        CALL_MACHINE,
-        CALL_CLEANUP,
-} CallMode;
-
-struct CnProviderCall {
-        unsigned n_ref;
-        CnProvider *provider;
-        CnHttpRequest *req;
-        bool http_pending;   /* req is submitted and its completion has not run yet */
-        bool finished;
-        CallMode mode;
-        CnProviderInstanceCallback instance_cb;
-        CnProviderBoolCallback bool_cb;
-        CnProviderMachineCallback machine_cb;
-        CnProviderCleanupCallback cleanup_cb;
-        void *userdata;
-        void *state;
-        void (*free_state)(void *);
-        /* the request in flight */
-        CnProviderHttpCallback http_cb;
-        void *http_userdata;
-        CnProviderErrorParser error_parser;
-        const char *operation;
 };
 
 CnProviderErrorClass cn_provider_error_class(int error) {
@@ -252,7 +209,7 @@ CnHttp *cn_provider_http(CnProvider *p) {
         return p->http;
 }
 
-static CnProviderCall *call_unref(CnProviderCall *c) {
+CnProviderCall *cn_provider_call_unref(CnProviderCall *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
         if (c->req) {
@@ -278,9 +235,9 @@ CnProviderCall *cn_provider_call_free(CnProviderCall *c) {
                 cn_http_request_cancel(c->req);
         if (in_flight) {
                 c->http_pending = false;
-                call_unref(c);
+                cn_provider_call_unref(c);
         }
-        return call_unref(c);
+        return cn_provider_call_unref(c);
 }
 
 void cn_provider_call_set_state(CnProviderCall *c, void *state, void (*free_state)(void *)) {
@@ -343,7 +300,7 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 assert(false);
                 break;
         }
-        call_unref(c);
+        cn_provider_call_unref(c);
 }
 
 int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret) {
@@ -390,9 +347,9 @@ int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb,
                 c->finished = true;
                 if (ret) {
                         *ret = NULL;
-                        call_unref(c);
+                        cn_provider_call_unref(c);
                 }
-                call_unref(c);
+                cn_provider_call_unref(c);
                 return r;
         }
         return 0;
@@ -406,7 +363,7 @@ void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *
                 c->machine_cb(c->provider, res, res->error < 0 ? NULL : instance, c->userdata);
         }
         json_object_put(instance);
-        call_unref(c);
+        cn_provider_call_unref(c);
 }
 
 void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done) {
@@ -416,7 +373,7 @@ void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *
                 c->finished = true;
                 c->cleanup_cb(c->provider, res, res->error >= 0 && done, c->userdata);
         }
-        call_unref(c);
+        cn_provider_call_unref(c);
 }
 
 static int start_instance_call(CnProvider *p, CallMode mode, const CnProviderNodeRef *node,
@@ -446,9 +403,9 @@ static int start_instance_call(CnProvider *p, CallMode mode, const CnProviderNod
                 c->finished = true;
                 if (ret) {
                         *ret = NULL;
-                        call_unref(c);
+                        cn_provider_call_unref(c);
                 }
-                call_unref(c);
+                cn_provider_call_unref(c);
                 return r;
         }
         return 0;
@@ -529,168 +486,4 @@ int cn_provider_failure_domain_add(json_object *list, const char *name, const ch
         if (r < 0)
                 return r;
         return json_object_array_add(list, TAKE_PTR(fd)) < 0 ? -ENOMEM : 0;
-}
-
-/* ---- HTTP ---- */
-
-static int status_to_errno(long status) {
-        if (status >= 200 && status < 300)
-                return 0;
-        switch (status) {
-        case 400:
-        case 422:
-                return -EINVAL;
-        case 401:
-        case 403:
-                return -EACCES;
-        case 404:
-                return -ENOENT;
-        case 409:
-                return -EEXIST;
-        default:
-                return -EAGAIN; /* 429, 5xx and the unexpected: try again later */
-        }
-}
-
-/* Hetzner announces the end of its rate-limit window as RateLimit-Reset (UNIX seconds) instead
- * of Retry-After. */
-static usec_t reply_retry_after(CnHttpRequest *req) {
-        const char *reset;
-        usec_t d = 0, now;
-        char *end;
-        unsigned long long t;
-
-        if (cn_http_request_get_retry_after(req, &d) >= 0)
-                return d;
-        reset = cn_http_request_get_header(req, "RateLimit-Reset");
-        if (!reset)
-                return 0;
-        errno = 0;
-        t = strtoull(reset, &end, 10);
-        if (errno != 0 || *end || end == reset)
-                return 0;
-        now = cn_now(CLOCK_REALTIME);
-        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : 0;
-}
-
-static void count_request(CnProviderCall *c, int error) {
-        if (!c->provider->counter || !c->operation)
-                return;
-        c->provider->counter(c->provider->ops->name, c->operation,
-                             cn_provider_error_class_to_string(cn_provider_error_class(error)),
-                             c->provider->counter_userdata);
-}
-
-static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
-        CnProviderCall *c = ASSERT_PTR(userdata);
-        _cleanup_json_ json_object *body = NULL;
-        _cleanup_free_ char *message_buf = NULL;
-        CnProviderHttpReply reply = {};
-        const char *data;
-        size_t size = 0;
-
-        c->http_pending = false;
-        if (c->finished)
-                return;
-        reply.status = error < 0 ? 0 : cn_http_request_get_status(req);
-        reply.error = error < 0 ? error : status_to_errno(reply.status);
-        data = cn_http_request_get_body(req, &size);
-        if (error >= 0 && size > 0) {
-                int r = cn_json_parse(data, size, PROVIDER_MAX_RESPONSE, &body, NULL);
-                if (r < 0 && reply.error == 0)
-                        reply.error = -EBADMSG;
-        }
-        if (reply.error < 0 && reply.error != -EBADMSG) {
-                if (body && c->error_parser)
-                        reply.message = c->error_parser(body);
-                if (!reply.message) {
-                        if (error < 0) {
-                                if (asprintf(&message_buf, "request failed: %s", strerror(-error)) >= 0)
-                                        reply.message = message_buf;
-                        } else if (asprintf(&message_buf, "HTTP status %ld", reply.status) >= 0)
-                                reply.message = message_buf;
-                }
-        } else if (reply.error == -EBADMSG)
-                reply.message = "malformed response from the cloud API";
-        if (reply.error == -EAGAIN)
-                reply.retry_after = reply_retry_after(req);
-        reply.body = reply.error == 0 ? body : NULL;
-        reply.subject_token = cn_http_request_get_header(req, "X-Subject-Token");
-        count_request(c, reply.error);
-        log_debug("%s %s -> %ld (%s)", cn_http_request_get_method(req), cn_http_request_get_url(req), reply.status,
-                  reply.error < 0 ? strerror(-reply.error) : "ok");
-
-        /* Keep the call (and the request that holds this reply) alive across the callback: it
-         * may start the next request on the same call, or finish it. */
-        c->n_ref++;
-        c->http_cb(c, &reply, c->http_userdata);
-        call_unref(c);
-}
-
-int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
-                          CnProviderHttpCallback cb, void *userdata) {
-        _cleanup_(cn_http_request_unrefp) CnHttpRequest *req = NULL;
-        int r;
-
-        assert(c);
-        assert(url);
-        assert(cb);
-        r = cn_http_request_new(c->provider->http, method, url, &req);
-        if (r < 0)
-                return r;
-        cn_http_request_set_timeout(req, PROVIDER_REQUEST_TIMEOUT);
-        cn_http_request_set_max_response(req, PROVIDER_MAX_RESPONSE);
-        r = cn_http_request_add_header(req, "Accept", "application/json");
-        if (r < 0)
-                return r;
-        if (o && o->bearer_token && (r = cn_http_request_set_bearer_token(req, o->bearer_token)) < 0)
-                return r;
-        if (o && o->auth_token && (r = cn_http_request_add_header(req, "X-Auth-Token", o->auth_token)) < 0)
-                return r;
-        if (o && o->ca_file && (r = cn_http_request_set_ca_file(req, o->ca_file)) < 0)
-                return r;
-        for (const char *const *h = o ? o->headers : NULL; h && *h; h++) {
-                _cleanup_free_ char *name = NULL;
-                const char *colon = strchr(*h, ':');
-
-                if (!colon)
-                        return -EINVAL;
-                name = strndup(*h, colon - *h);
-                if (!name)
-                        return -ENOMEM;
-                r = cn_http_request_add_header(req, name, colon + 1 + strspn(colon + 1, " "));
-                if (r < 0)
-                        return r;
-        }
-        if (o && o->body) {
-                const char *text = json_object_to_json_string_ext(o->body, JSON_C_TO_STRING_PLAIN);
-
-                r = cn_http_request_set_body(req, text, strlen(text), "application/json");
-                if (r < 0)
-                        return r;
-        }
-        c->http_cb = cb;
-        c->http_userdata = userdata;
-        c->error_parser = o ? o->error_parser : NULL;
-        c->operation = o ? o->operation : NULL;
-        r = cn_http_request_submit(req, on_http_done, c);
-        if (r < 0)
-                return r;
-        if (c->req) {
-                cn_http_request_cancel(c->req);
-                cn_http_request_unref(c->req);
-        }
-        c->req = TAKE_PTR(req);
-        c->http_pending = true;
-        return 0;
-}
-
-char *cn_provider_escape(const char *s) {
-        char *e = curl_easy_escape(NULL, s, 0), *copy;
-
-        if (!e)
-                return NULL;
-        copy = strdup(e);
-        curl_free(e);
-        return copy;
 }
