@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Initializing one Node (DESIGN.md, data flow step 4), the same in both modes once the instance
+/* Initializing one Node (docs/design.md, "Node writes"), the same in both modes once the instance
  * is known: compute the addresses, patch nodes/NAME/status (only when they differ), then patch
  * the Node with the resourceVersion of what we last saw as precondition (providerID, labels, the
  * taint list minus the uninitialized taint). A 409 means someone wrote in between: the next try

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Kubernetes REST client (see kube-client.h): requests go through the rate limiter, out over
- * lib/http.h, and come back as decoded objects or errors; 429/503 and connection failures are
+ * lib/core/http.h, and come back as decoded objects or errors; 429/503 and connection failures are
  * retried with backoff that honours Retry-After; watches feed the incremental parser as bytes
  * arrive; list_all follows continue tokens. Everything runs on the caller's sd_event loop. */
 #include "backoff.h"

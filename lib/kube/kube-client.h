@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kubernetes REST client on an sd_event loop (HTTP through lib/http.h, libcurl multi). Every call
+/* Kubernetes REST client on an sd_event loop (HTTP through lib/core/http.h, libcurl multi). Every call
  * is asynchronous: it queues the request and returns; the callback runs later from the loop, exactly
  * once, unless the request handle is freed first (which cancels it, and then no callback runs).
  *
@@ -49,7 +49,7 @@
 #define CN_KUBE_EUNAVAILABLE EHOSTUNREACH /* 502, 503 after retries */
 #define CN_KUBE_ETIMEOUT ETIMEDOUT       /* 504, Status reason Timeout, client-side timeout */
 #define CN_KUBE_ECONNECT ECONNREFUSED    /* could not connect */
-#define CN_KUBE_ETLS EBADE               /* server certificate verification failed (lib/http.h) */
+#define CN_KUBE_ETLS EBADE               /* server certificate verification failed (lib/core/http.h) */
 #define CN_KUBE_EPROTO EBADMSG           /* unparsable response */
 
 #define CN_KUBE_DEFAULT_QPS 20.0
@@ -128,7 +128,7 @@ unsigned cn_kube_client_pending(CnKubeClient *c);
 typedef void (*CnKubeCounterFn)(const char *verb, const char *code, uint64_t count, void *userdata);
 void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata);
 
-/* Also count into a metrics registry (lib/metrics.h), as client-go's
+/* Also count into a metrics registry (lib/core/metrics.h), as client-go's
  * rest_client_requests_total{code,method}; the registry must outlive the client. -EEXIST when
  * the registry has the metric already (one client per registry). */
 typedef struct CnMetrics CnMetrics;
@@ -227,7 +227,8 @@ int cn_kube_patch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
                   const char *subresource, CnKubePatchType type, json_object *patch, CnKubeCallback cb,
                   void *userdata, CnKubeRequest **ret_request);
 
-/* PUT of a whole object (with its metadata.resourceVersion). Not for Nodes (see DESIGN.md). */
+/* PUT of a whole object (with its metadata.resourceVersion). Not for Nodes (docs/design.md,
+ * "Node writes"). */
 int cn_kube_update(CnKubeClient *c, const CnKubeResource *r, const char *ns, const char *name,
                    const char *subresource, json_object *object, CnKubeCallback cb, void *userdata,
                    CnKubeRequest **ret_request);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The addresses of a Node (status.addresses), computed the way the cloud-node controller of
- * Kubernetes does it, with the rules pinned in DESIGN.md:
+ * Kubernetes does it (cloudnode-initializer(8) documents the same rules):
  *   - InternalIP, ExternalIP, InternalDNS, ExternalDNS, Hostname; IPv4 and IPv6 (dual stack);
  *   - deterministic order: by type (InternalIP, ExternalIP, InternalDNS, ExternalDNS, Hostname),
  *     within a type IPv4 before IPv6, otherwise in the order the cloud gave them; no duplicates;

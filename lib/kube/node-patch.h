@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The two JSON merge patches that initialize a Node (DESIGN.md, data flow step 4):
+/* The two JSON merge patches that initialize a Node (docs/design.md, "Node writes"):
  *   1. on nodes/NAME/status: {"status":{"addresses":[...]}} — a merge patch replaces the list,
  *      so the result is exactly what we computed;
  *   2. on nodes/NAME: metadata.resourceVersion as precondition, spec.providerID (only if empty),

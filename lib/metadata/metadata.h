@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Instance metadata: one struct filled by every platform source (lib/metadata-<platform>.c), fetched
- * asynchronously on an sd-event loop through the shared HTTP client (lib/http.h), or read from a
+ * asynchronously on an sd-event loop through the shared HTTP client (lib/core/http.h), or read from a
  * config drive / local file. Used by cloudnode-agent and by cloudnode-initializer's node mode.
  *
  * Fetch policy (all overridable through CnMetadataOptions, defaults in brackets):

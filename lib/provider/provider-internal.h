@@ -23,7 +23,7 @@ CnHttp *cn_provider_http(CnProvider *p);
 
 /* One JSON request to the cloud API, decoded: 2xx -> body parsed (NULL when empty); 404 ->
  * -ENOENT; 401/403 -> -EACCES; 400/422 -> -EINVAL; 409 -> -EEXIST; 429 and 5xx -> -EAGAIN with
- * Retry-After; transport errors as lib/http.h reports them. `message` is the API's error text,
+ * Retry-After; transport errors as lib/core/http.h reports them. `message` is the API's error text,
  * extracted by the provider's error parser. */
 typedef struct CnProviderHttpReply {
         int error;
@@ -60,7 +60,7 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
  * reference. Takes ownership of instance. */
 void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
 
-/* Machine lifecycle calls (lib/provider-*-machine.c): creates the call (exactly one of mcb/ccb),
+/* Machine lifecycle calls (provider-<cloud>-machine.c): creates the call (exactly one of mcb/ccb),
  * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
  * below. A negative return from start unwinds and is returned (no callback). The instance passed
  * to finish_machine is consumed (the callback borrows it). */

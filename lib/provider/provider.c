@@ -324,7 +324,7 @@ int cn_provider_machine_view(const CnProviderInstance *i, const char *state, boo
         return 0;
 }
 
-/* Machine lifecycle calls (implemented per provider in lib/provider-*-machine.c) share the
+/* Machine lifecycle calls (implemented per provider in provider-<cloud>-machine.c) share the
  * instance calls' ownership rules: one in-flight reference, one for the caller's handle. */
 int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
                                    void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret) {
@@ -426,8 +426,7 @@ int cn_provider_instance_shutdown(CnProvider *p, const CnProviderNodeRef *node, 
         return start_instance_call(p, CALL_SHUTDOWN, node, NULL, cb, userdata, ret);
 }
 
-/* The machine lifecycle is implemented by the controller's machine issue; until a provider fills
- * these ops in, every call answers -EOPNOTSUPP. */
+/* The machine lifecycle: an operation a provider leaves out of its ops answers -EOPNOTSUPP. */
 int cn_provider_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec) {
         return p->ops->add_defaults ? p->ops->add_defaults(p, spec, ret_spec) : -EOPNOTSUPP;
 }

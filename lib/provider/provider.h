@@ -5,7 +5,7 @@
  * migrate_uid, cloud config), used by cloudnode-controller for Cluster API machines.
  *
  * Every call that talks to the cloud is asynchronous on the caller's sd-event loop (HTTP through
- * lib/http.h, never blocking the loop); it completes through a callback exactly once unless the
+ * lib/core/http.h, never blocking the loop); it completes through a callback exactly once unless the
  * returned CnProviderCall is freed first, which cancels it.
  *
  * Errors are classified (cn_provider_error_class()):
@@ -47,7 +47,7 @@ typedef struct CnProviderInstance {
         char *region;
         char *zone;
         CnNodeAddressList addresses;
-        char **extra_labels; /* strv "key=value"; lib/labels.h decides what may be applied */
+        char **extra_labels; /* strv "key=value"; lib/kube/labels.h decides what may be applied */
         bool shutdown;       /* stopped, but still exists */
 } CnProviderInstance;
 
@@ -80,8 +80,8 @@ typedef void (*CnProviderInstanceCallback)(CnProvider *p, const CnProviderResult
 /* exists/shutdown answers: value is valid when res->error == 0. */
 typedef void (*CnProviderBoolCallback)(CnProvider *p, const CnProviderResult *res, bool value, void *userdata);
 
-/* ---- machine lifecycle (Cluster API infra machines; implemented with the controller's machine
- * issue). A machine is described by its provider spec (JSON) and the Machine's UID, from which
+/* ---- machine lifecycle (Cluster API infrastructure machines, for cloudnode-controller). A
+ * machine is described by its provider spec (JSON) and the Machine's UID, from which
  * the tag/label/name that makes creates idempotent is derived. ---- */
 typedef struct CnProviderMachine {
         const char *name;
@@ -157,7 +157,7 @@ int cn_provider_instance_exists(CnProvider *p, const CnProviderNodeRef *node, Cn
 int cn_provider_instance_shutdown(CnProvider *p, const CnProviderNodeRef *node, CnProviderBoolCallback cb,
                                   void *userdata, CnProviderCall **ret);
 
-/* Machine lifecycle: -EOPNOTSUPP until a provider implements them. */
+/* Machine lifecycle: -EOPNOTSUPP for an operation the provider does not implement. */
 int cn_provider_add_defaults(CnProvider *p, json_object *spec, json_object **ret_spec);
 int cn_provider_validate(CnProvider *p, json_object *spec, char **ret_reason);
 int cn_provider_machine_get(CnProvider *p, const CnProviderMachine *m, CnProviderMachineCallback cb, void *userdata,
