@@ -717,3 +717,13 @@ const char *cn_http_request_get_url(CnHttpRequest *r) {
 const char *cn_http_request_get_method(CnHttpRequest *r) {
         return ASSERT_PTR(r)->method;
 }
+
+char *cn_http_escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        if (!e)
+                return NULL;
+        copy = strdup(e);
+        curl_free(e);
+        return copy;
+}

@@ -90,5 +90,9 @@ const char *cn_http_request_get_error_message(CnHttpRequest *r);
 const char *cn_http_request_get_url(CnHttpRequest *r);
 const char *cn_http_request_get_method(CnHttpRequest *r);
 
+/* Percent-escapes s as one URL query value or path segment (every byte but A-Z a-z 0-9 - . _ ~).
+ * NULL when out of memory; the caller frees. */
+char *cn_http_escape(const char *s);
+
 /* CURLcode to negative errno, as used for the completion error. */
 int cn_http_error_from_curl(CURLcode c);

@@ -871,3 +871,9 @@ unsigned cn_kube_client_pending(CnKubeClient *c) {
         assert(c);
         return c->n_requests;
 }
+
+uint64_t cn_kube_object_resource_version(json_object *o) {
+        uint64_t v;
+
+        return cn_safe_atou64(strempty(cn_json_string(o, "metadata", "resourceVersion", NULL)), &v) >= 0 ? v : 0;
+}

@@ -285,3 +285,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeWatchParser *, cn_kube_watch_parser_free);
 int cn_kube_watch_parser_feed(CnKubeWatchParser *p, const void *data, size_t size, char **reterr_message);
 /* True when the input so far ended in the middle of an event (a cut stream). */
 bool cn_kube_watch_parser_partial(CnKubeWatchParser *p);
+
+/* The object's metadata.resourceVersion as a number. resourceVersions are opaque to clients, but
+ * every API server hands out etcd revisions (the fake its counter), which are decimal and
+ * increase; 0 when it is not such a number, which turns an ordering check off. */
+uint64_t cn_kube_object_resource_version(json_object *o);

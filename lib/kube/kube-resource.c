@@ -2,6 +2,7 @@
 /* Resource types we use and how their URL paths and list/watch query strings are built. Path
  * segments are validated and percent-escaped, so a hostile object name cannot walk to another
  * resource. */
+#include "http.h"
 #include "kube-client.h"
 
 const CnKubeResource cn_kube_resource_nodes = { NULL, "v1", "nodes", "Node", false };
@@ -34,16 +35,16 @@ static bool segment_valid(const char *s) {
 
 /* Appends "/" and the escaped segment. */
 static int append_segment(char **path, const char *segment) {
-        char *e, *n;
+        _cleanup_free_ char *e = NULL;
+        char *n;
 
         if (!segment_valid(segment))
                 return -EINVAL;
-        e = curl_easy_escape(NULL, segment, 0);
+        e = cn_http_escape(segment);
         if (!e)
                 return -ENOMEM;
         if (asprintf(&n, "%s/%s", *path, e) < 0)
                 n = NULL;
-        curl_free(e);
         if (!n)
                 return -ENOMEM;
         free(*path);
@@ -104,16 +105,16 @@ int cn_kube_resource_path(const CnKubeResource *r, const char *ns, const char *n
 }
 
 static int query_add(char **q, const char *key, const char *value) {
-        char *e, *n;
+        _cleanup_free_ char *e = NULL;
+        char *n;
 
         if (!value)
                 return 0;
-        e = curl_easy_escape(NULL, value, 0);
+        e = cn_http_escape(value);
         if (!e)
                 return -ENOMEM;
         if (asprintf(&n, "%s%c%s=%s", *q, **q ? '&' : '?', key, e) < 0)
                 n = NULL;
-        curl_free(e);
         if (!n)
                 return -ENOMEM;
         free(*q);

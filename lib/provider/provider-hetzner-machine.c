@@ -118,7 +118,7 @@ static int list_url(CnProvider *p, const char *uid, char **ret_url, CnProviderHt
                 return -EINVAL;
         if (asprintf(&sel, CN_PROVIDER_MACHINE_UID_LABEL "=%s", uid) < 0)
                 return -ENOMEM;
-        esc = cn_provider_escape(sel);
+        esc = cn_http_escape(sel);
         if (!esc || asprintf(ret_url, "%s/servers?label_selector=%s", endpoint, esc) < 0)
                 return -ENOMEM;
         return 0;

@@ -249,7 +249,7 @@ static int hetzner_instance_get(CnProvider *p, CnProviderCall *call, const CnPro
                 if (asprintf(&url, "%s/servers/%" PRIi64, h->endpoint, id) < 0)
                         return -ENOMEM;
         } else {
-                esc = cn_provider_escape(node->name);
+                esc = cn_http_escape(node->name);
                 if (!esc || asprintf(&url, "%s/servers?name=%s", h->endpoint, esc) < 0)
                         return -ENOMEM;
         }

@@ -2,8 +2,6 @@
 /* One JSON request of a provider call to a cloud API: headers and body out, the reply decoded
  * into a classified error (with the server's Retry-After, or Hetzner's RateLimit-Reset), the
  * request counted for the provider's metric. */
-#include <curl/curl.h>
-
 #include "http.h"
 #include "json-util.h"
 #include "log.h"
@@ -160,14 +158,4 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
         c->req = TAKE_PTR(req);
         c->http_pending = true;
         return 0;
-}
-
-char *cn_provider_escape(const char *s) {
-        char *e = curl_easy_escape(NULL, s, 0), *copy;
-
-        if (!e)
-                return NULL;
-        copy = strdup(e);
-        curl_free(e);
-        return copy;
 }

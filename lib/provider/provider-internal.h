@@ -74,8 +74,6 @@ void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *
  * key, value pairs up to a NULL key (empty or NULL values left out). */
 int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes);
 
-/* URL-escapes one query value or path segment. */
-char *cn_provider_escape(const char *s);
 
 /* Cloud API error bodies are small; a body bigger than this is not an answer we can use. */
 #define PROVIDER_MAX_RESPONSE (8U * 1024U * 1024U)

@@ -547,7 +547,7 @@ static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *rep
                 if (task && streq(task, "deleting"))
                         continue;
                 compute = cn_provider_openstack_nova(p, &o);
-                esc = cn_provider_escape(id);
+                esc = cn_http_escape(id);
                 r = esc && asprintf(&url, "%s/servers/%s", compute, esc) >= 0 ? 0 : -ENOMEM;
                 if (r >= 0)
                         r = cn_provider_call_http(call, "DELETE", url, &o, on_deleted, (void *) (uintptr_t) (n == 1));
@@ -605,7 +605,7 @@ static void on_migrate_get(CnProviderCall *call, const CnProviderHttpReply *repl
         /* POST /servers/{id}/metadata merges the given items: the key holds a '/', which Nova's
          * router would not take in the path of PUT /servers/{id}/metadata/{key}. */
         body = json_object_new_object();
-        esc = cn_provider_escape(m->server_id);
+        esc = cn_http_escape(m->server_id);
         if (!body || !esc || cn_json_set_string(body, m->new_uid, "metadata", CN_PROVIDER_MACHINE_UID_LABEL, NULL) < 0 ||
             asprintf(&url, "%s/servers/%s/metadata", cn_provider_openstack_nova(p, &o), esc) < 0)
                 r = -ENOMEM;
@@ -623,7 +623,7 @@ static int migrate_next(CnProviderCall *call) {
         CnProvider *p = cn_provider_call_provider(call);
         MachineCall *m = cn_provider_call_get_state(call);
         CnProviderHttpOptions o = { .operation = "machine_migrate_get" };
-        _cleanup_free_ char *url = NULL, *esc = cn_provider_escape(m->server_id);
+        _cleanup_free_ char *url = NULL, *esc = cn_http_escape(m->server_id);
         const char *compute = cn_provider_openstack_nova(p, &o);
 
         if (!esc || asprintf(&url, "%s/servers/%s", compute, esc) < 0)

@@ -259,7 +259,7 @@ static int resolve_flavor(CnProviderCall *call, json_object *server, CnProviderI
                 }
                 return 0;
         }
-        esc = cn_provider_escape(id);
+        esc = cn_http_escape(id);
         if (!esc || asprintf(&url, "%s/flavors/%s", o->compute_url, esc) < 0)
                 return 0;
         if (cn_provider_call_http(call, "GET", url, &opts, on_flavor, NULL) < 0)
@@ -325,7 +325,7 @@ int cn_provider_openstack_list_url(CnProvider *p, const char *name, char **ret_u
         }
         re[n++] = '$';
         re[n] = 0;
-        esc = cn_provider_escape(re);
+        esc = cn_http_escape(re);
         if (!esc || asprintf(ret_url, "%s/servers/detail?name=%s", o->compute_url, esc) < 0)
                 return -ENOMEM;
         return 0;
@@ -342,7 +342,7 @@ static int get_server(CnProviderCall *call) {
         (void) cn_provider_openstack_nova(p, &opts);
 
         if (l->id) {
-                _cleanup_free_ char *esc = cn_provider_escape(l->id);
+                _cleanup_free_ char *esc = cn_http_escape(l->id);
 
                 if (!esc || asprintf(&url, "%s/servers/%s", o->compute_url, esc) < 0)
                         return -ENOMEM;
