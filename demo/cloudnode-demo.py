@@ -23,7 +23,7 @@ BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
 from capi import install_core_crds  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
 PLATFORMS = ["aws", "openstack", "hetzner", "gcp", "azure", "digitalocean"]
@@ -153,7 +153,7 @@ class Demo:
         inst = node.instance
 
         def nsip(*a):
-            run(["ip", "-n", ns] + list(a))
+            run(netns_argv(ns, ["ip"] + list(a)))
         nsip("link", "set", "lo", "up")
         nsip("addr", "add", "10.231.%d.2/30" % i, "dev", "eth0")
         nsip("addr", "add", inst["private_ipv4"] + "/32", "dev", "eth0")
@@ -173,7 +173,7 @@ class Demo:
         return "http://169.254.169.254"
 
     def ns_argv(self, node, argv):
-        return (["ip", "netns", "exec", node.netns] + argv) if node.netns else argv
+        return netns_argv(node.netns, argv) if node.netns else argv
 
     def node_kubeconfig(self, node):
         path = self.kube.kubeconfig_for(NODE_SA)

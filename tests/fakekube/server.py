@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, patch as patchmod, proto, table
+from . import certs, errors, openapiv2, patch as patchmod, proto, table
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -751,8 +751,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_body(404, b"404 page not found\n", "text/plain; charset=utf-8")
             else:
                 self.send_obj(200, doc)
+        elif p == "/openapi/v2":
+            doc = openapiv2.document(reg)
+            if openapiv2.PROTOBUF in (self.headers.get("Accept") or ""):
+                self.send_body(200, openapiv2.encode(doc), "application/octet-stream")
+            else:
+                self.send_obj(200, doc)
         else:
-            # /openapi/v2 is not served (kubectl uses v3 when it is there).
             self.send_body(404, b"404 page not found\n", "text/plain; charset=utf-8")
 
     # --- admin endpoints -------------------------------------------------------------------

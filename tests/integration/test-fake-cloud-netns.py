@@ -47,8 +47,8 @@ def test_namespaces(t, tmp):
                 FakeCloud(state, instance=aws["id"], netns=ns1.name, listen="169.254.169.254:80") as s1, \
                 FakeCloud(state, instance=gcp["id"], netns=ns2.name, listen="169.254.169.254:80"):
             t.eq(s1.url, "http://169.254.169.254:80", "namespace server prints its URL")
-            addrs = subprocess.run(["ip", "-n", ns1.name, "-j", "addr", "show", "dev", "eth0"],
-                                   capture_output=True, text=True, check=True).stdout
+            addrs = ns1.run(["ip", "-j", "addr", "show", "dev", "eth0"],
+                            capture_output=True, text=True, check=True).stdout
             have = {a["local"] for link in json.loads(addrs) for a in link.get("addr_info", [])}
             t.ok(aws["private_ipv4"] in have and aws["ipv6"] in have, "namespace eth0 carries the instance addresses", have)
             res = fetch(ns1, [

@@ -101,7 +101,7 @@ def test_load_and_namespaces(t):
              "no creation in a terminating namespace")
         k.api("PATCH", "/api/v1/namespaces/gone/configmaps/held", {"metadata": {"finalizers": None}},
               "application/merge-patch+json")
-        r = k.kubectl("wait", "--for=delete", "namespace/gone", "--timeout=10s")
+        r = k.kubectl_wait_deleted("namespace/gone")
         t.eq(r.returncode, 0, "namespace goes once its content is gone")
 
 

@@ -142,7 +142,7 @@ def test_crd_delete(t, k):
     k.api("POST", MACHINES, machine("m9"))
     st, r = k.api("DELETE", CRDS + "/machines.cluster.x-k8s.io")
     t.eq(st, 200, "delete CRD")
-    r = k.kubectl("wait", "--for=delete", "crd/machines.cluster.x-k8s.io", "--timeout=10s")
+    r = k.kubectl_wait_deleted("crd/machines.cluster.x-k8s.io")
     t.eq(r.returncode, 0, "CRD goes away after its custom resources are removed", )
     st, r = k.api("GET", MACHINES)
     t.eq(st, 404, "resource unregistered")

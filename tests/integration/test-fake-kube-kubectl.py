@@ -10,7 +10,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import run_with_server  # noqa: E402
+from fakekube import kubectl_minor, run_with_server  # noqa: E402
 
 NODE_YAML = """apiVersion: v1
 kind: Node
@@ -86,11 +86,16 @@ def test_node(t, k):
     r = k.kubectl("patch", "node", "worker-1", "--type=strategic", "-p",
                   json.dumps({"metadata": {"labels": {"node.kubernetes.io/instance-type": "cx22"}}}))
     t.eq(r.returncode, 0, "patch --type=strategic")
-    r = k.kubectl("patch", "node", "worker-1", "--subresource=status", "--type=merge", "-p", json.dumps(
-        {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                    "lastHeartbeatTime": "2024-01-01T00:00:00Z",
-                                    "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}))
-    t.eq(r.returncode, 0, "patch --subresource=status")
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                        "lastHeartbeatTime": "2024-01-01T00:00:00Z",
+                                        "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}
+    if kubectl_minor() >= 24:
+        r = k.kubectl("patch", "node", "worker-1", "--subresource=status", "--type=merge", "-p", json.dumps(ready))
+        t.eq(r.returncode, 0, "patch --subresource=status")
+    else:
+        t.skip("patch --subresource=status", "kubectl 1.%d has no --subresource (1.24 and later)" % kubectl_minor())
+        st, _ = k.api("PATCH", "/api/v1/nodes/worker-1/status", ready, "application/merge-patch+json")
+        t.eq(st, 200, "the Ready condition through nodes/status")
     r = k.kubectl("label", "node", "worker-1", "topology.kubernetes.io/zone=fsn1-dc14")
     t.eq((r.returncode, r.stdout.strip()), (0, "node/worker-1 labeled"), "kubectl label")
     r = k.kubectl("label", "node", "worker-1", "bad label=x")
@@ -104,8 +109,11 @@ def test_node(t, k):
          r.stderr)
     r = k.kubectl("wait", "--for=condition=Ready", "node/worker-1", "--timeout=10s")
     t.eq(r.returncode, 0, "kubectl wait --for=condition=Ready")
-    r = k.kubectl("wait", "--for=jsonpath={.spec.providerID}=hetzner://42", "node/worker-1", "--timeout=10s")
-    t.eq(r.returncode, 0, "kubectl wait --for=jsonpath")
+    if kubectl_minor() >= 23:
+        r = k.kubectl("wait", "--for=jsonpath={.spec.providerID}=hetzner://42", "node/worker-1", "--timeout=10s")
+        t.eq(r.returncode, 0, "kubectl wait --for=jsonpath")
+    else:
+        t.skip("kubectl wait --for=jsonpath", "kubectl 1.%d has no --for=jsonpath (1.23 and later)" % kubectl_minor())
     r = k.kubectl("get", "nodes")
     t.ok(r.returncode == 0 and "worker-1" in r.stdout, "kubectl get nodes (table)", r.stdout + r.stderr)
     # Finalizer: delete leaves the node until the finalizer is gone; wait sees the deletion.

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import FakeKube, run_with_server, state_dir  # noqa: E402
+from fakekube import FakeKube, kubectl_minor, run_with_server, state_dir  # noqa: E402
 
 SA = "system:serviceaccount:cn:patcher"
 
@@ -156,8 +156,11 @@ def test_kubectl_can_i(t, k):
     t.eq((r.returncode, r.stdout.strip()), (0, "yes"), "kubectl auth can-i: yes")
     r = k.kubectl("auth", "can-i", "get", "configmaps/cloud-conf", "-n", "cn", kubeconfig=kc)
     t.eq(r.stdout.strip(), "yes", "kubectl auth can-i with a resource name")
-    r = k.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", kubeconfig=kc)
-    t.eq(r.stdout.strip(), SA, "kubectl auth whoami")
+    if kubectl_minor() >= 27:
+        r = k.kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", kubeconfig=kc)
+        t.eq(r.stdout.strip(), SA, "kubectl auth whoami")
+    else:
+        t.skip("kubectl auth whoami", "kubectl 1.%d has no auth whoami (1.27 and later)" % kubectl_minor())
     r = k.kubectl("get", "nodes", "-o", "name", kubeconfig=kc)
     t.eq((r.returncode, r.stdout.strip()), (0, "node/n1"), "kubectl get as the service account")
     r = k.kubectl("delete", "node", "n1", kubeconfig=kc)

@@ -169,8 +169,8 @@ def main():
                 ip("link", "add", host_if, "type", "veth", "peer", "name", "kapi0", "netns", ns.name)
                 ip("addr", "add", link[1] + "/24", "dev", host_if)
                 ip("link", "set", host_if, "up")
-                ip("-n", ns.name, "addr", "add", link[2] + "/24", "dev", "kapi0")
-                ip("-n", ns.name, "link", "set", "kapi0", "up")
+                ns.run(["ip", "addr", "add", link[2] + "/24", "dev", "kapi0"], check=True)
+                ns.run(["ip", "link", "set", "kapi0", "up"], check=True)
                 try:
                     with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
                                    listen="169.254.169.254:80"), \

@@ -16,6 +16,7 @@ import time
 import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
+from fakecloud import netns_argv
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -146,7 +147,7 @@ class Initializer:
             self.args.append("--port=%d" % self.port)
         cmd = [BINARY] + self.args
         if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns] + cmd
+            cmd = netns_argv(self.netns, cmd)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=self.env)
         if self.port and not wait_for(self._find_port, 20):

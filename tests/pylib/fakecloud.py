@@ -46,6 +46,13 @@ OPENSTACK_USER = {"name": "demo", "password": "demo-password", "domain": "Defaul
 OPENSTACK_APP_CREDENTIAL = {"id": "appcred-demo", "secret": "appcred-secret"}
 
 
+def netns_argv(name, argv):
+    """argv run inside the named network namespace. nsenter enters the network namespace only:
+    `ip netns exec` and `ip -n` also enter a new mount namespace and make "/" a slave mount, which
+    fails where "/" is not a mount point (a chroot, as a fresh build root is)."""
+    return ["nsenter", "--net=/run/netns/" + name, "--"] + list(argv)
+
+
 class FakeCloudError(Exception):
     pass
 
@@ -75,7 +82,7 @@ class FakeCloud:
             cmd += ["--instance", str(self.instance_id)]
         cmd += self.extra_args
         if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns] + cmd
+            cmd = netns_argv(self.netns, cmd)
         os.makedirs(self.state_dir, exist_ok=True)
         self.stderr_path = os.path.join(self.state_dir, "fake-cloud-%s.stderr" % (self.instance_id or "main"))
         with open(self.stderr_path, "ab") as err:
@@ -251,7 +258,7 @@ class Netns:
         self.created = False
 
     def _ip(self, *args):
-        subprocess.run(["ip", "-n", self.name] + list(args), check=True, capture_output=True)
+        subprocess.run(netns_argv(self.name, ["ip"] + list(args)), check=True, capture_output=True)
 
     def create(self):
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True)
@@ -286,7 +293,7 @@ class Netns:
         self.delete()
 
     def argv(self, argv):
-        return ["ip", "netns", "exec", self.name] + list(argv)
+        return netns_argv(self.name, argv)
 
     def run(self, argv, **kw):
         return subprocess.run(self.argv(argv), **kw)

@@ -26,25 +26,6 @@ sys.path.insert(0, HERE)
 from cntap import Tap, build, src  # noqa: E402
 import vmtest  # noqa: E402
 
-class VMTap(Tap):
-    """TAP with TODO for failures that a diagnosed bug of the system under test explains: the
-    assertion still runs and prints `not ok ... # TODO <the bug>`; once the bug is gone its
-    signature no longer matches and the assertion counts again."""
-
-    def ok(self, cond, name, diag=None, todo=None):
-        if cond or not todo:
-            return super().ok(cond, name, diag)
-        self.n += 1
-        print("not ok %d - %s # TODO %s" % (self.n, name, todo))
-        if diag is not None:
-            self.diag(diag)
-        sys.stdout.flush()
-        return False
-
-    def eq(self, got, want, name, todo=None):
-        return self.ok(got == want, name, "got:  %r\nwant: %r" % (got, want), todo=todo)
-
-
 # systemd's catalog id of "Unit X entered failed state" (SD_MESSAGE_UNIT_FAILURE_RESULT).
 MESSAGE_UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -79,31 +60,7 @@ def env_file(text):
     return out
 
 
-def known_bugs(g, stage, journal, writes, expected_writes):
-    """Bugs of the system under test diagnosed from this boot's evidence, by assertion group."""
-    out = {}
-    unit = installed(stage, "/lib/systemd/system/cloudnode-initializer.service",
-                     "/usr/lib/systemd/system/cloudnode-initializer.service")
-    with open(unit) as f:
-        proc_subset = "ProcSubset=pid" in f.read().split()
-    no_platform = any(e.get("_SYSTEMD_UNIT") == "cloudnode-initializer.service"
-                      and "Failed to read instance metadata" in str(e.get("MESSAGE"))
-                      and "No such device or address" in str(e.get("MESSAGE")) for e in journal)
-    if proc_subset and no_platform:
-        out["initializer"] = ("cloudnode-initializer.service sets ProcSubset=pid, which hides /proc/cmdline, so the "
-                              "initializer cannot detect the platform (ignition.platform.id=) and never initializes "
-                              "the Node")
-    extra = list(writes)
-    for w in expected_writes:
-        if w in extra:
-            extra.remove(w)
-    if len(writes) > len(expected_writes) and all(w[1] == "patch" and w[3] == 409 for w in extra):
-        out["writes"] = ("the initializer sends one more Node patch with a stale resourceVersion (answered 409) "
-                         "after its own writes")
-    return out
-
-
-def check_boot(t, g, res, todo=None):
+def check_boot(t, g, res):
     """What every boot must show: it powered itself off cleanly and nothing failed."""
     t.ok(not g.timed_out and g.exit_code == 0, "%s: guest powered itself off (qemu exit 0, no timeout)" % g.name,
          g.diagnostics())
@@ -111,7 +68,7 @@ def check_boot(t, g, res, todo=None):
     t.eq(g.fs_state(), "clean", "%s: root file system was unmounted cleanly" % g.name)
     t.ok("system-state" in res, "%s: collector wrote its results to the second disk" % g.name)
     t.eq((g.result_text("system-state") or "").strip(), "running",
-         "%s: boot finished with no failed unit (is-system-running)" % g.name, todo=todo)
+         "%s: boot finished with no failed unit (is-system-running)" % g.name)
     failed = g.result_text("failed-units")
     t.eq(failed.strip() if failed is not None else "(no results)", "", "%s: no failed units at collection" % g.name)
     journal = g.journal()
@@ -298,17 +255,13 @@ def cloudnode_case(t, base, work, stage, platform, role):
                       and a.get("name") == node_name and a.get("user") != KUBELET_USER]
             expected = [(INITIALIZER_USER, "patch", "/api/v1/nodes/%s/status" % node_name, 200),
                         (INITIALIZER_USER, "patch", "/api/v1/nodes/%s" % node_name, 200)]
-            known = known_bugs(g, stage, journal, writes, expected)
-            for k, why in sorted(known.items()):
-                t.diag("%s: known bug (%s): %s" % (name, k, why))
-            check_boot(t, g, res, todo=known.get("initializer"))
+            check_boot(t, g, res)
             check_harness(t, g, res)
-            check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected,
-                            known)
+            check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected)
     return g
 
 
-def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected, known):
+def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected):
     n = g.name
     agent = unit_props(g.result_text("unit-cloudnode-agent.service"))
     t.ok(agent.get("Type") == "notify" and agent.get("Result") == "success" and agent.get("ActiveState") == "active",
@@ -370,10 +323,9 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
              "node-critical" % n)
 
     init = unit_props(g.result_text("unit-cloudnode-initializer.service"))
-    todo = known.get("initializer")
     t.ok(init.get("ActiveState") == "active" and init.get("SubState") == "running",
          "%s: cloudnode-initializer.service is active" % n,
-         {k: init.get(k) for k in ("Type", "ActiveState", "SubState", "Result", "NRestarts")}, todo=todo)
+         {k: init.get(k) for k in ("Type", "ActiveState", "SubState", "Result", "NRestarts")})
 
     # The Node, as the API server has it.
     st, node = kube.api("GET", "/api/v1/nodes/%s" % node_name) if node_name else (None, None)
@@ -383,22 +335,21 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
         return
     spec, meta = node.get("spec", {}), node.get("metadata", {})
     labels = meta.get("labels", {})
-    t.eq(spec.get("providerID"), provider_id, "%s: Node providerID set" % n, todo=todo)
+    t.eq(spec.get("providerID"), provider_id, "%s: Node providerID set" % n)
     t.eq([x for x in spec.get("taints", []) if x.get("key") == UNINITIALIZED_TAINT], [],
-         "%s: uninitialized taint removed" % n, todo=todo)
+         "%s: uninitialized taint removed" % n)
     # The labels say what the node's metadata says (absent where it says nothing).
     for label, key in (("node.kubernetes.io/instance-type", "CLOUDNODE_INSTANCE_TYPE"),
                        ("topology.kubernetes.io/region", "CLOUDNODE_REGION"),
                        ("topology.kubernetes.io/zone", "CLOUDNODE_ZONE")):
-        t.eq(labels.get(label), env.get(key), "%s: label %s = %s" % (n, label, key), todo=todo)
+        t.eq(labels.get(label), env.get(key), "%s: label %s = %s" % (n, label, key))
     t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
     addrs = {(a.get("type"), a.get("address")) for a in node.get("status", {}).get("addresses", [])}
     t.ok(("InternalIP", inst["private_ipv4"]) in addrs, "%s: Node has InternalIP %s" % (n, inst["private_ipv4"]),
-         sorted(addrs), todo=todo)
+         sorted(addrs))
 
     t.eq(writes, expected,
-         "%s: exactly two writes to the Node, both by the initializer: status (addresses), then the Node" % n,
-         todo=todo or known.get("writes"))
+         "%s: exactly two writes to the Node, both by the initializer: status (addresses), then the Node" % n)
 
     fields = {k for e in journal if e.get("_SYSTEMD_UNIT") in ("cloudnode-agent.service",
                                                                  "cloudnode-initializer.service")
@@ -483,7 +434,7 @@ def staged_install(work):
 
 
 def main():
-    t = VMTap()
+    t = Tap()
     why = vmtest.qemu_usable()
     if why:
         sys.stderr.write("\n*** REAL-BOOT TEST SKIPPED: %s ***\n\n" % why)
