@@ -13,22 +13,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, build  # noqa: E402
+from cntap import Tap, build, wait_for  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
 AGENT = build("agent", "cloudnode-agent")
 POD = "etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 DEPLOY_PATH = "/apis/apps/v1/namespaces/%s/deployments"
-
-
-def wait_for(cond, timeout=20):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 def deployment(namespace="cloudnode"):

@@ -11,7 +11,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, metric_value, src  # noqa: E402
+from cntap import Tap, metric_value, src, wait_for  # noqa: E402
 from cnproc import Controller  # noqa: E402
 
 try:
@@ -31,17 +31,6 @@ CROLE = "/apis/rbac.authorization.k8s.io/v1/clusterroles/cloudnode:node-initiali
 STATUS = "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators/cloudnode"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 CONFIG_HASH = "cloudnode.io/cloud-config-hash"
-
-
-def wait_for(fn, timeout=20.0, step=0.05):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
 
 
 def load_yaml(path):

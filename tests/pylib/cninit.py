@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.request
 
+from cntap import wait_for  # noqa: F401 (re-exported for the tests)
 from fakecloud import netns_argv
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -26,18 +27,6 @@ CLUSTER_SA = "system:serviceaccount:cloudnode:cloudnode-cloud-controller-manager
 NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 RBAC = [os.path.join(SRC, "manifests", "operand", "cluster-initializer-rbac.yaml"),
         os.path.join(SRC, "manifests", "operand", "node-initializer-rbac.yaml")]
-
-
-def wait_for(fn, timeout=30.0, interval=0.1):
-    """Polls fn() until it returns something true; returns that, or None after timeout."""
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > end:
-            return None
-        time.sleep(interval)
 
 
 def make_node(k, name, tainted=True, provider_id=None, annotations=None, labels=None, addresses=None,

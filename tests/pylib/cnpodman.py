@@ -17,10 +17,18 @@ def podman(*args, check=False, timeout=120, **kw):
                           text=True, check=check, timeout=timeout, **kw)
 
 
+def root_is_mount():
+    """Whether "/" is a mount point of this process's mount namespace (not so in a chroot)."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == "/" for line in f)
+
+
 def usable():
     """None when podman can run containers here, else why not."""
     if not shutil.which("podman"):
         return "podman is not installed (make bootstrap-deps installs it)"
+    if not root_is_mount():
+        return "/ is not a mount point here (a chroot): podman cannot unpack image layers"
     p = podman("info", "--format", "{{.Host.OCIRuntime.Name}}")
     if p.returncode != 0:
         return "podman info failed: %s" % p.stderr.strip()[-500:]

@@ -10,7 +10,8 @@
 #include "http.h"
 #include "json-util.h"
 #include "machine-credentials.h"
-#include "provider-machine.h"
+#include "provider-hetzner.h"
+#include "provider-openstack.h"
 #include "tap.h"
 
 static json_object *parse(const char *s) {
