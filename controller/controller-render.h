@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `cloudnode-controller render`: the bootstrap assets an installer places on the bootstrap
  * machine, from an OpenShift-style Infrastructure object, rendered by the same functions the
- * agent uses (lib/render-static-pod.h, lib/render-cloud-conf.h). */
+ * agent uses (lib/render/render-static-pod.h, lib/render/render-cloud-conf.h). */
 #pragma once
 
 #include <json-c/json.h>

@@ -24,7 +24,6 @@
 #include "machine-controller.h"
 #include "machine-credentials.h"
 #include "machine-reconcile.h"
-#include "provider-machine.h"
 #include "provider.h"
 #include "string-util.h"
 
@@ -189,14 +188,6 @@ static void retry_later(MachineState *s, usec_t min_delay) {
         (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
 }
 
-static uint64_t object_rv(json_object *o) {
-        uint64_t v;
-
-        /* resourceVersions are opaque to clients, but every API server in use (etcd revisions, the
-         * fake's counter) makes them increasing integers; 0 turns the ordering check off. */
-        return cn_safe_atou64(strempty(cn_json_string(o, "metadata", "resourceVersion", NULL)), &v) >= 0 ? v : 0;
-}
-
 static void forget_writes(MachineState *s) {
         s->stale_rv = (free(s->stale_rv), NULL);
         s->expect_rv = 0;
@@ -204,7 +195,7 @@ static void forget_writes(MachineState *s) {
 
 /* Whether the cached object predates the result of our last writes. */
 static bool cache_is_stale(MachineState *s, json_object *cnm) {
-        uint64_t rv = object_rv(cnm);
+        uint64_t rv = cn_kube_object_resource_version(cnm);
 
         if (!s->stale_rv)
                 return false;
@@ -232,7 +223,7 @@ static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
                 }
                 return;
         }
-        rv = object_rv(result->object);
+        rv = cn_kube_object_resource_version(result->object);
         if (rv == 0 || (s->stale_rv && streq(s->stale_rv, strempty(cn_json_string(result->object, "metadata",
                                                                                   "resourceVersion", NULL))))) {
                 /* No ordering to wait for, or the server found nothing to change (no event will

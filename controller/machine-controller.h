@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Cluster API infrastructure provider: reconciles CloudnodeMachines with one cloud provider
- * (lib/provider.h machine lifecycle), following the decisions of machine-reconcile.c. Runs on the
+ * (lib/provider/provider.h machine lifecycle), following the decisions of machine-reconcile.c. Runs on the
  * controller's loop and client; only the leader reconciles. */
 #pragma once
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Initializing one Node (DESIGN.md, data flow step 4), the same in both modes once the instance
+/* Initializing one Node (docs/design.md, "Node writes"), the same in both modes once the instance
  * is known: compute the addresses, patch nodes/NAME/status (only when they differ), then patch
  * the Node with the resourceVersion of what we last saw as precondition (providerID, labels, the
  * taint list minus the uninitialized taint). A 409 means someone wrote in between: the next try
@@ -77,20 +77,6 @@ static void fail(NodeState *s, json_object *node, const char *reason, usec_t ret
         queue_done(s);
 }
 
-/* resourceVersions are opaque to clients, but every API server hands out etcd revisions, which are
- * decimal and increase; 0 when this one is not such a number. */
-static uint64_t node_rv(json_object *node) {
-        const char *rv = NULL;
-        char *end;
-        uint64_t v;
-
-        if (!node || cn_json_get_string(node, &rv, "metadata", "resourceVersion", NULL) < 0 || isempty(rv))
-                return 0;
-        errno = 0;
-        v = strtoull(rv, &end, 10);
-        return errno == 0 && *end == 0 ? v : 0;
-}
-
 void sync_node(NodeState *s) {
         Manager *m = s->manager;
         json_object *node = cached_node(m, s->name);
@@ -99,7 +85,7 @@ void sync_node(NodeState *s) {
          * Node (e.g. the one our status PATCH made), which still carry the taint. Acting on them
          * would send a PATCH doomed to a 409; the event of our own write triggers the next sync. */
         if (s->written_rv) {
-                uint64_t rv = node_rv(node);
+                uint64_t rv = cn_kube_object_resource_version(node);
 
                 if (node && rv != 0 && rv < s->written_rv) {
                         log_debug("Node %s: cache at resourceVersion %" PRIu64 ", our write made %" PRIu64
@@ -246,7 +232,7 @@ static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *user
                         (void) cn_metric_observe(m->metrics.init_latency, NULL, (double) latency / USEC_PER_SEC);
         }
         s->initialized = true;
-        s->written_rv = res->object && res->error >= 0 ? node_rv(res->object) : 0;
+        s->written_rv = res->object && res->error >= 0 ? cn_kube_object_resource_version(res->object) : 0;
         s->taint_seen = 0;
         s->attempt = 0;
         free(s->last_warning);

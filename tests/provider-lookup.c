@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Test driver for lib/provider.h: runs InstancesV2 calls against a cloud API (tests/fake-cloud)
+/* Test driver for lib/provider/provider.h: runs InstancesV2 calls against a cloud API (tests/fake-cloud)
  * and prints one JSON object per call on stdout, so the Python tests can check what the real
  * provider code does over HTTP.
  *   provider-lookup PROVIDER CLOUD.CONF CALL KEY [CALL KEY...]
  * CALL: metadata | exists | shutdown; KEY: a providerID (contains "://") or a Node name.
  * CALL "wait" (any KEY) prints {"call":"wait"} and reads a line from stdin before going on, so a
  * test can change the cloud between two calls of one provider object.
- * Machine calls (lib/provider-machine.h): "machine-get" and "cleanup" with KEY NAME,UID;
+ * Machine calls (the lifecycle in lib/provider/provider.h): "machine-get" and "cleanup" with KEY
+ * NAME,UID;
  * "migrate" with KEY PROVIDERID,OLD-UID,NEW-UID (OLD-UID may be empty). They print the error
  * result and the instance view ("instance") or "done".
  * Calls run one after another on one provider object (so tokens are reused as in the daemon). */

@@ -1302,7 +1302,7 @@ def parse_args(argv):
         prog="fake-kube-apiserver",
         description="A Kubernetes API server for tests. Prints its URL on the first line of stdout, writes "
                     "DIR/admin.kubeconfig (client certificate, groups system:masters) and DIR/audit.jsonl, "
-                    "and serves until SIGTERM. See tests/README-fake-kube-apiserver.md.")
+                    "and serves until SIGTERM. See tests/fakekube/README.md.")
     p.add_argument("--listen", default="127.0.0.1:0", help="ADDR:PORT (port 0 picks a free one)")
     p.add_argument("--state-dir", required=True)
     p.add_argument("--rbac", action="append", default=[], help="YAML/JSON file with RBAC objects (repeatable)")

@@ -4,13 +4,12 @@ import http.client
 import json
 import os
 import sys
-import tempfile
 import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakecloud import HETZNER_TOKEN, run_with_server  # noqa: E402
 
 AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
 
@@ -107,10 +106,8 @@ def test_log(t, c):
 
 def main():
     t = Tap()
-    with tempfile.TemporaryDirectory(prefix="cn-fake-faults-") as tmp:
-        with FakeCloud(tmp, platform="aws") as c:
-            for fn in (test_fail_n, test_latency_and_reset, test_throttle, test_log):
-                t.run(fn, c)
+    run_with_server(t, (test_fail_n, test_latency_and_reset, test_throttle, test_log), prefix="cn-fake-faults-",
+                    platform="aws")
     return t.done()
 
 

@@ -3,12 +3,11 @@
 rate limiting, and servers showing up in the metadata service."""
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud, scratch_server  # noqa: E402
 
 AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
 
@@ -207,12 +206,11 @@ def test_two_processes(t, c, tmp):
 
 def main():
     t = Tap()
-    with tempfile.TemporaryDirectory(prefix="cn-fake-hetzner-") as tmp:
-        with FakeCloud(tmp, extra_args=["--action-seconds", "0.4"]) as c:
-            for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error,
-                       test_concurrency):
-                t.run(fn, c)
-            t.run(test_two_processes, c, tmp)
+    with scratch_server("cn-fake-hetzner-", extra_args=["--action-seconds", "0.4"]) as (c, tmp):
+        for fn in (test_auth, test_servers, test_invalid, test_catalog, test_ratelimit, test_action_error,
+                   test_concurrency):
+            t.run(fn, c)
+        t.run(test_two_processes, c, tmp)
     return t.done()
 
 

@@ -4,12 +4,11 @@ token expiry, and created servers in the metadata service."""
 import base64
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakecloud import OPENSTACK_APP_CREDENTIAL, OPENSTACK_USER, FakeCloud  # noqa: E402
+from fakecloud import OPENSTACK_APP_CREDENTIAL, OPENSTACK_USER, run_with_server  # noqa: E402
 
 
 def password_auth(user=OPENSTACK_USER, password=None, scope=True):
@@ -169,11 +168,8 @@ def test_expiry(t, c, ctx):
 
 def main():
     t = Tap()
-    with tempfile.TemporaryDirectory(prefix="cn-fake-openstack-") as tmp:
-        with FakeCloud(tmp, extra_args=["--build-seconds", "2"]) as c:
-            ctx = {}
-            for fn in (test_keystone, test_nova, test_expiry):
-                t.run(fn, c, ctx)
+    run_with_server(t, (test_keystone, test_nova, test_expiry), {}, prefix="cn-fake-openstack-",
+                    extra_args=["--build-seconds", "2"])
     return t.done()
 
 

@@ -9,7 +9,7 @@ import time
 import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, wait_for  # noqa: E402
 from fakekube import run_with_server  # noqa: E402
 
 TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
@@ -277,15 +277,6 @@ def test_events(t, k):
                   {"metadata": {"generateName": "n1."}, "regarding": {"kind": "Node", "name": "n1"},
                    "reason": "Synced", "type": "Normal"})
     t.ok(st == 422 and "eventTime: Required value" in r["message"], "events.k8s.io event needs eventTime", r)
-
-
-def wait_for(fn, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if fn():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_gc(t, k):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""lib/kube-*: the C Kubernetes client against tests/fake-kube-apiserver, through the test driver
+"""lib/kube/kube-*: the C Kubernetes client against tests/fake-kube-apiserver, through the test driver
 tests/kube-client-driver (one client operation per run, results as JSON lines).
 
 Covers: client certificate and bearer token auth, tokenFile rotation, errors from Status objects,

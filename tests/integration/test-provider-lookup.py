@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""lib/provider.h against tests/fake-cloud: the Hetzner and OpenStack InstancesV2 calls
+"""lib/provider/provider.h against tests/fake-cloud: the Hetzner and OpenStack InstancesV2 calls
 (metadata by providerID and by name, exists, shutdown), error classes (not found, bad
 credentials, rate limiting with the server's delay), and OpenStack token reuse and renewal,
 counted in the fake cloud's request log."""

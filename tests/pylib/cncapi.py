@@ -7,13 +7,12 @@ cloud, as the service account of manifests/controller and the capi overlay.
     ctl.metrics() -> the /metrics text"""
 import base64
 import os
-import time
 import urllib.request
 
 import yaml
 import cnproc
 from capi import core_crd
-from cntap import build, src
+from cntap import build, src, wait_for  # noqa: F401 (re-exported for the tests)
 from fakecloud import HETZNER_TOKEN
 
 NS = "default"
@@ -28,17 +27,6 @@ UID_LABEL = "cloudnode.io/machine-uid"
 MERGE = "application/merge-patch+json"
 RBAC = [src("manifests", "controller", "controller-rbac.yaml"),
         src("manifests", "overlays", "capi", "controller-capi-rbac.yaml")]
-
-
-def wait_for(fn, timeout=30.0, step=0.05):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
 
 
 def condition(obj, ctype, key="reason"):

@@ -16,6 +16,7 @@ import tempfile
 import time
 import urllib.request
 
+from cntap import wait_for  # noqa: F401 (re-exported for the tests)
 from fakecloud import FakeCloud, Netns, netns_argv
 from fakekube import FakeKube
 
@@ -55,18 +56,6 @@ def node_namespace(d, inst, netns_inst, tag, net):
                 yield ns, link, k
         finally:
             subprocess.run(["ip", "link", "del", host_if], capture_output=True)
-
-
-def wait_for(fn, timeout=30.0, interval=0.1):
-    """Polls fn() until it returns something true; returns that, or None after timeout."""
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > end:
-            return None
-        time.sleep(interval)
 
 
 def make_node(k, name, tainted=True, provider_id=None, annotations=None, labels=None, addresses=None,

@@ -5,17 +5,19 @@ Usage:
     t.ok(cond, "name")            # one test line
     t.eq(got, want, "name")      # with a diagnostic on mismatch
     t.skip_all("why")            # plan 1..0 # SKIP, exit 0
+    wait_for(fn, timeout=30)     # polls fn() until it returns something true
     sys.exit(t.done())
 Paths of the tree come from CN_TOP_SRCDIR / CN_TOP_BUILDDIR (set by make check)."""
 import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 
 TOP_SRCDIR = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOP_BUILDDIR = os.environ.get("CN_TOP_BUILDDIR") or TOP_SRCDIR
-FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "..", "shared", "fixtures")
+FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "tests", "data", "fixtures")
 
 
 def src(*p):
@@ -28,6 +30,17 @@ def metric_value(text, series):
         if line.startswith(series + " "):
             return float(line.split()[1])
     return None
+
+
+def wait_for(fn, timeout=30.0, step=0.05):
+    """Polls fn() every step seconds until it returns something true, and returns that; after
+    timeout seconds, fn()'s last (false) value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(step)
 
 
 def build(*p):

@@ -22,12 +22,17 @@ cloud's own headers and body).
 
 Several servers can share one state_dir: e.g. a per-namespace server for one instance
     FakeCloud(state_dir, instance=id, netns="ns1", listen="169.254.169.254:80")
-serves that instance at the standard address inside the namespace."""
+serves that instance at the standard address inside the namespace.
+
+    run_with_server(t, fns, *args, prefix=..., **kwargs) runs fn(t, c, *args) for each test
+    function against one FakeCloud(**kwargs) in a temporary state directory."""
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -295,3 +300,18 @@ class Netns:
 
     def popen(self, argv, **kw):
         return subprocess.Popen(self.argv(argv), **kw)
+
+
+@contextlib.contextmanager
+def scratch_server(prefix="cn-fake-cloud-", **kwargs):
+    """A FakeCloud in a temporary state directory that is removed afterwards; yields (cloud, dir)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        with FakeCloud(tmp, **kwargs) as c:
+            yield c, tmp
+
+
+def run_with_server(t, fns, *args, prefix="cn-fake-cloud-", **kwargs):
+    """Runs test functions fn(t, c, *args) against one scratch server (see cntap.Tap.run)."""
+    with scratch_server(prefix, **kwargs) as (c, _):
+        for fn in fns:
+            t.run(fn, c, *args)

@@ -14,7 +14,7 @@
         k.kubectl(*args, kubeconfig=None) -> subprocess.CompletedProcess (text)
         k.serviceaccount_dir(ns, name, dest) -> dest with token, ca.crt, namespace (in-cluster config)
 
-The server's own documentation: tests/README-fake-kube-apiserver.md."""
+The server's own documentation: tests/fakekube/README.md."""
 import base64
 import contextlib
 import http.client

@@ -11,7 +11,8 @@
 #include "json-util.h"
 #include "kube-config.h"
 #include "machine-credentials.h"
-#include "provider-machine.h"
+#include "provider-hetzner.h"
+#include "provider-openstack.h"
 #include "tap.h"
 
 static json_object *parse(const char *s) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real boot (TESTING.md tier 3, `make check-vm`): a Debian 12 guest with systemd as PID 1,
+"""Real boot (`make check-vm`): a Debian 12 guest with systemd as PID 1,
 provisioned by the real Ignition with the project's config for a role, boots under QEMU and
 runs cloudnode-agent and cloudnode-initializer against tests/fake-cloud and
 tests/fake-kube-apiserver on the host.

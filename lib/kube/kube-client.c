@@ -1,0 +1,879 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Kubernetes REST client (see kube-client.h): requests go through the rate limiter, out over
+ * lib/core/http.h, and come back as decoded objects or errors; 429/503 and connection failures are
+ * retried with backoff that honours Retry-After; watches feed the incremental parser as bytes
+ * arrive; list_all follows continue tokens. Everything runs on the caller's sd_event loop. */
+#include "backoff.h"
+#include "http.h"
+#include "json-util.h"
+#include "kube-client.h"
+#include "log.h"
+#include "metrics.h"
+#include "string-util.h"
+#include "time-util.h"
+
+#define KUBE_BACKOFF_BASE (250 * USEC_PER_MSEC)
+#define KUBE_BACKOFF_CAP (30 * USEC_PER_SEC)
+/* A watch without any bytes (events or bookmarks) for this long past its server timeout is dead. */
+#define KUBE_WATCH_IDLE_GRACE (30 * USEC_PER_SEC)
+#define KUBE_WATCH_IDLE_DEFAULT (10 * USEC_PER_MINUTE)
+
+typedef enum RequestKind {
+        REQUEST_PLAIN,
+        REQUEST_LIST_ALL,
+        REQUEST_WATCH,
+} RequestKind;
+
+typedef struct Counter {
+        char verb[8];
+        char code[24];
+        uint64_t count;
+} Counter;
+
+struct CnKubeClient {
+        sd_event *event;
+        CnHttp *http;
+        CnKubeConfig *config;
+        char *user_agent;
+        CnKubeRateLimiter limiter;
+        usec_t timeout;
+        unsigned max_retries;
+        size_t max_response;
+
+        CnKubeRequest *requests;
+        unsigned n_requests;
+
+        Counter *counters;
+        size_t n_counters;
+        CnMetric *requests_metric;
+};
+
+struct CnKubeRequest {
+        CnKubeClient *client;
+        CnKubeRequest *prev, *next;
+        RequestKind kind;
+
+        char *method;
+        char *path;
+        char *body;
+        size_t body_size;
+        char *content_type;
+
+        CnKubeCallback cb;
+        CnKubeWatchHandler handler;
+        void *userdata;
+
+        bool floating;   /* owned by the client, freed after its callback */
+        bool done;       /* callback delivered (or being delivered) */
+        bool zombie;     /* freed by its owner while we were inside one of its callbacks */
+        unsigned dispatching;
+
+        CnHttpRequest *http;
+        sd_event_source *timer;      /* rate limit wait, retry backoff */
+        sd_event_source *idle_timer; /* watch inactivity */
+        usec_t idle_timeout;
+        CnBackoff backoff;
+        unsigned retries;
+
+        /* watch */
+        CnKubeWatchParser *parser;
+        char *watch_error_message;
+        int watch_error;
+
+        /* list_all */
+        char *list_base;
+        char *label_selector, *field_selector, *resource_version, *continue_token;
+        unsigned limit;
+        json_object *accumulated;
+        bool restarted;
+};
+
+static void count_request(CnKubeClient *c, const char *verb, long status) {
+        char code[24];
+        Counter *n;
+
+        if (status > 0)
+                snprintf(code, sizeof(code), "%ld", status);
+        else
+                snprintf(code, sizeof(code), "<error>");
+        if (c->requests_metric)
+                (void) cn_metric_inc(c->requests_metric, CN_LABELS(code, verb));
+
+        for (size_t i = 0; i < c->n_counters; i++)
+                if (streq(c->counters[i].verb, verb) && streq(c->counters[i].code, code)) {
+                        c->counters[i].count++;
+                        return;
+                }
+        /* Bounded by verbs x status codes seen; a few dozen at most. */
+        if (c->n_counters >= 256)
+                return;
+        n = realloc(c->counters, (c->n_counters + 1) * sizeof(Counter));
+        if (!n)
+                return;
+        c->counters = n;
+        n = &c->counters[c->n_counters++];
+        *n = (Counter){ .count = 1 };
+        snprintf(n->verb, sizeof(n->verb), "%s", verb);
+        snprintf(n->code, sizeof(n->code), "%s", code);
+}
+
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m) {
+        assert(c);
+        assert(m);
+        return cn_metrics_counter(m, "rest_client_requests", "Number of HTTP requests to the Kubernetes API, by status code and method.",
+                                  CN_LABELS("code", "method"), &c->requests_metric);
+}
+
+void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata) {
+        assert(c);
+        assert(fn);
+        for (size_t i = 0; i < c->n_counters; i++)
+                fn(c->counters[i].verb, c->counters[i].code, c->counters[i].count, userdata);
+}
+
+static void request_stop_io(CnKubeRequest *r) {
+        r->timer = sd_event_source_disable_unref(r->timer);
+        r->idle_timer = sd_event_source_disable_unref(r->idle_timer);
+        if (r->http) {
+                cn_http_request_cancel(r->http);
+                r->http = cn_http_request_unref(r->http);
+        }
+}
+
+static void request_destroy(CnKubeRequest *r) {
+        CnKubeClient *c;
+
+        if (!r)
+                return;
+        c = r->client;
+        request_stop_io(r);
+
+        if (r->prev)
+                r->prev->next = r->next;
+        else if (c->requests == r)
+                c->requests = r->next;
+        if (r->next)
+                r->next->prev = r->prev;
+        c->n_requests--;
+
+        cn_kube_watch_parser_free(r->parser);
+        free(r->watch_error_message);
+        free(r->method);
+        free(r->path);
+        free(r->body);
+        free(r->content_type);
+        free(r->list_base);
+        free(r->label_selector);
+        free(r->field_selector);
+        free(r->resource_version);
+        free(r->continue_token);
+        json_object_put(r->accumulated);
+        free(r);
+}
+
+CnKubeRequest *cn_kube_request_free(CnKubeRequest *r) {
+        if (!r)
+                return NULL;
+        if (r->dispatching > 0) {
+                /* Inside a callback of this very request: finish unwinding first. */
+                r->zombie = true;
+                r->cb = NULL;
+                r->handler = NULL;
+                return NULL;
+        }
+        request_destroy(r);
+        return NULL;
+}
+
+/* Delivers the result once. The caller must not touch r afterwards: it may be gone. */
+static void request_complete(CnKubeRequest *r, int error, long status, json_object *object, const char *reason,
+                             const char *message) {
+        CnKubeResult result = {
+                .error = error,
+                .http_status = status,
+                .object = object,
+                .reason = reason,
+                .message = error < 0 ? (message ?: strerror(-error)) : NULL,
+        };
+        CnKubeClient *c = r->client;
+        CnKubeCallback cb = r->cb;
+        void *userdata = r->userdata;
+
+        if (r->done)
+                return;
+        r->done = true;
+        request_stop_io(r);
+
+        if (error < 0)
+                log_debug_errno(error, "%s %s failed (HTTP %ld%s%s): %s", r->method, r->path, status,
+                                reason ? ", " : "", strempty(reason), result.message);
+
+        /* The result may point into r (list_all's list, a watch's error message): an owner freeing
+         * its handle inside the callback only marks it, and it goes when the callback returns. */
+        r->dispatching++;
+        if (cb && !r->zombie)
+                cb(c, &result, userdata);
+        r->dispatching--;
+        if (r->floating || r->zombie)
+                request_destroy(r);
+}
+
+static int request_send(CnKubeRequest *r);
+static void on_http_done(CnHttpRequest *h, int error, void *userdata);
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+        int k;
+
+        r->timer = sd_event_source_disable_unref(r->timer);
+        k = request_send(r);
+        if (k < 0)
+                request_complete(r, k, 0, NULL, NULL, NULL);
+        return 0;
+}
+
+static int arm_timer(CnKubeRequest *r, usec_t delay) {
+        int k;
+
+        r->timer = sd_event_source_disable_unref(r->timer);
+        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, 0, on_timer, r);
+        if (k < 0)
+                return k;
+        (void) sd_event_source_set_description(r->timer, "kube-request-timer");
+        return 0;
+}
+
+/* Every attempt, retries included, waits for its token; always asynchronous, so callbacks never
+ * run from inside the call that queued the request. */
+static int request_schedule(CnKubeRequest *r, usec_t min_delay) {
+        usec_t now, wait;
+
+        if (sd_event_now(r->client->event, CLOCK_MONOTONIC, &now) < 0)
+                now = cn_now(CLOCK_MONOTONIC);
+        wait = cn_kube_rate_limiter_reserve(&r->client->limiter, now);
+        if (wait > 0)
+                log_debug("%s %s: client-side rate limit, waiting %" PRIu64 " ms.", r->method, r->path,
+                          wait / USEC_PER_MSEC);
+        return arm_timer(r, MAX(wait, min_delay));
+}
+
+static int on_watch_event(CnKubeWatchEventType type, json_object *object, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+
+        if (r->zombie)
+                return -ECANCELED;
+        if (r->handler)
+                r->handler(r->client, type, object, r->userdata);
+        return r->zombie ? -ECANCELED : 0;
+}
+
+static int on_watch_idle(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+
+        request_complete(r, -ETIMEDOUT, 200, NULL, NULL, "watch idle: no data from the server");
+        return 0;
+}
+
+static void watch_idle_rearm(CnKubeRequest *r) {
+        if (r->idle_timer)
+                (void) sd_event_source_set_time_relative(r->idle_timer, r->idle_timeout);
+}
+
+static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+        int k;
+
+        if (r->zombie)
+                return -ECANCELED;
+        watch_idle_rearm(r);
+
+        r->dispatching++;
+        k = cn_kube_watch_parser_feed(r->parser, data, size, &r->watch_error_message);
+        r->dispatching--;
+        if (r->zombie)
+                return -ECANCELED;
+        if (k < 0)
+                r->watch_error = k;
+        return k;
+}
+
+static int request_send(CnKubeRequest *r) {
+        CnKubeClient *c = r->client;
+        CnKubeConfig *cfg = c->config;
+        _cleanup_(cn_http_request_unrefp) CnHttpRequest *h = NULL;
+        _cleanup_free_ char *url = NULL;
+        const char *token = NULL;
+        int k;
+
+        url = cn_strjoin(cfg->server, r->path, NULL);
+        if (!url)
+                return -ENOMEM;
+
+        k = cn_http_request_new(c->http, r->method, url, &h);
+        if (k < 0)
+                return k;
+        if ((k = cn_http_request_add_header(h, "Accept", "application/json")) < 0 ||
+            (k = cn_http_request_add_header(h, "User-Agent", c->user_agent)) < 0)
+                return k;
+
+        k = cn_kube_config_get_token(cfg, &token);
+        if (k < 0)
+                return log_debug_errno(k, "Failed to read the bearer token file %s: %m", strna(cfg->token_file));
+        if (token && (k = cn_http_request_set_bearer_token(h, token)) < 0)
+                return k;
+
+        if (cfg->ca_pem)
+                k = cn_http_request_set_ca_pem(h, cfg->ca_pem, strlen(cfg->ca_pem));
+        else if (cfg->ca_file)
+                k = cn_http_request_set_ca_file(h, cfg->ca_file);
+        if (k < 0)
+                return k;
+        if (cfg->client_cert_pem || cfg->client_key_pem) {
+                /* A file and a data half may be mixed in a kubeconfig; lib/http takes pairs. */
+                if (cfg->client_cert_pem && cfg->client_key_pem)
+                        k = cn_http_request_set_client_cert_pem(h, cfg->client_cert_pem, strlen(cfg->client_cert_pem),
+                                                                cfg->client_key_pem, strlen(cfg->client_key_pem));
+                else
+                        k = -EOPNOTSUPP;
+        } else if (cfg->client_cert_file)
+                k = cn_http_request_set_client_cert_file(h, cfg->client_cert_file, cfg->client_key_file);
+        if (k < 0)
+                return log_debug_errno(k, "Failed to set the client certificate: %m");
+
+        if (r->body && (k = cn_http_request_set_body(h, r->body, r->body_size, r->content_type)) < 0)
+                return k;
+
+        cn_http_request_set_max_response(h, c->max_response);
+        if (r->kind == REQUEST_WATCH) {
+                cn_http_request_set_timeout(h, 0);
+                cn_http_request_set_data_callback(h, on_watch_data, r);
+                r->parser = cn_kube_watch_parser_free(r->parser);
+                k = cn_kube_watch_parser_new(c->max_response, on_watch_event, r, &r->parser);
+                if (k < 0)
+                        return k;
+                r->idle_timer = sd_event_source_disable_unref(r->idle_timer);
+                k = sd_event_add_time_relative(c->event, &r->idle_timer, CLOCK_MONOTONIC, r->idle_timeout, 0,
+                                               on_watch_idle, r);
+                if (k < 0)
+                        return k;
+                (void) sd_event_source_set_description(r->idle_timer, "kube-watch-idle");
+        } else
+                cn_http_request_set_timeout(h, c->timeout);
+
+        log_debug("%s %s", r->method, r->path);
+        k = cn_http_request_submit(h, on_http_done, r);
+        if (k < 0)
+                return k;
+        r->http = TAKE_PTR(h);
+        return 0;
+}
+
+static bool is_read(const CnKubeRequest *r) {
+        return streq(r->method, "GET");
+}
+
+/* Whether to try again, and the server's minimum delay (Retry-After) if it gave one. */
+static bool should_retry(CnKubeRequest *r, CnHttpRequest *h, int error, long status, usec_t *ret_min_delay) {
+        usec_t ra = 0;
+
+        *ret_min_delay = 0;
+        if (r->retries >= r->client->max_retries)
+                return false;
+
+        if (error < 0)
+                /* Nothing reached the server when the connection could not be made. */
+                return error == -ECONNREFUSED || error == -EHOSTUNREACH ||
+                       (is_read(r) && r->kind != REQUEST_WATCH &&
+                        (error == -ETIMEDOUT || error == -ECONNRESET || error == -EPROTO));
+
+        if (cn_http_request_get_retry_after(h, &ra) >= 0)
+                *ret_min_delay = MIN(ra, (usec_t) CN_KUBE_RETRY_AFTER_MAX_USEC);
+        if (status == 429 || status == 503)
+                return true;
+        /* client-go retries any 5xx that carries Retry-After; reads are safe to repeat anyway. */
+        if (status >= 500 && (*ret_min_delay > 0 || (is_read(r) && r->kind != REQUEST_WATCH)))
+                return true;
+        return false;
+}
+
+static int list_page_path(CnKubeRequest *r) {
+        _cleanup_free_ char *q = NULL;
+        CnKubeListOptions o = {
+                .label_selector = r->label_selector,
+                .field_selector = r->field_selector,
+                .resource_version = r->continue_token ? NULL : r->resource_version,
+                .limit = r->limit,
+                .continue_token = r->continue_token,
+        };
+        char *p;
+        int k;
+
+        k = cn_kube_list_query(&o, false, &q);
+        if (k < 0)
+                return k;
+        p = cn_strjoin(r->list_base, q, NULL);
+        if (!p)
+                return -ENOMEM;
+        free(r->path);
+        r->path = p;
+        return 0;
+}
+
+/* Appends a page to the accumulated list; returns 1 when another page is needed. */
+static int list_all_page(CnKubeRequest *r, json_object *page) {
+        json_object *items, *acc_items;
+        const char *cont;
+        int k;
+
+        if (cn_json_get_array(page, &items, "items", NULL) < 0) {
+                if (!json_object_is_type(page, json_type_object))
+                        return -EBADMSG;
+                items = NULL;
+        }
+
+        if (!r->accumulated) {
+                r->accumulated = json_object_get(page);
+                if (!items && cn_json_set(r->accumulated, json_object_new_array(), "items", NULL) < 0)
+                        return -ENOMEM;
+        } else if (items) {
+                if (cn_json_get_array(r->accumulated, &acc_items, "items", NULL) < 0)
+                        return -EBADMSG;
+                for (size_t i = 0, n = json_object_array_length(items); i < n; i++)
+                        if (json_object_array_add(acc_items, json_object_get(json_object_array_get_idx(items, i))) < 0)
+                                return -ENOMEM;
+        }
+
+        cont = cn_json_string(page, "metadata", "continue", NULL);
+        free(r->continue_token);
+        r->continue_token = NULL;
+        if (!isempty(cont)) {
+                r->continue_token = strdup(cont);
+                if (!r->continue_token)
+                        return -ENOMEM;
+                k = list_page_path(r);
+                return k < 0 ? k : 1;
+        }
+
+        json_object *md = cn_json_get(r->accumulated, "metadata", NULL);
+        if (md) {
+                json_object_object_del(md, "continue");
+                json_object_object_del(md, "remainingItemCount");
+        }
+        return 0;
+}
+
+static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+        _cleanup_(cn_http_request_unrefp) CnHttpRequest *held = NULL;
+        _cleanup_json_ json_object *obj = NULL;
+        _cleanup_free_ char *generic = NULL;
+        const char *reason = NULL, *message = NULL, *body;
+        long status = 0;
+        usec_t min_delay;
+        size_t size = 0;
+        int k;
+
+        /* Our reference; the request stays valid until we return. */
+        held = TAKE_PTR(r->http);
+        if (error >= 0 || r->watch_error < 0)
+                status = cn_http_request_get_status(h);
+        count_request(r->client, r->method, status);
+
+        if (r->zombie) {
+                request_destroy(r);
+                return;
+        }
+
+        if (r->kind == REQUEST_WATCH && status >= 200 && status < 300) {
+                if (r->watch_error < 0)
+                        request_complete(r, r->watch_error, status, NULL, NULL, r->watch_error_message);
+                else if (error < 0)
+                        request_complete(r, error, status, NULL, NULL, cn_http_request_get_error_message(h));
+                else
+                        /* The server ended the watch (timeoutSeconds, shutdown): normal; a partial
+                         * event at the end is replayed by the next watch from the last version seen. */
+                        request_complete(r, 0, status, NULL, NULL, NULL);
+                return;
+        }
+
+        if (should_retry(r, h, error, status, &min_delay)) {
+                usec_t d = cn_backoff_next(&r->backoff, min_delay);
+
+                r->retries++;
+                log_debug("%s %s: %s, retry %u in %" PRIu64 " ms.", r->method, r->path,
+                          error < 0 ? strerror(-error) : "server busy", r->retries, d / USEC_PER_MSEC);
+                k = request_schedule(r, d);
+                if (k < 0)
+                        request_complete(r, k, status, NULL, NULL, NULL);
+                return;
+        }
+
+        if (error < 0) {
+                request_complete(r, error, 0, NULL, NULL, cn_http_request_get_error_message(h));
+                return;
+        }
+
+        body = cn_http_request_get_body(h, &size);
+        if (size > 0) {
+                k = cn_json_parse(body, size, r->client->max_response, &obj, NULL);
+                if (k < 0 && status >= 200 && status < 300) {
+                        request_complete(r, -CN_KUBE_EPROTO, status, NULL, NULL, "response is not valid JSON");
+                        return;
+                }
+        }
+
+        if (status >= 200 && status < 300) {
+                if (r->kind == REQUEST_LIST_ALL) {
+                        k = list_all_page(r, obj);
+                        if (k > 0) {
+                                cn_backoff_reset(&r->backoff);
+                                r->retries = 0;
+                                k = request_schedule(r, 0);
+                                if (k < 0)
+                                        request_complete(r, k, status, NULL, NULL, NULL);
+                        } else if (k < 0)
+                                request_complete(r, k, status, NULL, NULL, NULL);
+                        else
+                                request_complete(r, 0, status, r->accumulated, NULL, NULL);
+                        return;
+                }
+                request_complete(r, 0, status, obj, NULL, NULL);
+                return;
+        }
+
+        k = cn_kube_status_object_to_errno(status, obj, &reason, &message);
+        if (r->kind == REQUEST_LIST_ALL && k == -CN_KUBE_EGONE && r->continue_token && !r->restarted) {
+                /* The continue token expired between pages: start over with a fresh snapshot. */
+                log_debug("%s: continue token expired, listing again from the start.", r->list_base);
+                r->restarted = true;
+                free(r->continue_token);
+                r->continue_token = NULL;
+                json_object_put(r->accumulated);
+                r->accumulated = NULL;
+                k = list_page_path(r);
+                if (k >= 0)
+                        k = request_schedule(r, 0);
+                if (k < 0)
+                        request_complete(r, k, status, NULL, NULL, NULL);
+                return;
+        }
+        if (!message) {
+                if (asprintf(&generic, "HTTP status %ld", status) < 0)
+                        generic = NULL;
+                message = generic;
+        }
+        request_complete(r, k, status, obj, reason, message);
+}
+
+static int request_new(CnKubeClient *c, RequestKind kind, const char *method, const char *path, json_object *body,
+                       const char *content_type, CnKubeCallback cb, CnKubeWatchHandler handler, void *userdata,
+                       CnKubeRequest **ret) {
+        CnKubeRequest *r;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->client = c;
+        r->kind = kind;
+        r->cb = cb;
+        r->handler = handler;
+        r->userdata = userdata;
+        cn_backoff_init(&r->backoff, KUBE_BACKOFF_BASE, KUBE_BACKOFF_CAP);
+        r->next = c->requests;
+        if (c->requests)
+                c->requests->prev = r;
+        c->requests = r;
+        c->n_requests++;
+
+        r->method = strdup(method);
+        r->path = strdup(path);
+        if (!r->method || !r->path)
+                goto oom;
+        if (body) {
+                const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN |
+                                                                             JSON_C_TO_STRING_NOSLASHESCAPE);
+                if (!s)
+                        goto oom;
+                r->body = strdup(s);
+                r->content_type = strdup(content_type ?: "application/json");
+                if (!r->body || !r->content_type)
+                        goto oom;
+                r->body_size = strlen(r->body);
+        }
+        *ret = r;
+        return 0;
+
+oom:
+        request_destroy(r);
+        return -ENOMEM;
+}
+
+static int request_queue(CnKubeRequest *r, CnKubeRequest **ret_request) {
+        int k;
+
+        k = request_schedule(r, 0);
+        if (k < 0) {
+                request_destroy(r);
+                return k;
+        }
+        if (ret_request)
+                *ret_request = r;
+        else
+                r->floating = true;
+        return 0;
+}
+
+int cn_kube_request(CnKubeClient *c, const char *method, const char *path, json_object *body,
+                    const char *content_type, CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        CnKubeRequest *r;
+        int k;
+
+        assert(c);
+        assert(method);
+        assert(path && path[0] == '/');
+
+        k = request_new(c, REQUEST_PLAIN, method, path, body, content_type, cb, NULL, userdata, &r);
+        if (k < 0)
+                return k;
+        return request_queue(r, ret_request);
+}
+
+int cn_kube_get(CnKubeClient *c, const CnKubeResource *r, const char *ns, const char *name,
+                const char *subresource, CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        _cleanup_free_ char *path = NULL;
+        int k;
+
+        if (!name)
+                return -EINVAL;
+        k = cn_kube_resource_path(r, ns, name, subresource, &path);
+        if (k < 0)
+                return k;
+        return cn_kube_request(c, "GET", path, NULL, NULL, cb, userdata, ret_request);
+}
+
+int cn_kube_list(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
+                 CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        _cleanup_free_ char *path = NULL, *q = NULL, *full = NULL;
+        int k;
+
+        k = cn_kube_resource_path(r, ns, NULL, NULL, &path);
+        if (k < 0)
+                return k;
+        k = cn_kube_list_query(o, false, &q);
+        if (k < 0)
+                return k;
+        full = cn_strjoin(path, q, NULL);
+        if (!full)
+                return -ENOMEM;
+        return cn_kube_request(c, "GET", full, NULL, NULL, cb, userdata, ret_request);
+}
+
+static int strdup_opt(const char *s, char **ret) {
+        if (isempty(s)) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
+                     CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        _cleanup_free_ char *base = NULL;
+        CnKubeRequest *req;
+        int k;
+
+        k = cn_kube_resource_path(r, ns, NULL, NULL, &base);
+        if (k < 0)
+                return k;
+        k = request_new(c, REQUEST_LIST_ALL, "GET", base, NULL, NULL, cb, NULL, userdata, &req);
+        if (k < 0)
+                return k;
+        req->list_base = TAKE_PTR(base);
+        req->limit = o && o->limit > 0 ? o->limit : CN_KUBE_DEFAULT_PAGE_SIZE;
+        if (o && ((k = strdup_opt(o->label_selector, &req->label_selector)) < 0 ||
+                  (k = strdup_opt(o->field_selector, &req->field_selector)) < 0 ||
+                  (k = strdup_opt(o->resource_version, &req->resource_version)) < 0 ||
+                  (k = strdup_opt(o->continue_token, &req->continue_token)) < 0)) {
+                request_destroy(req);
+                return k;
+        }
+        k = list_page_path(req);
+        if (k < 0) {
+                request_destroy(req);
+                return k;
+        }
+        return request_queue(req, ret_request);
+}
+
+int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
+                  CnKubeWatchHandler handler, CnKubeWatchEnd end, void *userdata, CnKubeRequest **ret_request) {
+        _cleanup_free_ char *path = NULL, *q = NULL, *full = NULL;
+        CnKubeRequest *req;
+        int k;
+
+        assert(handler);
+        k = cn_kube_resource_path(r, ns, NULL, NULL, &path);
+        if (k < 0)
+                return k;
+        k = cn_kube_list_query(o, true, &q);
+        if (k < 0)
+                return k;
+        full = cn_strjoin(path, q, NULL);
+        if (!full)
+                return -ENOMEM;
+        k = request_new(c, REQUEST_WATCH, "GET", full, NULL, NULL, end, handler, userdata, &req);
+        if (k < 0)
+                return k;
+        req->idle_timeout = o && o->timeout_seconds > 0
+                                    ? o->timeout_seconds * 2 * USEC_PER_SEC + KUBE_WATCH_IDLE_GRACE
+                                    : KUBE_WATCH_IDLE_DEFAULT;
+        return request_queue(req, ret_request);
+}
+
+static int request_for_object(CnKubeClient *c, const char *method, const CnKubeResource *r, const char *ns,
+                              const char *name, const char *subresource, json_object *body,
+                              const char *content_type, CnKubeCallback cb, void *userdata,
+                              CnKubeRequest **ret_request) {
+        _cleanup_free_ char *path = NULL;
+        int k;
+
+        k = cn_kube_resource_path(r, ns, name, subresource, &path);
+        if (k < 0)
+                return k;
+        return cn_kube_request(c, method, path, body, content_type, cb, userdata, ret_request);
+}
+
+int cn_kube_create(CnKubeClient *c, const CnKubeResource *r, const char *ns, json_object *object,
+                   CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        assert(object);
+        return request_for_object(c, "POST", r, ns, NULL, NULL, object, NULL, cb, userdata, ret_request);
+}
+
+int cn_kube_patch(CnKubeClient *c, const CnKubeResource *r, const char *ns, const char *name,
+                  const char *subresource, CnKubePatchType type, json_object *patch, CnKubeCallback cb,
+                  void *userdata, CnKubeRequest **ret_request) {
+        static const char *const types[_CN_KUBE_PATCH_TYPE_MAX] = {
+                [CN_KUBE_PATCH_MERGE] = "application/merge-patch+json",
+                [CN_KUBE_PATCH_JSON] = "application/json-patch+json",
+                [CN_KUBE_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
+        };
+
+        assert(patch);
+        if (type < 0 || type >= _CN_KUBE_PATCH_TYPE_MAX || !name)
+                return -EINVAL;
+        if (type == CN_KUBE_PATCH_JSON && !json_object_is_type(patch, json_type_array))
+                return -EINVAL;
+        if (type != CN_KUBE_PATCH_JSON && !json_object_is_type(patch, json_type_object))
+                return -EINVAL;
+        return request_for_object(c, "PATCH", r, ns, name, subresource, patch, types[type], cb, userdata,
+                                  ret_request);
+}
+
+int cn_kube_update(CnKubeClient *c, const CnKubeResource *r, const char *ns, const char *name,
+                   const char *subresource, json_object *object, CnKubeCallback cb, void *userdata,
+                   CnKubeRequest **ret_request) {
+        assert(object);
+        if (!name)
+                return -EINVAL;
+        return request_for_object(c, "PUT", r, ns, name, subresource, object, NULL, cb, userdata, ret_request);
+}
+
+int cn_kube_delete(CnKubeClient *c, const CnKubeResource *r, const char *ns, const char *name,
+                   const CnKubeDeleteOptions *o, CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
+        _cleanup_json_ json_object *body = NULL;
+
+        if (!name)
+                return -EINVAL;
+        if (o && (o->precondition_uid || o->precondition_resource_version || o->propagation_policy)) {
+                body = json_object_new_object();
+                if (!body || cn_json_set_string(body, "DeleteOptions", "kind", NULL) < 0 ||
+                    cn_json_set_string(body, "v1", "apiVersion", NULL) < 0)
+                        return -ENOMEM;
+                if (o->precondition_uid && cn_json_set_string(body, o->precondition_uid, "preconditions", "uid", NULL) < 0)
+                        return -ENOMEM;
+                if (o->precondition_resource_version &&
+                    cn_json_set_string(body, o->precondition_resource_version, "preconditions", "resourceVersion",
+                                       NULL) < 0)
+                        return -ENOMEM;
+                if (o->propagation_policy &&
+                    cn_json_set_string(body, o->propagation_policy, "propagationPolicy", NULL) < 0)
+                        return -ENOMEM;
+        }
+        return request_for_object(c, "DELETE", r, ns, name, NULL, body, NULL, cb, userdata, ret_request);
+}
+
+int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOptions *options,
+                       CnKubeClient **ret) {
+        CnKubeClient *c;
+        usec_t now;
+        int k;
+
+        assert(e);
+        assert(config);
+        assert(ret);
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        k = cn_http_new(e, &c->http);
+        if (k < 0) {
+                free(c);
+                return k;
+        }
+        if (asprintf(&c->user_agent, "cloudnode-%s/%s", options && options->component ? options->component : "client",
+                     PACKAGE_VERSION) < 0) {
+                cn_http_free(c->http);
+                free(c);
+                return -ENOMEM;
+        }
+        c->event = sd_event_ref(e);
+        c->config = config;
+        c->timeout = options && options->timeout_usec > 0 ? options->timeout_usec : CN_KUBE_DEFAULT_TIMEOUT_USEC;
+        c->max_retries = !options || options->max_retries == 0 ? CN_KUBE_DEFAULT_MAX_RETRIES
+                         : options->max_retries < 0           ? 0
+                                                              : (unsigned) options->max_retries;
+        c->max_response = options && options->max_response_size > 0 ? options->max_response_size
+                                                                      : CN_KUBE_DEFAULT_MAX_RESPONSE;
+        if (sd_event_now(e, CLOCK_MONOTONIC, &now) < 0)
+                now = cn_now(CLOCK_MONOTONIC);
+        cn_kube_rate_limiter_init(&c->limiter, options ? options->qps : 0, options ? options->burst : 0, now);
+
+        *ret = c;
+        return 0;
+}
+
+CnKubeClient *cn_kube_client_free(CnKubeClient *c) {
+        if (!c)
+                return NULL;
+        while (c->requests)
+                request_destroy(c->requests);
+        cn_http_free(c->http);
+        cn_kube_config_free(c->config);
+        sd_event_unref(c->event);
+        free(c->user_agent);
+        free(c->counters);
+        free(c);
+        return NULL;
+}
+
+sd_event *cn_kube_client_get_event(CnKubeClient *c) {
+        assert(c);
+        return c->event;
+}
+
+CnKubeConfig *cn_kube_client_get_config(CnKubeClient *c) {
+        assert(c);
+        return c->config;
+}
+
+unsigned cn_kube_client_pending(CnKubeClient *c) {
+        assert(c);
+        return c->n_requests;
+}
+
+uint64_t cn_kube_object_resource_version(json_object *o) {
+        uint64_t v;
+
+        return cn_safe_atou64(strempty(cn_json_string(o, "metadata", "resourceVersion", NULL)), &v) >= 0 ? v : 0;
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One JSON request of a provider call to a cloud API: headers and body out, the reply decoded
+ * into a classified error (with the server's Retry-After, or Hetzner's RateLimit-Reset), the
+ * request counted for the provider's metric. */
+#include "http.h"
+#include "json-util.h"
+#include "log.h"
+#include "provider-internal.h"
+#include "string-util.h"
+
+static int status_to_errno(long status) {
+        if (status >= 200 && status < 300)
+                return 0;
+        switch (status) {
+        case 400:
+        case 422:
+                return -EINVAL;
+        case 401:
+        case 403:
+                return -EACCES;
+        case 404:
+                return -ENOENT;
+        case 409:
+                return -EEXIST;
+        default:
+                return -EAGAIN; /* 429, 5xx and the unexpected: try again later */
+        }
+}
+
+/* Hetzner announces the end of its rate-limit window as RateLimit-Reset (UNIX seconds) instead
+ * of Retry-After. */
+static usec_t reply_retry_after(CnHttpRequest *req) {
+        const char *reset;
+        usec_t d = 0, now;
+        char *end;
+        unsigned long long t;
+
+        if (cn_http_request_get_retry_after(req, &d) >= 0)
+                return d;
+        reset = cn_http_request_get_header(req, "RateLimit-Reset");
+        if (!reset)
+                return 0;
+        errno = 0;
+        t = strtoull(reset, &end, 10);
+        if (errno != 0 || *end || end == reset)
+                return 0;
+        now = cn_now(CLOCK_REALTIME);
+        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : 0;
+}
+
+static void count_request(CnProviderCall *c, int error) {
+        if (!c->provider->counter || !c->operation)
+                return;
+        c->provider->counter(c->provider->ops->name, c->operation,
+                             cn_provider_error_class_to_string(cn_provider_error_class(error)),
+                             c->provider->counter_userdata);
+}
+
+static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
+        CnProviderCall *c = ASSERT_PTR(userdata);
+        _cleanup_json_ json_object *body = NULL;
+        _cleanup_free_ char *message_buf = NULL;
+        CnProviderHttpReply reply = {};
+        const char *data;
+        size_t size = 0;
+
+        c->http_pending = false;
+        if (c->finished)
+                return;
+        reply.status = error < 0 ? 0 : cn_http_request_get_status(req);
+        reply.error = error < 0 ? error : status_to_errno(reply.status);
+        data = cn_http_request_get_body(req, &size);
+        if (error >= 0 && size > 0) {
+                int r = cn_json_parse(data, size, PROVIDER_MAX_RESPONSE, &body, NULL);
+                if (r < 0 && reply.error == 0)
+                        reply.error = -EBADMSG;
+        }
+        if (reply.error < 0 && reply.error != -EBADMSG) {
+                if (body && c->error_parser)
+                        reply.message = c->error_parser(body);
+                if (!reply.message) {
+                        if (error < 0) {
+                                if (asprintf(&message_buf, "request failed: %s", strerror(-error)) >= 0)
+                                        reply.message = message_buf;
+                        } else if (asprintf(&message_buf, "HTTP status %ld", reply.status) >= 0)
+                                reply.message = message_buf;
+                }
+        } else if (reply.error == -EBADMSG)
+                reply.message = "malformed response from the cloud API";
+        if (reply.error == -EAGAIN)
+                reply.retry_after = reply_retry_after(req);
+        reply.body = reply.error == 0 ? body : NULL;
+        reply.subject_token = cn_http_request_get_header(req, "X-Subject-Token");
+        count_request(c, reply.error);
+        log_debug("%s %s -> %ld (%s)", cn_http_request_get_method(req), cn_http_request_get_url(req), reply.status,
+                  reply.error < 0 ? strerror(-reply.error) : "ok");
+
+        /* Keep the call (and the request that holds this reply) alive across the callback: it
+         * may start the next request on the same call, or finish it. */
+        c->n_ref++;
+        c->http_cb(c, &reply, c->http_userdata);
+        cn_provider_call_unref(c);
+}
+
+int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
+                          CnProviderHttpCallback cb, void *userdata) {
+        _cleanup_(cn_http_request_unrefp) CnHttpRequest *req = NULL;
+        int r;
+
+        assert(c);
+        assert(url);
+        assert(cb);
+        r = cn_http_request_new(c->provider->http, method, url, &req);
+        if (r < 0)
+                return r;
+        cn_http_request_set_timeout(req, PROVIDER_REQUEST_TIMEOUT);
+        cn_http_request_set_max_response(req, PROVIDER_MAX_RESPONSE);
+        r = cn_http_request_add_header(req, "Accept", "application/json");
+        if (r < 0)
+                return r;
+        if (o && o->bearer_token && (r = cn_http_request_set_bearer_token(req, o->bearer_token)) < 0)
+                return r;
+        if (o && o->auth_token && (r = cn_http_request_add_header(req, "X-Auth-Token", o->auth_token)) < 0)
+                return r;
+        if (o && o->ca_file && (r = cn_http_request_set_ca_file(req, o->ca_file)) < 0)
+                return r;
+        for (const char *const *h = o ? o->headers : NULL; h && *h; h++) {
+                _cleanup_free_ char *name = NULL;
+                const char *colon = strchr(*h, ':');
+
+                if (!colon)
+                        return -EINVAL;
+                name = strndup(*h, colon - *h);
+                if (!name)
+                        return -ENOMEM;
+                r = cn_http_request_add_header(req, name, colon + 1 + strspn(colon + 1, " "));
+                if (r < 0)
+                        return r;
+        }
+        if (o && o->body) {
+                const char *text = json_object_to_json_string_ext(o->body, JSON_C_TO_STRING_PLAIN);
+
+                r = cn_http_request_set_body(req, text, strlen(text), "application/json");
+                if (r < 0)
+                        return r;
+        }
+        c->http_cb = cb;
+        c->http_userdata = userdata;
+        c->error_parser = o ? o->error_parser : NULL;
+        c->operation = o ? o->operation : NULL;
+        r = cn_http_request_submit(req, on_http_done, c);
+        if (r < 0)
+                return r;
+        if (c->req) {
+                cn_http_request_cancel(c->req);
+                cn_http_request_unref(c->req);
+        }
+        c->req = TAKE_PTR(req);
+        c->http_pending = true;
+        return 0;
+}

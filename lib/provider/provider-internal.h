@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to lib/provider: what the provider implementations (provider-<cloud>*.c) share with
+ * the provider table (provider.c) and the cloud API requests (provider-http.c).
+ *
+ * The machine lifecycle of the providers (Cluster API infrastructure machines) is kept apart from
+ * the InstancesV2 lookups in provider-<cloud>.c. Instances are reported to the controller as a
+ * provider-neutral JSON view:
+ *   {"id": "42", "providerID": "hcloud://42", "state": "running", "ready": true,
+ *    "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}, ...]}
+ * and found by the label/tag CN_MACHINE_UID_LABEL = the CloudnodeMachine's UID, so that a create
+ * is never repeated after a crash between the create and the status write. */
+#pragma once
+
+#include "http.h"
+#include "provider.h"
+
+/* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
+int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) _printf_(3, 4);
+
+/* Private state of the provider (ops->size bytes, zeroed). */
+void *cn_provider_data(CnProvider *p);
+CnHttp *cn_provider_http(CnProvider *p);
+
+/* One JSON request to the cloud API, decoded: 2xx -> body parsed (NULL when empty); 404 ->
+ * -ENOENT; 401/403 -> -EACCES; 400/422 -> -EINVAL; 409 -> -EEXIST; 429 and 5xx -> -EAGAIN with
+ * Retry-After; transport errors as lib/core/http.h reports them. `message` is the API's error text,
+ * extracted by the provider's error parser. */
+typedef struct CnProviderHttpReply {
+        int error;
+        long status;
+        json_object *body;
+        usec_t retry_after;
+        const char *message;
+        const char *subject_token; /* X-Subject-Token (Keystone) */
+} CnProviderHttpReply;
+
+typedef void (*CnProviderHttpCallback)(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
+/* Pulls a human-readable message out of an error body (may return NULL). Borrowed from body. */
+typedef const char *(*CnProviderErrorParser)(json_object *body);
+
+typedef struct CnProviderHttpOptions {
+        const char *bearer_token;       /* Authorization: Bearer */
+        const char *auth_token;         /* X-Auth-Token (OpenStack) */
+        const char *ca_file;
+        const char *const *headers;     /* NULL-terminated "Name: value" list */
+        json_object *body;              /* sent as application/json */
+        CnProviderErrorParser error_parser;
+        const char *operation;          /* metric label */
+} CnProviderHttpOptions;
+
+/* A provider keeps per-call state (copied lookup keys, the stage of a multi-request lookup) on
+ * the call; it is freed with the call. */
+void cn_provider_call_set_state(CnProviderCall *c, void *state, void (*free_state)(void *));
+void *cn_provider_call_get_state(CnProviderCall *c);
+CnProvider *cn_provider_call_provider(CnProviderCall *c);
+/* Issues a request on the call; replaces any previous one. The callback runs on the loop. */
+int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
+                          CnProviderHttpCallback cb, void *userdata);
+/* Finishes an instance lookup: answers the caller (once) and releases the call's in-flight
+ * reference. Takes ownership of instance. */
+void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
+
+/* Machine lifecycle calls (provider-<cloud>-machine.c): creates the call (exactly one of mcb/ccb),
+ * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
+ * below. A negative return from start unwinds and is returned (no callback). The instance passed
+ * to finish_machine is consumed (the callback borrows it). */
+typedef int (*CnProviderCallStart)(CnProviderCall *c, void *arg);
+int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb, CnProviderCleanupCallback ccb,
+                                   void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret);
+void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance);
+void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done);
+
+/* Appends the failure domain {"name", "controlPlane": true, "attributes"} to list; attributes are
+ * key, value pairs up to a NULL key (empty or NULL values left out). */
+int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes);
+
+
+/* Cloud API error bodies are small; a body bigger than this is not an answer we can use. */
+#define PROVIDER_MAX_RESPONSE (8U * 1024U * 1024U)
+#define PROVIDER_REQUEST_TIMEOUT (30 * USEC_PER_SEC)
+
+struct CnProvider {
+        unsigned n_ref;
+        const CnProviderOps *ops;
+        CnHttp *http;
+        CnProviderRequestCounter counter;
+        void *counter_userdata;
+        void *data;
+        bool no_environment;
+};
+
+typedef enum CallMode {
+        CALL_METADATA,
+        CALL_EXISTS,
+        CALL_SHUTDOWN,
+        CALL_MACHINE,
+        CALL_CLEANUP,
+} CallMode;
+
+struct CnProviderCall {
+        unsigned n_ref;
+        CnProvider *provider;
+        CnHttpRequest *req;
+        bool http_pending;   /* req is submitted and its completion has not run yet */
+        bool finished;
+        CallMode mode;
+        CnProviderInstanceCallback instance_cb;
+        CnProviderBoolCallback bool_cb;
+        CnProviderMachineCallback machine_cb;
+        CnProviderCleanupCallback cleanup_cb;
+        void *userdata;
+        void *state;
+        void (*free_state)(void *);
+        /* the request in flight */
+        CnProviderHttpCallback http_cb;
+        void *http_userdata;
+        CnProviderErrorParser error_parser;
+        const char *operation;
+};
+
+/* Drops one reference; the last one frees the call and cancels its request. */
+CnProviderCall *cn_provider_call_unref(CnProviderCall *c);
+
+#define CN_PROVIDER_MACHINE_UID_LABEL "cloudnode.io/machine-uid"
+
+/* provider.c: the neutral view of an instance the provider parsed, with the cloud's own state
+ * name and whether that state is "running". */
+int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret);
+
