@@ -23,6 +23,7 @@
 #include "controller-operand.h"
 #include "controller-render.h"
 #include "controller-status.h"
+#include "hash-util.h"
 #include "httpd.h"
 #include "json-util.h"
 #include "kube-client.h"
@@ -86,6 +87,7 @@ struct Manager {
         unsigned inflight;
         bool pass_failed, pass_wrote, dirty;
         char *last_error;
+        char credential_warned[CN_SHA256_HEX_SIZE]; /* hash of the cloud config last warned about */
 
         /* key "resource/ns/name" -> resourceVersion the last write was based on ("" = absent), and
          * when the expectation was set. */
@@ -427,6 +429,25 @@ static int operand_cloud_provider(Manager *m, const char **ret, char **ret_platf
         return 0;
 }
 
+/* A credential in the cloud config is in a ConfigMap, readable with the built-in view role: say so
+ * loudly, once per content, naming the setting and never its value. It is still copied: refusing
+ * would take the cloud away from a running cluster. */
+static void warn_credentials(Manager *m, const char *conf) {
+        char hash[CN_SHA256_HEX_SIZE];
+        const char *key = cn_operand_cloud_config_credential(conf);
+        _cleanup_free_ char *msg = NULL;
+
+        if (!key || cn_sha256_hex(conf, strlen(conf), hash) < 0 || streq(hash, m->credential_warned))
+                return;
+        memcpy(m->credential_warned, hash, sizeof(hash));
+        if (asprintf(&msg, "the cloud config in ConfigMap %s/%s sets '%s', a credential any reader of ConfigMaps "
+                     "can see: move it into the Secret %s/%s", m->options.cloud_config_namespace,
+                     m->options.cloud_config_name, key, m->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0)
+                return;
+        log_warning("CredentialsInConfigMap: %s", msg);
+        record_event(m, true, "CredentialsInConfigMap", msg);
+}
+
 static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images, char **ret_platform) {
         CnKubeInformer *cms = informer_for(m, &cn_controller_resource_configmaps);
         json_object *images_cm = cn_kube_informer_lookup(cms, m->options.namespace, m->options.images_configmap);
@@ -444,6 +465,7 @@ static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images
                 .single_node = cn_kube_informer_size(m->nodes) == 1,
                 .cloud_config = cn_operand_source_cloud_config(source, m->options.cloud_config_key),
         };
+        warn_credentials(m, c->cloud_config);
         r = operand_cloud_provider(m, &c->cloud_provider, ret_platform);
         if (r < 0)
                 return r;
