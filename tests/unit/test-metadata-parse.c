@@ -232,6 +232,17 @@ static void test_azure(void) {
         TAP_EQ_STR(first(m->ipv6), "fd00::4", "azure: ipv6");
 }
 
+/* An IMDS instance document with these compute members (and a location and vmId) parsed. */
+static int parse_azure_compute(const char *members, CnInstanceMetadata **ret) {
+        _cleanup_free_ char *doc = NULL;
+        CnMetadataDocs d = {};
+
+        if (asprintf(&doc, "{\"compute\":{\"location\":\"westeurope\",\"vmId\":\"02aab8a4\",%s}}", members) < 0)
+                abort();
+        put(&d, "metadata/instance?api-version=2021-02-01", doc);
+        return parse("azure", &d, ret);
+}
+
 /* Older api-versions carry no compute.resourceId: composed as cloud-provider-azure does. */
 static void test_azure_no_resource_id(void) {
         static const struct {
@@ -265,26 +276,14 @@ static void test_azure_no_resource_id(void) {
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
-                _cleanup_free_ char *doc = NULL;
-                CnMetadataDocs d = {};
 
-                if (asprintf(&doc, "{\"compute\":{\"location\":\"westeurope\",\"vmId\":\"02aab8a4\",%s}}",
-                             cases[i].compute) < 0)
-                        abort();
-                put(&d, "metadata/instance?api-version=2021-02-01", doc);
-                TAP_EQ_INT(parse("azure", &d, &m), 0, "azure without resourceId: the document parses");
+                TAP_EQ_INT(parse_azure_compute(cases[i].compute, &m), 0, "azure without resourceId: the document parses");
                 TAP_EQ_STR(m ? m->provider_id : NULL, cases[i].want, cases[i].name);
         }
         for (size_t i = 0; i < ELEMENTSOF(hostile); i++) {
                 _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
-                _cleanup_free_ char *doc = NULL;
-                CnMetadataDocs d = {};
 
-                if (asprintf(&doc, "{\"compute\":{\"location\":\"westeurope\",\"vmId\":\"02aab8a4\",%s}}",
-                             hostile[i].compute) < 0)
-                        abort();
-                put(&d, "metadata/instance?api-version=2021-02-01", doc);
-                TAP_EQ_INT(parse("azure", &d, &m), -EBADMSG, hostile[i].name);
+                TAP_EQ_INT(parse_azure_compute(hostile[i].compute, &m), -EBADMSG, hostile[i].name);
         }
 }
 
