@@ -26,6 +26,7 @@
 #include "kube-client.h"
 #include "kube-config.h"
 #include "kube-event.h"
+#include "kube-expectation.h"
 #include "kube-informer.h"
 #include "kube-leader.h"
 #include "log.h"
@@ -81,9 +82,8 @@ struct Manager {
         bool pass_failed, pass_wrote, dirty;
         char *last_error;
 
-        /* key "resource/ns/name" -> resourceVersion the last write was based on ("" = absent), and
-         * when the expectation was set. */
-        json_object *expectations;
+        /* key "resource/ns/name" -> our last write to the object, until the cache shows it */
+        CnWriteExpectations *expectations;
         char *last_degraded_message;
 };
 
@@ -133,40 +133,16 @@ static CnKubeInformer *informer_for(Manager *m, const CnKubeResource *res) {
         return NULL;
 }
 
-/* True while the cache still shows the object as it was before our last write to it. */
-static bool expectation_pending(Manager *m, const char *key, json_object *live) {
-        json_object *e = json_object_object_get(m->expectations, key);
-        const char *rv, *live_rv;
-        int64_t since;
+/* Remembers a successful write of w, so that the next passes skip the object until the cache
+ * shows the write. */
+static void expect(Manager *m, const Write *w, json_object *result) {
+        CnWriteExpectation *e = cn_write_expectations_get(m->expectations, w->key, true);
 
         if (!e)
-                return false;
-        rv = cn_json_string(e, "rv", NULL);
-        if (cn_json_get_int64(e, &since, "since", NULL) < 0 ||
-            cn_now(CLOCK_MONOTONIC) > (usec_t) since + EXPECTATION_TIMEOUT_USEC) {
-                /* The event never came (a dropped watch re-lists anyway): stop waiting. */
-                json_object_object_del(m->expectations, key);
-                return false;
-        }
-        live_rv = live ? cn_json_string(live, "metadata", "resourceVersion", NULL) : "";
-        if (streq(strempty(rv), strempty(live_rv)))
-                return true;
-        json_object_object_del(m->expectations, key);
-        return false;
-}
-
-static int expect(Manager *m, const char *key, const char *based_on) {
-        _cleanup_json_ json_object *e = json_object_new_object();
-        int r;
-
-        if (!e)
-                return -ENOMEM;
-        r = cn_json_set_string(e, based_on, "rv", NULL);
-        if (r >= 0)
-                r = cn_json_set(e, json_object_new_int64((int64_t) cn_now(CLOCK_MONOTONIC)), "since", NULL);
-        if (r < 0)
-                return r;
-        return json_object_object_add(m->expectations, key, TAKE_PTR(e)) < 0 ? -ENOMEM : 0;
+                return;
+        cn_write_expectation_clear(e);
+        if (cn_write_expectation_begin_at(e, w->based_on) >= 0)
+                (void) cn_write_expectation_written(e, result);
 }
 
 /* Events go to the status object, not to the applied objects: that is where an administrator
@@ -227,7 +203,7 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                 _cleanup_free_ char *msg = NULL;
 
                 log_info("%s %s %s", done, kind, name);
-                (void) expect(m, w->key, w->based_on);
+                expect(m, w, result->object);
                 if (asprintf(&msg, "%s %s %s", done, kind, name) >= 0)
                         record_event(m, false, done, msg);
                 m->pass_wrote = true;
@@ -458,7 +434,7 @@ static int reconcile(Manager *m) {
                          * Kubernetes 1.30): nothing to apply, said once at startup. */
                         continue;
                 live = cn_kube_informer_lookup(informer_for(m, res), ns, name);
-                if (expectation_pending(m, key, live)) {
+                if (cn_write_expectations_pending(m->expectations, key, live, EXPECTATION_TIMEOUT_USEC)) {
                         waiting++;
                         continue;
                 }
@@ -529,25 +505,6 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        manager_schedule(userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        manager_schedule(userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
-        manager_schedule(userdata);
-}
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
-
 static int watch(Manager *m, const CnKubeResource *r, const CnKubeInformerOptions *o, CnKubeInformer **ret) {
         _cleanup_kube_informer_ CnKubeInformer *i = NULL;
         int k;
@@ -555,7 +512,7 @@ static int watch(Manager *m, const CnKubeResource *r, const CnKubeInformerOption
         k = cn_kube_informer_new(m->client, r, o, &i);
         if (k < 0)
                 return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
-        k = cn_kube_informer_add_handlers(i, &handlers, m, NULL);
+        k = cn_kube_informer_add_trigger(i, m->reconcile_source, NULL);
         if (k < 0)
                 return k;
         k = cn_kube_informer_start(i);
@@ -831,8 +788,7 @@ int manager_new(const ControllerOptions *o, Manager **ret) {
                 return -ENOMEM;
         m->options = *o;
         cn_backoff_init(&m->backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
-        m->expectations = json_object_new_object();
-        if (!m->expectations)
+        if (cn_write_expectations_new(&m->expectations) < 0)
                 return -ENOMEM;
 
         r = cn_kube_config_load_default(o->kubeconfig, NULL, &config, &err);
@@ -875,7 +831,7 @@ Manager *manager_free(Manager *m) {
         sd_event_source_unref(m->reconcile_source);
         sd_event_source_unref(m->retry_source);
         sd_event_unref(m->event);
-        json_object_put(m->expectations);
+        cn_write_expectations_free(m->expectations);
         free(m->last_error);
         free(m->last_degraded_message);
         free(m);

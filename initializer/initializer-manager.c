@@ -13,6 +13,7 @@
 #include "kube-event.h"
 #include "kube-informer.h"
 #include "kube-leader.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "metadata.h"
 #include "metrics.h"
@@ -68,7 +69,7 @@ static void node_seen(Manager *m, json_object *old, json_object *node) {
                 }
                 if (s->taint_seen == 0)
                         s->taint_seen = cn_now(CLOCK_MONOTONIC);
-                if (s->retry && !init_inputs_changed(old, node))
+                if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
                         return;
                 queue_add(m, name);
         }
@@ -199,6 +200,9 @@ static int setup_kube(Manager *m) {
                 cn_kube_config_free(kc);
                 return log_error_errno(r, "Failed to set up the Kubernetes client: %m");
         }
+        r = cn_kube_client_register_metrics(m->kube, m->metrics.registry, "cloudnode_initializer_api_requests");
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up metrics: %m");
 
         if (m->config->node_name) {
                 /* Node mode sees its own Node and nothing else: the RBAC can stay narrow and a
@@ -294,6 +298,9 @@ int manager_new(Config *c, Manager **ret) {
         r = metrics_setup(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up metrics: %m");
+        r = queue_setup(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the work queue: %m");
 
         if (c->node_name) {
                 r = node_mode_start(m);
@@ -323,7 +330,7 @@ int manager_new(Config *c, Manager **ret) {
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        queue_forget_all(m);
+        cn_work_queue_free(m->queue);
         lifecycle_stop(m);
         m->reconcile_timer = sd_event_source_disable_unref(m->reconcile_timer);
         m->metadata_retry = sd_event_source_disable_unref(m->metadata_retry);

@@ -34,9 +34,6 @@ int metrics_setup(Manager *m) {
             (r = cn_metrics_counter(x->registry, "cloudnode_initializer_nodes_deleted",
                                     "Nodes deleted because their instance no longer exists.", NULL,
                                     &x->nodes_deleted)) < 0 ||
-            (r = cn_metrics_counter(x->registry, "cloudnode_initializer_api_requests",
-                                    "Kubernetes API requests, by HTTP verb and status code.", CN_LABELS("verb", "code"),
-                                    &x->api_requests)) < 0 ||
             (r = cn_metrics_counter(x->registry, "cloudnode_initializer_cloud_requests",
                                     "Cloud provider API requests, by operation and result.",
                                     CN_LABELS("provider", "operation", "result"), &x->cloud_requests)) < 0 ||
@@ -54,32 +51,10 @@ int metrics_setup(Manager *m) {
         return cn_metric_set(x->leader, NULL, 0);
 }
 
-/* The client counts its requests itself; export the growth since the last scrape. */
-static void on_api_counter(const char *verb, const char *code, uint64_t count, void *userdata) {
-        Metrics *x = ASSERT_PTR(userdata);
-        char key[32];
-        size_t i;
-
-        (void) snprintf(key, sizeof(key), "%s %s", verb, code);
-        for (i = 0; i < x->n_api_seen; i++)
-                if (streq(x->api_seen[i].key, key))
-                        break;
-        if (i == x->n_api_seen) {
-                if (i >= ELEMENTSOF(x->api_seen))
-                        return;
-                (void) snprintf(x->api_seen[i].key, sizeof(x->api_seen[i].key), "%s", key);
-                x->api_seen[i].seen = 0;
-                x->n_api_seen++;
-        }
-        (void) cn_metric_add_total(x->api_requests, CN_LABELS(verb, code), count, &x->api_seen[i].seen);
-}
-
 static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
         int r;
 
-        if (m->kube)
-                cn_kube_client_foreach_counter(m->kube, on_api_counter, &m->metrics);
         if (m->nodes)
                 (void) cn_metric_add_total(m->metrics.watch_restarts, CN_LABELS("nodes"),
                                            cn_kube_informer_get_watch_restarts(m->nodes),

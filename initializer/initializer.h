@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
+#include "kube-expectation.h"
 #include "macro.h"
 #include "node-addresses.h"
 #include "time-util.h"
@@ -28,6 +29,8 @@ typedef struct CnProviderInstance CnProviderInstance;
 typedef struct CnInstanceMetadata CnInstanceMetadata;
 typedef struct CnMetadataFetch CnMetadataFetch;
 typedef struct CnNodeConfig CnNodeConfig;
+typedef struct CnWorkQueue CnWorkQueue;
+typedef struct CnWorkItem CnWorkItem;
 typedef struct Manager Manager;
 typedef struct NodeState NodeState;
 
@@ -72,16 +75,10 @@ int config_parse_controllers(const char *s, unsigned *ret);
 /* Per-Node bookkeeping of the work queue and of initialization. */
 struct NodeState {
         Manager *manager;
-        char *name;
-        NodeState *hash_next;
-        NodeState *queue_next;
-        bool queued;
-        bool active;
-        bool dirty;           /* changed while active: run again afterwards */
+        CnWorkItem *item;     /* of the work queue, which owns this state */
+        const char *name;     /* the item's key */
         bool initialized;     /* initialized by us (counts once) */
         bool reconcile;       /* cluster mode: compare addresses with the cloud's on the next sync */
-        CnBackoff backoff;
-        sd_event_source *retry;
         usec_t taint_seen;    /* CLOCK_MONOTONIC, 0 when not tainted */
         usec_t last_reconcile;/* cluster mode: last periodic address check */
         CnProviderCall *call;
@@ -93,14 +90,13 @@ struct NodeState {
         const char *condition_reason;
         char *condition_message;
         bool condition_false; /* we set the condition False: clear it when initializing */
-        uint64_t written_rv;  /* resourceVersion our initializing PATCH produced, until the cache has it */
+        CnWriteExpectation written; /* our initializing PATCH, until the cache has it */
 };
 
 typedef struct Metrics {
         CnMetrics *registry;
         CnMetric *nodes_initialized;
         CnMetric *init_latency;
-        CnMetric *api_requests;
         CnMetric *cloud_requests;
         CnMetric *leader;
         CnMetric *address_updates;
@@ -108,12 +104,6 @@ typedef struct Metrics {
         CnMetric *nodes_deleted;
         CnMetric *watch_restarts;
         uint64_t watch_restarts_seen; /* the Node informer's count already exported */
-        /* client-side counters already exported, per (verb, code), so that scrapes add deltas */
-        struct {
-                char key[32];
-                uint64_t seen;
-        } api_seen[64];
-        size_t n_api_seen;
 } Metrics;
 
 struct Manager {
@@ -146,11 +136,8 @@ struct Manager {
         sd_event_source *reconcile_timer;
         sd_event_source *lifecycle_timer;
 
-        /* work queue */
-        NodeState *hash[4096];
-        NodeState *queue_head, *queue_tail;
-        unsigned active;
-        size_t n_nodes;
+        /* work queue, of NodeStates */
+        CnWorkQueue *queue;
 };
 
 int manager_new(Config *c, Manager **ret);
@@ -161,6 +148,7 @@ int manager_run(Manager *m);
 void manager_start_controllers(Manager *m);
 
 /* queue (initializer-queue.c) */
+int queue_setup(Manager *m);
 NodeState *node_state_get(Manager *m, const char *name, bool create);
 void node_state_drop(Manager *m, const char *name);
 void queue_add(Manager *m, const char *name);
