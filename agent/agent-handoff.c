@@ -2,8 +2,9 @@
 /* Bootstrap hand-off (daemon mode, roles bootstrap and control-plane): the agent's static pod runs
  * the cloud-node controller until the in-cluster initializer Deployment has an available replica;
  * then the agent removes the static pod manifest (kubelet stops the pod), logs that it handed
- * over, and exits. The Deployment is followed with one list and then a watch narrowed to its name,
- * from the list's resourceVersion; a watch that ends is resumed, 410 Gone re-lists, errors retry
+ * over, and exits. The Deployment is followed in every namespace (the operand is installed into
+ * whatever namespace its controller runs in: cloudnode, openshift-cloudnode, ...) with one list and
+ * then a watch narrowed to its name, from the list's resourceVersion; a watch that ends is resumed, 410 Gone re-lists, errors retry
  * with jittered backoff. */
 #include <systemd/sd-daemon.h>
 
@@ -15,7 +16,6 @@
 #include "log.h"
 #include "render-params.h"
 
-#define HANDOFF_NAMESPACE_DEFAULT "cloudnode"
 #define HANDOFF_NAME_DEFAULT "cloudnode-cloud-controller-manager"
 
 typedef struct Handoff {
@@ -26,7 +26,8 @@ typedef struct Handoff {
         CnBackoff backoff;
         char *field_selector;
         char *resource_version;
-        const char *namespace, *name;
+        char *namespace;             /* of the Deployment that became available */
+        const char *name;
 } Handoff;
 
 static void handoff_list(Handoff *h);
@@ -37,9 +38,18 @@ static bool deployment_available(json_object *d) {
         return cn_json_get_int64(d, &n, "status", "availableReplicas", NULL) >= 0 && n >= 1;
 }
 
-static void handed_over(Handoff *h) {
+static void handed_over(Handoff *h, json_object *deployment) {
         Manager *m = h->manager;
         int r;
+
+        free(h->namespace);
+        h->namespace = strdup(strna(cn_json_string(deployment, "metadata", "namespace", NULL)));
+        if (!h->namespace) {
+                (void) log_oom();
+                m->result = AGENT_EXIT_FAILURE;
+                (void) sd_event_exit(m->event, 0);
+                return;
+        }
 
         h->request = cn_kube_request_free(h->request);
         r = cn_remove_file(m->args->root, CN_STATIC_POD_PATH);
@@ -98,7 +108,7 @@ static void on_event(CnKubeClient *c, CnKubeWatchEventType type, json_object *ob
 
         set_resource_version(h, object);
         if ((type == CN_KUBE_WATCH_ADDED || type == CN_KUBE_WATCH_MODIFIED) && deployment_available(object))
-                handed_over(h);
+                handed_over(h, object);
 }
 
 static void on_watch_end(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
@@ -122,7 +132,7 @@ static void handoff_watch(Handoff *h) {
         };
         int r;
 
-        r = cn_kube_watch(h->client, &cn_kube_resource_deployments, h->namespace, &o, on_event, on_watch_end, h,
+        r = cn_kube_watch(h->client, &cn_kube_resource_deployments, NULL, &o, on_event, on_watch_end, h,
                           &h->request);
         if (r < 0)
                 retry_later(h, r, "starting the watch");
@@ -142,10 +152,10 @@ static void on_list(CnKubeClient *c, const CnKubeResult *result, void *userdata)
         if (cn_json_get_array(result->object, &items, "items", NULL) >= 0)
                 for (size_t i = 0; i < json_object_array_length(items); i++)
                         if (deployment_available(json_object_array_get_idx(items, i))) {
-                                handed_over(h);
+                                handed_over(h, json_object_array_get_idx(items, i));
                                 return;
                         }
-        log_info("Waiting for Deployment %s/%s to have an available replica.", h->namespace, h->name);
+        log_info("Waiting for a Deployment %s (in any namespace) to have an available replica.", h->name);
         handoff_watch(h);
 }
 
@@ -153,7 +163,7 @@ static void handoff_list(Handoff *h) {
         CnKubeListOptions o = { .field_selector = h->field_selector };
         int r;
 
-        r = cn_kube_list(h->client, &cn_kube_resource_deployments, h->namespace, &o, on_list, h, &h->request);
+        r = cn_kube_list(h->client, &cn_kube_resource_deployments, NULL, &o, on_list, h, &h->request);
         if (r < 0)
                 retry_later(h, r, "listing the Deployment");
 }
@@ -168,6 +178,7 @@ void agent_handoff_free(Manager *m) {
         cn_kube_client_free(h->client);
         free(h->field_selector);
         free(h->resource_version);
+        free(h->namespace);
         free(h);
         m->handoff = NULL;
 }
@@ -191,7 +202,6 @@ int agent_handoff_start(Manager *m) {
                 return log_oom();
         m->handoff = h;
         h->manager = m;
-        h->namespace = HANDOFF_NAMESPACE_DEFAULT;
         h->name = HANDOFF_NAME_DEFAULT;
         cn_backoff_init(&h->backoff, 500 * USEC_PER_MSEC, 30 * USEC_PER_SEC);
         if (asprintf(&h->field_selector, "metadata.name=%s", h->name) < 0)

@@ -28,6 +28,9 @@ static int help(void) {
                "                                  (default openshift-config/cloud-provider-config)\n"
                "     --cloud-config-key KEY       Key in the source ConfigMap (default config)\n"
                "     --images-configmap NAME      (default cloud-controller-manager-images)\n"
+               "     --cloud-provider NAME        Provider of the operand (default: spec.cloudProvider\n"
+               "                                  of CloudnodeOperator cloudnode, else the platform of\n"
+               "                                  OpenShift's Infrastructure cluster)\n"
                "     --http-proxy URL --https-proxy URL --no-proxy LIST\n"
                "                                  Proxy environment of the operand (default: ours)\n"
                "     --leader-elect BOOL          (default true)\n"
@@ -54,6 +57,7 @@ enum {
         ARG_CLOUD_CONFIG_SOURCE,
         ARG_CLOUD_CONFIG_KEY,
         ARG_IMAGES_CONFIGMAP,
+        ARG_CLOUD_PROVIDER,
         ARG_HTTP_PROXY,
         ARG_HTTPS_PROXY,
         ARG_NO_PROXY,
@@ -84,6 +88,7 @@ static const struct option options[] = {
         { "http-proxy", required_argument, NULL, ARG_HTTP_PROXY },
         { "https-proxy", required_argument, NULL, ARG_HTTPS_PROXY },
         { "no-proxy", required_argument, NULL, ARG_NO_PROXY },
+        { "cloud-provider", required_argument, NULL, ARG_CLOUD_PROVIDER },
         { "leader-elect", required_argument, NULL, ARG_LEADER_ELECT },
         { "leader-elect-lease-duration", required_argument, NULL, ARG_LEASE_DURATION },
         { "leader-elect-renew-deadline", required_argument, NULL, ARG_RENEW_DEADLINE },
@@ -162,6 +167,9 @@ static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
                         break;
                 case ARG_IMAGES_CONFIGMAP:
                         a->run.images_configmap = optarg;
+                        break;
+                case ARG_CLOUD_PROVIDER:
+                        a->run.cloud_provider = optarg;
                         break;
                 case ARG_HTTP_PROXY:
                         a->run.http_proxy = optarg;

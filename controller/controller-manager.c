@@ -8,6 +8,7 @@
  * that object until the cache has moved on, so one change never causes two writes. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "controller-assets.h"
 #include "controller-manager.h"
 #include "controller-operand.h"
+#include "controller-render.h"
 #include "controller-status.h"
 #include "httpd.h"
 #include "json-util.h"
@@ -44,6 +46,10 @@ static const CnKubeResource resource_clusteroperators = {
         .group = "config.openshift.io", .version = "v1", .resource = "clusteroperators",
         .kind = "ClusterOperator", .namespaced = false,
 };
+static const CnKubeResource resource_infrastructures = {
+        .group = "config.openshift.io", .version = "v1", .resource = "infrastructures",
+        .kind = "Infrastructure", .namespaced = false,
+};
 static const CnKubeResource resource_cloudnodeoperators = {
         .group = "operator.cloudnode.io", .version = "v1alpha1", .resource = "cloudnodeoperators",
         .kind = "CloudnodeOperator", .namespaced = false,
@@ -61,10 +67,10 @@ struct Manager {
         CnMetrics *metrics;
         CnMetric *m_reconciles, *m_writes, *m_leader, *m_watch_restarts;
         /* per informer of ours (informers[], nodes, source, status): restarts already exported */
-        uint64_t watch_restarts_seen[N_RESOURCES + 3];
+        uint64_t watch_restarts_seen[N_RESOURCES + 4];
 
         CnKubeInformer *informers[N_RESOURCES];
-        CnKubeInformer *nodes, *source, *status;
+        CnKubeInformer *nodes, *source, *status, *infrastructure;
         MachineController *machines;
         ClusterController *clusters;
         const CnKubeResource *status_resource;
@@ -74,7 +80,7 @@ struct Manager {
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
         bool leading, stopping, started;
-        bool have_admission_policies;
+        bool have_admission_policies, have_infrastructures;
         bool status_creating;
 
         /* One pass's writes in flight, and what they found. */
@@ -352,10 +358,52 @@ static bool all_synced(Manager *m) {
                 if (m->informers[i] && !cn_kube_informer_has_synced(m->informers[i]))
                         return false;
         return cn_kube_informer_has_synced(m->nodes) && cn_kube_informer_has_synced(m->source) &&
-               cn_kube_informer_has_synced(m->status);
+               cn_kube_informer_has_synced(m->status) &&
+               (!m->infrastructure || cn_kube_informer_has_synced(m->infrastructure));
 }
 
-static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images) {
+static int set_last_error(Manager *m, const char *fmt, ...) _printf_(2, 3);
+static int set_last_error(Manager *m, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        free(m->last_error);
+        va_start(ap, fmt);
+        r = vasprintf(&m->last_error, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                m->last_error = NULL;
+        return -EINVAL;
+}
+
+/* The cloud provider of the operand: --cloud-provider, else the CloudnodeOperator's spec, else
+ * OpenShift's Infrastructure platform. Nothing is applied without one: the initializer would
+ * exit at once. *ret_platform owns what *ret may point into. */
+static int operand_cloud_provider(Manager *m, const char **ret, char **ret_platform) {
+        json_object *op = m->status_resource == &resource_cloudnodeoperators ?
+                                  cn_kube_informer_lookup(m->status, NULL, STATUS_OBJECT_NAME) :
+                                  NULL;
+        json_object *infra = m->infrastructure ? cn_kube_informer_lookup(m->infrastructure, NULL, "cluster") : NULL;
+        _cleanup_free_ char *platform = NULL;
+        const char *source = NULL;
+        int r;
+
+        if (infra)
+                (void) cn_render_infrastructure_platform(infra, &platform, NULL);
+        r = cn_operand_cloud_provider(m->options.cloud_provider, op, platform, ret, &source);
+        if (r == -ENOENT)
+                return set_last_error(m, "no cloud provider: set spec.cloudProvider of %s %s (kubectl patch "
+                                      "cloudnodeoperator cloudnode --type=merge -p '{\"spec\":{\"cloudProvider\":"
+                                      "\"hetzner\"}}'), or pass --cloud-provider to cloudnode-controller",
+                                      m->status_resource->kind, STATUS_OBJECT_NAME);
+        if (r < 0)
+                return set_last_error(m, "cloud provider '%s' (from the %s) is not one this build has "
+                                      "(hetzner, openstack)", *ret, source);
+        *ret_platform = TAKE_PTR(platform);
+        return 0;
+}
+
+static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images, char **ret_platform) {
         CnKubeInformer *cms = informer_for(m, &cn_controller_resource_configmaps);
         json_object *images_cm = cn_kube_informer_lookup(cms, m->options.namespace, m->options.images_configmap);
         json_object *source = cn_kube_informer_lookup(m->source, m->options.cloud_config_namespace,
@@ -372,6 +420,9 @@ static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images
                 .single_node = cn_kube_informer_size(m->nodes) == 1,
                 .cloud_config = cn_operand_source_cloud_config(source, m->options.cloud_config_key),
         };
+        r = operand_cloud_provider(m, &c->cloud_provider, ret_platform);
+        if (r < 0)
+                return r;
         if (images_text) {
                 _cleanup_free_ char *err = NULL;
 
@@ -391,6 +442,7 @@ static int build_config(Manager *m, CnOperandConfig *c, json_object **ret_images
 
 static int reconcile(Manager *m) {
         _cleanup_json_ json_object *desired = NULL, *images = NULL;
+        _cleanup_free_ char *platform = NULL;
         CnOperandConfig config;
         unsigned waiting = 0;
         int r;
@@ -401,7 +453,7 @@ static int reconcile(Manager *m) {
                 m->dirty = true;
                 return 0;
         }
-        r = build_config(m, &config, &images);
+        r = build_config(m, &config, &images, &platform);
         if (r < 0) {
                 log_error("Not applying: %s", strna(m->last_error));
                 (void) cn_metric_inc(m->m_reconciles, CN_LABELS("error"));
@@ -627,7 +679,7 @@ static int setup_metrics(Manager *m) {
 /* Informers count their restarts themselves; a scrape exports the growth since the last one. */
 static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
-        CnKubeInformer *all[N_RESOURCES + 3];
+        CnKubeInformer *all[N_RESOURCES + 4];
         int r;
 
         _Static_assert(ELEMENTSOF(all) == ELEMENTSOF(m->watch_restarts_seen), "one seen count per informer");
@@ -635,6 +687,7 @@ static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char *
         all[N_RESOURCES] = m->nodes;
         all[N_RESOURCES + 1] = m->source;
         all[N_RESOURCES + 2] = m->status;
+        all[N_RESOURCES + 3] = m->infrastructure;
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 if (all[i])
                         (void) cn_metric_add_total(m->m_watch_restarts,
@@ -688,6 +741,7 @@ static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *user
                         (void) sd_event_exit(m->event, EXIT_FAILURE);
                 return;
         }
+        m->have_infrastructures = result->error >= 0 && discovery_lists(result->object, "infrastructures");
         m->status_resource = result->error >= 0 && discovery_lists(result->object, "clusteroperators") ?
                                      &resource_clusteroperators :
                                      &resource_cloudnodeoperators;
@@ -729,6 +783,12 @@ static int start_informers(Manager *m) {
                   &m->status);
         if (r < 0)
                 return r;
+        if (m->have_infrastructures) {
+                r = watch(m, &resource_infrastructures, &(CnKubeInformerOptions) { .field_selector = "metadata.name=cluster" },
+                          &m->infrastructure);
+                if (r < 0)
+                        return r;
+        }
         if (m->options.machine_provider) {
                 r = machine_controller_new(m->event, m->client, m->recorder, m->metrics, m->options.machine_provider,
                                            m->options.machine_cloud_config, &m->machines);
@@ -820,6 +880,7 @@ Manager *manager_free(Manager *m) {
         cn_kube_informer_unref(m->nodes);
         cn_kube_informer_unref(m->source);
         cn_kube_informer_unref(m->status);
+        cn_kube_informer_unref(m->infrastructure);
         cluster_controller_free(m->clusters); /* borrows from the machine controller */
         machine_controller_free(m->machines);
         cn_kube_request_free(m->discovery);

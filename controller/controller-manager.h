@@ -18,6 +18,7 @@ typedef struct ControllerOptions {
         const char *cloud_config_name;
         const char *cloud_config_key;
         const char *images_configmap;
+        const char *cloud_provider;       /* NULL: from the CloudnodeOperator or Infrastructure */
         const char *http_proxy;
         const char *https_proxy;
         const char *no_proxy;

@@ -8,6 +8,7 @@
 #include "hash-util.h"
 #include "json-util.h"
 #include "log.h"
+#include "provider.h"
 
 int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_message) {
         _cleanup_json_ json_object *o = NULL;
@@ -78,6 +79,60 @@ static int set_env(json_object *container, const char *name, const char *value) 
         return 0;
 }
 
+/* Sets "--NAME=VALUE" in the container's args, replacing any --NAME=... already there, so that the
+ * value comes from the cluster and an edit of the applied object is put back like other drift. */
+static int set_arg(json_object *container, const char *name, const char *value) {
+        json_object *args = json_object_object_get(container, "args"), *item;
+        _cleanup_free_ char *arg = NULL;
+        size_t n = strlen(name);
+
+        if (asprintf(&arg, "--%s=%s", name, value) < 0)
+                return -ENOMEM;
+        if (!args) {
+                args = json_object_new_array();
+                if (!args || json_object_object_add(container, "args", args) < 0) {
+                        json_object_put(args);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < json_object_array_length(args); i++) {
+                const char *a = json_object_get_string(json_object_array_get_idx(args, i));
+
+                if (a && strneq(a, "--", 2) && strneq(a + 2, name, n) && (a[2 + n] == '=' || a[2 + n] == 0)) {
+                        item = json_object_new_string(arg);
+                        if (!item || json_object_array_put_idx(args, i, item) < 0) {
+                                json_object_put(item);
+                                return -ENOMEM;
+                        }
+                        return 0;
+                }
+        }
+        item = json_object_new_string(arg);
+        if (!item || json_object_array_add(args, item) < 0) {
+                json_object_put(item);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int cn_operand_cloud_provider(const char *flag, json_object *operator_object, const char *infrastructure_platform,
+                              const char **ret, const char **ret_source) {
+        const char *spec = cn_json_string(operator_object, "spec", "cloudProvider", NULL), *p, *source;
+
+        if (!isempty(flag))
+                p = flag, source = "--cloud-provider";
+        else if (!isempty(spec))
+                p = spec, source = "CloudnodeOperator spec.cloudProvider";
+        else if (!isempty(infrastructure_platform))
+                p = infrastructure_platform, source = "Infrastructure platform";
+        else
+                return -ENOENT;
+        *ret = p;
+        if (ret_source)
+                *ret_source = source;
+        return cn_provider_find(p) ? 0 : -EPROTONOSUPPORT;
+}
+
 static int substitute_containers(json_object *containers, const CnOperandConfig *c) {
         int r;
 
@@ -96,6 +151,11 @@ static int substitute_containers(json_object *containers, const CnOperandConfig 
                 image = key && c->images ? cn_json_string(c->images, key, NULL) : NULL;
                 if (image) {
                         r = cn_json_set_string(ct, image, "image", NULL);
+                        if (r < 0)
+                                return r;
+                }
+                if (streq(name, "cloud-controller-manager") && !isempty(c->cloud_provider)) {
+                        r = set_arg(ct, "cloud-provider", c->cloud_provider);
                         if (r < 0)
                                 return r;
                 }

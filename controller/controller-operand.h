@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The desired state of the operand: the embedded objects with cluster-specific values substituted
- * (namespace, images, proxy environment, replicas on single-node clusters, cloud config hash), the
+ * (namespace, images, cloud provider, proxy environment, replicas on single-node clusters, cloud config
+ * hash), the
  * synced cloud-conf ConfigMap, and on every object a spec-hash annotation over what we want. Pure
  * functions of their inputs, so a resync that sees the same inputs produces the same objects. */
 #pragma once
@@ -21,6 +22,7 @@
 typedef struct CnOperandConfig {
         const char *namespace;      /* target namespace (required) */
         json_object *images;        /* parsed images.json, or NULL to keep the manifests' images */
+        const char *cloud_provider; /* --cloud-provider of the cluster-mode initializer (required) */
         const char *http_proxy;     /* NULL or "": not set */
         const char *https_proxy;
         const char *no_proxy;
@@ -30,6 +32,13 @@ typedef struct CnOperandConfig {
 
 /* Parse images.json (an object of string values). -EINVAL with a message for anything else. */
 int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_message);
+
+/* The cloud provider of the operand, from the first that names one: the controller's flag, the
+ * CloudnodeOperator's spec.cloudProvider, the platform of OpenShift's Infrastructure (as
+ * cn_render_infrastructure_platform() maps it). *ret is borrowed, *ret_source says where it came
+ * from. -ENOENT when none names one, -EPROTONOSUPPORT when this build has no such provider. */
+int cn_operand_cloud_provider(const char *flag, json_object *operator_object, const char *infrastructure_platform,
+                              const char **ret, const char **ret_source);
 
 /* Apply the substitutions to one object in place. */
 int cn_operand_substitute(json_object *object, const CnOperandConfig *c);

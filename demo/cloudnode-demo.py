@@ -134,7 +134,7 @@ class Demo:
         log = open(os.path.join(self.dir, "controller.log"), "w")
         p = subprocess.Popen([binary("controller"), "run", "--kubeconfig", kc, "--namespace", NAMESPACE,
                               "--cloud-config-source", "%s/cloud-provider-config" % NAMESPACE,
-                              "--leader-elect=false", "--port", "0",
+                              "--leader-elect=false", "--port", "0", "--cloud-provider", "hetzner",
                               "--machine-provider", "hetzner", "--machine-cloud-config", conf],
                              stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)

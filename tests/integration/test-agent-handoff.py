@@ -19,19 +19,19 @@ from fakekube import FakeKube  # noqa: E402
 
 AGENT = build("agent", "cloudnode-agent")
 POD = "etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
-DEPLOY_PATH = "/apis/apps/v1/namespaces/cloudnode/deployments"
+DEPLOY_PATH = "/apis/apps/v1/namespaces/%s/deployments"
 
 
-def deployment():
+def deployment(namespace="cloudnode"):
     labels = {"app.kubernetes.io/name": "cloudnode", "app.kubernetes.io/component": "cloud-controller-manager"}
     return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "cloudnode-cloud-controller-manager", "namespace": "cloudnode"},
+            "metadata": {"name": "cloudnode-cloud-controller-manager", "namespace": namespace},
             "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels},
                                   "spec": {"containers": [{"name": "cloud-controller-manager", "image": "x"}]}}}}
 
 
-def test_handoff(t, tmp):
+def test_handoff(t, tmp, namespace="cloudnode"):
     with FakeCloud(os.path.join(tmp, "fc"), platform="aws") as c, FakeKube(os.path.join(tmp, "kube")) as k:
         root = os.path.join(tmp, "root")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
@@ -42,19 +42,19 @@ def test_handoff(t, tmp):
             json.dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.url},
                        "images": {"cloudControllerManager": "example.com/init:1"}}, f)
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": "cloudnode"}})
+                                            "metadata": {"name": namespace}})
         err_path = os.path.join(tmp, "agent.err")
         with open(err_path, "w") as err:
             p = subprocess.Popen([AGENT, "--root", root], stdout=subprocess.DEVNULL, stderr=err,
                                  env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
         try:
             t.ok(wait_for(lambda: os.path.exists(os.path.join(root, POD))), "static pod written")
-            st, body = k.api("POST", DEPLOY_PATH, deployment())
+            st, body = k.api("POST", DEPLOY_PATH % namespace, deployment(namespace))
             t.ok(st in (200, 201), "Deployment created", (st, body))
             time.sleep(1.5)
             t.ok(p.poll() is None and os.path.exists(os.path.join(root, POD)),
                  "no available replica: the agent waits, the static pod stays")
-            st, body = k.api("PATCH", DEPLOY_PATH + "/cloudnode-cloud-controller-manager/status",
+            st, body = k.api("PATCH", DEPLOY_PATH % namespace + "/cloudnode-cloud-controller-manager/status",
                              {"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}},
                              content_type="application/merge-patch+json")
             t.ok(st == 200, "Deployment status: one available replica", (st, body))
@@ -68,7 +68,8 @@ def test_handoff(t, tmp):
         t.eq(p.returncode, 0, "exit 0") or t.diag(err)
         t.ok(not os.path.exists(os.path.join(root, POD)), "static pod manifest removed")
         t.ok(os.path.exists(os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")), "cloud.conf kept")
-        t.ok("handed over" in err, "hand-over logged", err)
+        t.ok("handed over" in err and (namespace + "/cloudnode-cloud-controller-manager") in err,
+             "hand-over logged with the Deployment's namespace", err)
         reads = [a for a in k.audit() if "deployments" in a.get("path", "") and a.get("verb") in ("get", "list", "watch")]
         t.ok(len(reads) <= 4 and any(a.get("verb") == "watch" for a in reads),
              "followed by list+watch, not polling (%d reads)" % len(reads), reads)
@@ -118,6 +119,8 @@ def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
         t.run(test_handoff, tmp)
+        # The openshift overlay installs the operand into openshift-cloudnode: followed there too.
+        t.run(test_handoff, os.path.join(tmp, "openshift"), "openshift-cloudnode")
         t.run(test_sigterm, tmp)
     return t.done()
 

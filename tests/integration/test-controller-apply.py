@@ -286,6 +286,41 @@ def test_leader_election(t, k, tmp):
     t.ok(lease and not lease["spec"].get("holderIdentity"), "the Lease is released on SIGTERM")
 
 
+def provider_args(dep):
+    return [a for a in (container(dep or {"spec": {"template": {"spec": {"containers": [{}]}}}}).get("args") or [])
+            if a.startswith("--cloud-provider")]
+
+
+def test_cloud_provider(t, k, tmp):
+    """The initializer's --cloud-provider comes from the cluster (here the CloudnodeOperator spec)
+    and is substituted like the images: an edit is put back, and with no provider anywhere nothing
+    is applied and the status says what to set."""
+    k.api("DELETE", DEPLOY)
+    wait_for(lambda: get(k, DEPLOY) is None)
+    c = Controller(k, tmp, cloud_provider=None)
+    try:
+        deg = wait_for(lambda: (lambda d: d if d and d["status"] == "True" else None)(condition(k, "Degraded")), 20)
+        t.ok(deg and "spec.cloudProvider" in deg.get("message", ""),
+             "no provider anywhere: Degraded says to set spec.cloudProvider", deg)
+        time.sleep(0.5)
+        t.ok(get(k, DEPLOY) is None, "and the initializer Deployment is not applied without one")
+        t.ok("no cloud provider" in c.output(), "the reason is logged", c.output()[-2000:])
+        k.api("PATCH", STATUS, {"spec": {"cloudProvider": "openstack"}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: provider_args(get(k, DEPLOY)) == ["--cloud-provider=openstack"]),
+             "spec.cloudProvider of the CloudnodeOperator becomes the initializer's --cloud-provider",
+             provider_args(get(k, DEPLOY)))
+        dep = get(k, DEPLOY)
+        args = [a for a in container(dep)["args"] if not a.startswith("--cloud-provider")]
+        k.api("PATCH", DEPLOY, {"spec": {"template": {"spec": {"containers": [
+            dict(container(dep), args=args + ["--cloud-provider=aws"])]}}}}, "application/merge-patch+json")
+        t.ok(wait_for(lambda: provider_args(get(k, DEPLOY)) == ["--cloud-provider=openstack"]),
+             "an edited --cloud-provider is put back")
+        t.ok(wait_for(lambda: converged(k)), "and the status converges")
+    finally:
+        c.stop()
+        k.api("PATCH", STATUS, {"spec": {"cloudProvider": None}}, "application/merge-patch+json")
+
+
 def main():
     t = Tap()
     if FakeKube is None:
@@ -300,6 +335,7 @@ def main():
             t.run(test_selector_recreate, k, tmp)
             t.run(test_faults, k, tmp)
             t.run(test_leader_election, k, tmp)
+            t.run(test_cloud_provider, k, tmp)
     return t.done()
 
 

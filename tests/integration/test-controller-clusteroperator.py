@@ -18,14 +18,15 @@ apply = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(apply)
 
 CO = "/apis/config.openshift.io/v1/clusteroperators"
+INFRA = "/apis/config.openshift.io/v1/infrastructures"
 
 
-def clusteroperator_crd():
+def openshift_crd(kind, plural):
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "clusteroperators.config.openshift.io"},
+            "metadata": {"name": "%s.config.openshift.io" % plural},
             "spec": {"group": "config.openshift.io", "scope": "Cluster",
-                     "names": {"kind": "ClusterOperator", "plural": "clusteroperators", "singular": "clusteroperator",
-                               "listKind": "ClusterOperatorList"},
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
+                               "listKind": kind + "List"},
                      "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
                                    "schema": {"openAPIV3Schema": {"type": "object",
                                                                   "x-kubernetes-preserve-unknown-fields": True}}}]}}
@@ -44,15 +45,23 @@ def main():
         rbac = [src("manifests", "controller", "controller-rbac.yaml"),
                 src("manifests", "overlays", "openshift", "namespaced", "clusteroperator-rbac.yaml")]
         with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k:
-            k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", clusteroperator_crd())
-            apply.wait_for(lambda: k.api("GET", CO)[0] == 200)
+            for kind, plural in (("ClusterOperator", "clusteroperators"), ("Infrastructure", "infrastructures")):
+                k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", openshift_crd(kind, plural))
+            apply.wait_for(lambda: k.api("GET", CO)[0] == 200 and k.api("GET", INFRA)[0] == 200)
+            k.api("POST", INFRA, {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                                  "metadata": {"name": "cluster"},
+                                  "spec": {"platformSpec": {"type": "OpenStack"}},
+                                  "status": {"platform": "OpenStack", "platformStatus": {"type": "OpenStack"}}})
             apply.setup_cluster(k)
-            c = apply.Controller(k, tmp)
+            # No --cloud-provider and no CloudnodeOperator: the provider is the Infrastructure's.
+            c = apply.Controller(k, tmp, cloud_provider=None)
             try:
                 got = apply.wait_for(lambda: (lambda cs: cs if cs.get("Available") == "True" and
                                               cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
                 t.ok(got, "the ClusterOperator reports Available=True, Degraded=False", c.output()[-3000:])
                 t.ok("Progressing" in (got or {}), "and carries a Progressing condition", got)
+                t.eq(apply.provider_args(apply.get(k, apply.DEPLOY)), ["--cloud-provider=openstack"],
+                     "the initializer's --cloud-provider is the Infrastructure platform")
                 code, _ = k.api("GET", apply.STATUS)
                 t.eq(code, 404, "no CloudnodeOperator object is created when ClusterOperators exist")
                 denied = [a for a in k.audit() if a.get("user") == apply.USER and a.get("code") == 403]

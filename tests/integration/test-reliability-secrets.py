@@ -104,7 +104,7 @@ def controller_flow(t, k, c, d, texts):
     log = open(os.path.join(d, "controller.log"), "w+")
     p = subprocess.Popen([CONTROLLER, "run", "--kubeconfig", k.kubeconfig_for(m.USER), "--namespace", "cloudnode",
                           "--cloud-config-source", "cloudnode/cloud-provider-config", "--leader-elect=false",
-                          "--port", str(port), "--machine-provider", "hetzner", "--machine-cloud-config", env.conf,
+                          "--cloud-provider", "hetzner", "--port", str(port), "--machine-provider", "hetzner", "--machine-cloud-config", env.conf,
                           "-v", "10"], stdout=log, stderr=subprocess.STDOUT)
     try:
         env.machine("sec-m1")

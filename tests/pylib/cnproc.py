@@ -1,7 +1,7 @@
 """cloudnode-controller run for the integration tests: as the service account of
 manifests/controller, against a fake API server, with its health and metrics port on loopback.
 
-    c = Controller(k, tmp, ["--leader-elect=false"])
+    c = Controller(k, tmp, ["--leader-elect=false"], cloud_provider="hetzner")
     c.get("/readyz") -> (status, body); c.metrics(); c.output(); c.stop() -> exit code"""
 import os
 import signal
@@ -24,8 +24,10 @@ def free_port():
 
 
 class Controller:
-    def __init__(self, k, tmp, args=("--leader-elect=false",)):
+    def __init__(self, k, tmp, args=("--leader-elect=false",), cloud_provider="hetzner"):
+        """cloud_provider: passed as --cloud-provider; None leaves the provider to the cluster."""
         self.k, self.port = k, free_port()
+        args = list(args) + (["--cloud-provider", cloud_provider] if cloud_provider else [])
         self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
         self.p = subprocess.Popen(
             [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),

@@ -17,7 +17,7 @@ import traceback
 
 TOP_SRCDIR = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOP_BUILDDIR = os.environ.get("CN_TOP_BUILDDIR") or TOP_SRCDIR
-FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "..", "shared", "fixtures")
+FIXTURES = os.environ.get("CN_FIXTURES") or os.path.join(TOP_SRCDIR, "tests", "data", "fixtures")
 
 
 def src(*p):

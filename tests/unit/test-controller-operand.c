@@ -131,6 +131,52 @@ static void test_substitution(void) {
         TAP_EQ_INT(cn_operand_parse_images("{\"cloudControllerManager\": 3}", &b, NULL), -EINVAL, "image must be a string");
 }
 
+static const char *arg_value(json_object *ct, const char *prefix) {
+        json_object *args = json_object_object_get(ct, "args");
+        const char *found = NULL;
+        unsigned n = 0;
+
+        for (size_t i = 0; args && i < json_object_array_length(args); i++) {
+                const char *a = json_object_get_string(json_object_array_get_idx(args, i));
+
+                if (strneq(a, prefix, strlen(prefix))) {
+                        found = a + strlen(prefix);
+                        n++;
+                }
+        }
+        return n == 1 ? found : NULL;
+}
+
+static void test_cloud_provider(void) {
+        _cleanup_json_ json_object *op = parse("{\"spec\":{\"cloudProvider\":\"openstack\"}}"), *a = NULL,
+                                   *edited = NULL;
+        CnOperandConfig c = { .namespace = "cloudnode", .cloud_provider = "hetzner" };
+        const char *p = NULL, *source = NULL;
+        json_object *ct;
+
+        TAP_EQ_INT(cn_operand_cloud_provider("hetzner", op, "openstack", &p, &source), 0, "flag first");
+        TAP_EQ_STR(p, "hetzner", "the flag's provider");
+        TAP_EQ_STR(source, "--cloud-provider", "and where it came from");
+        TAP_EQ_INT(cn_operand_cloud_provider(NULL, op, "hetzner", &p, &source), 0, "then the operator spec");
+        TAP_EQ_STR(p, "openstack", "spec.cloudProvider");
+        TAP_EQ_INT(cn_operand_cloud_provider("", NULL, "openstack", &p, &source), 0, "then the Infrastructure platform");
+        TAP_EQ_STR(source, "Infrastructure platform", "source named");
+        TAP_EQ_INT(cn_operand_cloud_provider(NULL, NULL, NULL, &p, NULL), -ENOENT, "nothing names one");
+        TAP_EQ_INT(cn_operand_cloud_provider(NULL, NULL, "aws", &p, NULL), -EPROTONOSUPPORT,
+                   "a platform without a provider in this build");
+
+        TAP_EQ_INT(cn_operand_desired(&c, &a), 0, "desired state with a provider");
+        ct = container(find(a, "Deployment", "cloudnode-cloud-controller-manager"));
+        TAP_EQ_STR(arg_value(ct, "--cloud-provider="), "hetzner", "one --cloud-provider in the initializer's args");
+        TAP_EQ_STR(arg_value(ct, "--port="), "10267", "the other args kept");
+
+        /* A manifest (or an edit) that already names a provider gets the cluster's, once. */
+        edited = json_object_get(find(a, "Deployment", "cloudnode-cloud-controller-manager"));
+        c.cloud_provider = "openstack";
+        TAP_EQ_INT(cn_operand_substitute(edited, &c), 0, "substituted again");
+        TAP_EQ_STR(arg_value(container(edited), "--cloud-provider="), "openstack", "replaced, not appended");
+}
+
 static void test_source(void) {
         _cleanup_json_ json_object *a = parse("{\"data\":{\"config\":\"A\",\"cloud.conf\":\"B\"}}");
         _cleanup_json_ json_object *b = parse("{\"data\":{\"cloud.conf\":\"B\"}}");
@@ -237,6 +283,7 @@ static void test_conditions(void) {
 int main(void) {
         test_assets();
         test_substitution();
+        test_cloud_provider();
         test_source();
         test_apply();
         test_conditions();

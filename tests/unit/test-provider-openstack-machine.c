@@ -184,7 +184,7 @@ static void test_fixture_view(void) {
         if (asprintf(&path, "%s/cloud-api/openstack/GET_servers_id.json", fixtures) < 0)
                 abort();
         if (cn_json_parse_file(NULL, path, CN_JSON_MAX_SIZE, &srv, NULL) < 0) {
-                printf("ok %d - captured Nova server view # SKIP fixtures not found under %s\n", ++tap_n, fixtures);
+                tap_ok(0, "captured Nova server view found under %s", fixtures);
                 return;
         }
         TAP_EQ_INT(cn_provider_openstack_machine_view(cn_json_get(srv, "server", NULL), &v, NULL), 0,
@@ -260,9 +260,9 @@ int main(void) {
         sd_event *e = NULL;
         struct stat st;
 
-        fixtures = getenv("CN_FIXTURES") ?: "../shared/fixtures";
+        fixtures = getenv("CN_FIXTURES") ?: "tests/data/fixtures";
         if (stat(fixtures, &st) < 0)
-                printf("# fixtures not found at %s: fixture cases are skipped\n", fixtures);
+                printf("# fixtures not found at %s\n", fixtures);
         unsetenv("OS_AUTH_URL");
         p = provider(&e, &http);
         test_validate(p);

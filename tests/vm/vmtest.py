@@ -443,3 +443,11 @@ class Guest:
                     self.name, self.accel, self.exit_code, " TIMED OUT" if self.timed_out else "",
                     self.qemu_stderr()[-2000:], serial_lines, tail, journal_lines,
                     self.journal_text(journal_lines)))
+
+
+if __name__ == "__main__":
+    # `vmtest.py --apt-mirror` prints the mirror, for the image build (packaging/images.am).
+    if sys.argv[1:] == ["--apt-mirror"]:
+        print(apt_mirror())
+        sys.exit(0)
+    sys.exit("usage: vmtest.py --apt-mirror")
