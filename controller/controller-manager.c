@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
@@ -23,10 +22,12 @@
 #include "controller-operand.h"
 #include "controller-render.h"
 #include "controller-status.h"
+#include "event-util.h"
 #include "httpd.h"
 #include "json-util.h"
 #include "kube-client.h"
 #include "kube-config.h"
+#include "kube-daemon.h"
 #include "kube-event.h"
 #include "kube-expectation.h"
 #include "kube-informer.h"
@@ -64,6 +65,7 @@ struct Manager {
         CnKubeEventRecorder *recorder;
         CnKubeLeader *leader;
         CnHttpd *httpd;
+        CnKubeDaemonEndpoints endpoints;
         CnMetrics *metrics;
         CnMetric *m_reconciles, *m_writes, *m_leader, *m_watch_restarts;
         /* per informer of ours (informers[], nodes, source, status): restarts already exported */
@@ -622,33 +624,25 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
                 return 0;
         log_info("Received %s, shutting down", si->ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
         m->stopping = true;
-        (void) sd_notify(false, "STOPPING=1");
+        (void) cn_notify_stopping();
         if (m->leader && cn_kube_leader_release(m->leader, on_released, m) >= 0)
                 return 0;
         return sd_event_exit(m->event, 0);
 }
 
-static int healthz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static const char *not_live(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (m->leader && cn_kube_leader_check(m->leader, 20 * USEC_PER_SEC) < 0) {
-                (void) cn_buf_add_str(body, "leader election: renewal overdue\n");
-                return 503;
-        }
-        (void) cn_buf_add_str(body, "ok\n");
-        return 200;
+        return cn_kube_daemon_leader_not_live(m->leader);
 }
 
-static int readyz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static const char *not_ready(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
         if (!all_synced(m) || (m->machines && !machine_controller_synced(m->machines)) ||
-            (m->clusters && !cluster_controller_synced(m->clusters))) {
-                (void) cn_buf_add_str(body, "informers not synced\n");
-                return 503;
-        }
-        (void) cn_buf_add_str(body, "ok\n");
-        return 200;
+            (m->clusters && !cluster_controller_synced(m->clusters)))
+                return "informers not synced";
+        return NULL;
 }
 
 static int setup_metrics(Manager *m) {
@@ -677,10 +671,9 @@ static int setup_metrics(Manager *m) {
 }
 
 /* Informers count their restarts themselves; a scrape exports the growth since the last one. */
-static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static void before_scrape(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
         CnKubeInformer *all[N_RESOURCES + 4];
-        int r;
 
         _Static_assert(ELEMENTSOF(all) == ELEMENTSOF(m->watch_restarts_seen), "one seen count per informer");
         memcpy(all, m->informers, sizeof(m->informers));
@@ -694,11 +687,6 @@ static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char *
                                                    CN_LABELS(cn_kube_informer_get_resource(all[i])->resource),
                                                    cn_kube_informer_get_watch_restarts(all[i]),
                                                    &m->watch_restarts_seen[i]);
-        r = cn_metrics_format(m->metrics, body);
-        if (r < 0)
-                return r;
-        *content_type = CN_METRICS_CONTENT_TYPE;
-        return 200;
 }
 
 static int start_informers(Manager *m);
@@ -806,13 +794,13 @@ static int start_informers(Manager *m) {
         }
         m->started = true;
 
-        if (m->options.leader_elect) {
+        if (m->options.daemon.leader_elect) {
                 CnKubeLeaderOptions lo = {
                         .namespace = m->options.namespace,
                         .name = LEASE_NAME,
-                        .lease_duration_usec = m->options.lease_duration,
-                        .renew_deadline_usec = m->options.renew_deadline,
-                        .retry_period_usec = m->options.retry_period,
+                        .lease_duration_usec = m->options.daemon.lease_duration,
+                        .renew_deadline_usec = m->options.daemon.renew_deadline,
+                        .retry_period_usec = m->options.daemon.retry_period,
                 };
 
                 r = cn_kube_leader_new(m->client, &lo, &leader_callbacks, m, &m->leader);
@@ -834,14 +822,6 @@ static int start_informers(Manager *m) {
 
 int manager_new(const ControllerOptions *o, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;
-        _cleanup_kube_config_ CnKubeConfig *config = NULL;
-        _cleanup_free_ char *err = NULL;
-        CnKubeClientOptions co = {
-                .component = "controller",
-                .qps = o->kube_api_qps,
-                .burst = o->kube_api_burst,
-        };
-        int r;
 
         m = calloc(1, sizeof(Manager));
         if (!m)
@@ -850,24 +830,6 @@ int manager_new(const ControllerOptions *o, Manager **ret) {
         cn_backoff_init(&m->backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
         if (cn_write_expectations_new(&m->expectations) < 0)
                 return -ENOMEM;
-
-        r = cn_kube_config_load_default(o->kubeconfig, NULL, &config, &err);
-        if (r < 0)
-                return log_error_errno(r, "Failed to load the kubeconfig: %s", strna(err));
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                return r;
-        r = cn_kube_client_new(m->event, config, &co, &m->client);
-        if (r < 0)
-                return log_error_errno(r, "Failed to create the Kubernetes client: %m");
-        TAKE_PTR(config);
-        r = cn_kube_event_recorder_new(m->client, &(CnKubeEventRecorderOptions) { .component = "cloudnode-controller" },
-                                       &m->recorder);
-        if (r < 0)
-                return r;
-        r = setup_metrics(m);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up metrics: %m");
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -899,58 +861,81 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
-int manager_start(Manager *m) {
+int manager_setup(Manager *m) {
+        _cleanup_kube_config_ CnKubeConfig *config = NULL;
+        _cleanup_free_ char *err = NULL;
+        const CnKubeDaemonOptions *o = &m->options.daemon;
+        CnKubeClientOptions co = {
+                .component = "controller",
+                .qps = o->kube_api_qps,
+                .burst = o->kube_api_burst,
+        };
         int r;
 
+        r = cn_kube_config_load_default(m->options.kubeconfig, NULL, &config, &err);
+        if (r < 0)
+                return log_error_errno(r, "Failed to load the kubeconfig: %s", strna(err));
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+        /* SIGHUP is ignored: the controller reads everything it needs from the cluster. */
+        r = cn_event_setup_daemon(m->event, on_signal, NULL, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up signal handling: %m");
+        r = cn_kube_client_new(m->event, config, &co, &m->client);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the Kubernetes client: %m");
+        TAKE_PTR(config);
+        r = cn_kube_event_recorder_new(m->client, &(CnKubeEventRecorderOptions) { .component = "cloudnode-controller" },
+                                       &m->recorder);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the Event recorder: %m");
+        r = setup_metrics(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up metrics: %m");
+
         r = sd_event_add_defer(m->event, &m->reconcile_source, on_reconcile, m);
+        if (r >= 0) {
+                (void) sd_event_source_set_enabled(m->reconcile_source, SD_EVENT_OFF);
+                (void) sd_event_source_set_description(m->reconcile_source, "reconcile");
+                r = sd_event_add_time_relative(m->event, &m->retry_source, CLOCK_MONOTONIC, USEC_PER_SEC, 0, on_retry,
+                                               m);
+        }
         if (r < 0)
-                return r;
-        (void) sd_event_source_set_enabled(m->reconcile_source, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(m->reconcile_source, "reconcile");
-        r = sd_event_add_time_relative(m->event, &m->retry_source, CLOCK_MONOTONIC, USEC_PER_SEC, 0, on_retry, m);
-        if (r < 0)
-                return r;
+                return log_error_errno(r, "Failed to set up the reconcile sources: %m");
         (void) sd_event_source_set_enabled(m->retry_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(m->retry_source, "reconcile-retry");
-
-        sigset_t mask;
-
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-                return -errno;
-        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
-        if (r >= 0)
-                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
-        if (r < 0)
-                return r;
 
         r = cn_kube_request(m->client, "GET", "/apis/admissionregistration.k8s.io/v1", NULL, NULL, on_discovery,
                             m, &m->discovery);
         if (r < 0)
-                return r;
+                return log_error_errno(r, "Failed to start API discovery: %m");
 
-        if (m->options.port >= 0) {
-                r = cn_httpd_new(m->event, m->options.bind_address, (uint16_t) m->options.port, &m->httpd);
+        if (o->port > 0) {
+                m->endpoints = (CnKubeDaemonEndpoints) {
+                        .metrics = m->metrics,
+                        .not_live = not_live,
+                        .not_ready = not_ready,
+                        .before_scrape = before_scrape,
+                        .userdata = m,
+                };
+                r = cn_kube_daemon_serve(m->event, o->bind_address, o->port, &m->endpoints, &m->httpd);
                 if (r < 0)
-                        return log_error_errno(r, "Failed to listen on %s:%d: %m", m->options.bind_address,
-                                               m->options.port);
-                r = cn_httpd_add_handler(m->httpd, "/healthz", healthz, m);
-                if (r >= 0)
-                        r = cn_httpd_add_handler(m->httpd, "/readyz", readyz, m);
-                if (r >= 0)
-                        r = cn_httpd_add_handler(m->httpd, "/metrics", serve_metrics, m);
-                if (r < 0)
-                        return r;
-                log_info("Serving /healthz /readyz /metrics on %s:%u", m->options.bind_address,
-                         cn_httpd_get_port(m->httpd));
+                        return log_error_errno(r, "Failed to serve health and metrics on %s port %u: %m",
+                                               o->bind_address, o->port);
+                log_info("Serving /healthz, /readyz and /metrics on %s port %u.", o->bind_address,
+                         (unsigned) cn_httpd_get_port(m->httpd));
         }
 
-        (void) sd_notify(false, "READY=1");
+        (void) cn_notify_ready(NULL);
         return 0;
 }
 
 int manager_run(Manager *m) {
-        return sd_event_loop(m->event);
+        int r;
+
+        r = sd_event_loop(m->event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return r; /* EXIT_FAILURE after a failure that was logged where it happened */
 }

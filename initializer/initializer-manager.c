@@ -3,8 +3,8 @@
  * election (cluster mode), the health/metrics server, and the start of the controllers of the
  * selected mode. */
 #include <signal.h>
-#include <systemd/sd-daemon.h>
 
+#include "event-util.h"
 #include "http.h"
 #include "httpd.h"
 #include "initializer.h"
@@ -161,7 +161,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
                 return sd_event_exit(m->event, 0);
         log_info("Received %s, shutting down.", si->ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
         m->shutting_down = true;
-        (void) sd_notify(false, "STOPPING=1");
+        (void) cn_notify_stopping();
         if (m->leader && m->leading && cn_kube_leader_release(m->leader, on_released, m) >= 0)
                 return 0; /* exit once the Lease is handed back, so a successor need not wait */
         return sd_event_exit(m->event, 0);
@@ -182,8 +182,8 @@ static int setup_kube(Manager *m) {
         CnKubeConfig *kc = NULL;
         CnKubeClientOptions o = {
                 .component = "initializer",
-                .qps = m->config->kube_api_qps,
-                .burst = m->config->kube_api_burst,
+                .qps = m->config->daemon.kube_api_qps,
+                .burst = m->config->daemon.kube_api_burst,
         };
         CnKubeInformerOptions io = {};
         _cleanup_free_ char *selector = NULL;
@@ -250,9 +250,9 @@ static int setup_leader(Manager *m) {
                                &(CnKubeLeaderOptions) {
                                        .namespace = ns,
                                        .name = m->config->leader_elect_name,
-                                       .lease_duration_usec = m->config->leader_elect_lease_duration,
-                                       .renew_deadline_usec = m->config->leader_elect_renew_deadline,
-                                       .retry_period_usec = m->config->leader_elect_retry_period,
+                                       .lease_duration_usec = m->config->daemon.lease_duration,
+                                       .renew_deadline_usec = m->config->daemon.renew_deadline,
+                                       .retry_period_usec = m->config->daemon.retry_period,
                                },
                                &(CnKubeLeaderCallbacks) {
                                        .started_leading = on_started_leading,
@@ -268,29 +268,26 @@ static int setup_leader(Manager *m) {
 }
 
 int manager_new(Config *c, Manager **ret) {
-        _cleanup_(manager_freep) Manager *m = NULL;
-        sigset_t mask;
-        int r;
+        Manager *m;
 
         m = calloc(1, sizeof(Manager));
         if (!m)
-                return log_oom();
+                return -ENOMEM;
         m->config = c;
+        *ret = m;
+        return 0;
+}
+
+int manager_setup(Manager *m) {
+        Config *c = m->config;
+        int r;
 
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-                return log_error_errno(errno, "Failed to block signals: %m");
-        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_sigterm, m)) < 0 ||
-            (r = sd_event_add_signal(m->event, NULL, SIGINT, on_sigterm, m)) < 0 ||
-            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
+        r = cn_event_setup_daemon(m->event, on_sigterm, on_sighup, m);
+        if (r < 0)
                 return log_error_errno(r, "Failed to set up signal handling: %m");
-        (void) sd_event_set_watchdog(m->event, true);
 
         r = cn_http_new(m->event, &m->http);
         if (r < 0)
@@ -314,17 +311,13 @@ int manager_new(Config *c, Manager **ret) {
                 r = cluster_mode_start(m);
                 if (r < 0)
                         return r;
-                if (c->leader_elect) {
+                if (c->daemon.leader_elect) {
                         r = setup_leader(m);
                         if (r < 0)
                                 return r;
                 }
         }
-        r = metrics_serve(m);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(m);
-        return 0;
+        return metrics_serve(m);
 }
 
 Manager *manager_free(Manager *m) {
@@ -369,7 +362,7 @@ int manager_run(Manager *m) {
                 manager_start_controllers(m);
         }
         if (!m->config->node_name)
-                (void) sd_notify(false, "READY=1");
+                (void) cn_notify_ready(NULL);
         r = sd_event_loop(m->event);
         if (r == -ENOLCK)
                 return r; /* lost the Lease: already said so */

@@ -3,7 +3,7 @@
  * reads it), the Node from a watch narrowed to metadata.name, and the local addresses from a
  * netlink subscription. After our Node is initialized we tell systemd READY=1 and from then on
  * only patch the addresses, and only when the computed list changes. */
-#include <systemd/sd-daemon.h>
+#include "event-util.h"
 
 #include <ctype.h>
 
@@ -26,10 +26,14 @@ static json_object *own_node(Manager *m) {
 }
 
 static void notify_ready(Manager *m) {
+        _cleanup_free_ char *status = NULL;
+
         if (m->notified_ready)
                 return;
         m->notified_ready = true;
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Node %s initialized", m->config->node_name);
+        if (asprintf(&status, "Node %s initialized", m->config->node_name) < 0)
+                status = NULL;
+        (void) cn_notify_ready(status);
 }
 
 /* What to do with our Node now: initialize it, or (when our inputs changed: local addresses,

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
+#include "kube-daemon.h"
 #include "kube-expectation.h"
 #include "macro.h"
 #include "node-addresses.h"
@@ -49,26 +50,16 @@ typedef struct Config {
         char *cloud_provider;
         char *cloud_config;
         unsigned controllers;    /* Controller bits */
-        bool leader_elect;
+        CnKubeDaemonOptions daemon; /* the flags shared with cloudnode-controller */
         char *leader_elect_namespace;
         char *leader_elect_name;
-        usec_t leader_elect_lease_duration;
-        usec_t leader_elect_renew_deadline;
-        usec_t leader_elect_retry_period;
-        char *bind_address;
-        unsigned port;
         unsigned concurrent_node_syncs;
-        double kube_api_qps;
-        unsigned kube_api_burst;
         usec_t node_status_update_frequency;
         usec_t node_monitor_period;      /* lifecycle controller */
         usec_t node_startup_grace_period; /* lifecycle: no deletion of younger Nodes */
 } Config;
 
 void config_done(Config *c);
-/* Parses argv; returns 0 to run, 1 when --help/--version was handled, negative on a bad flag
- * (after one clear line on stderr). */
-int config_parse_argv(Config *c, int argc, char *argv[]);
 /* "cloud-node,-cloud-node-lifecycle", "*": the bits of the controllers to run. */
 int config_parse_controllers(const char *s, unsigned *ret);
 
@@ -108,6 +99,7 @@ typedef struct Metrics {
 
 struct Manager {
         Config *config;
+        CnKubeDaemonEndpoints endpoints;
         sd_event *event;
         CnHttp *http;
         CnHttpd *httpd;
@@ -140,7 +132,10 @@ struct Manager {
         CnWorkQueue *queue;
 };
 
+/* Allocation only; manager_setup() builds the loop, signals and every object the mode needs
+ * (logging what fails); manager_run() runs the loop. */
 int manager_new(Config *c, Manager **ret);
+int manager_setup(Manager *m);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_run(Manager *m);

@@ -6,6 +6,7 @@ status conditions, leader election and the health endpoints."""
 import hashlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -154,6 +155,18 @@ def test_idempotent(t, k, tmp):
         t.eq([(a.get("verb"), a.get("path")) for a in w], [], "zero writes on an idempotent pass")
     finally:
         c.stop()
+
+
+def test_sighup(t, k, tmp):
+    c = Controller(k, tmp)
+    try:
+        t.ok(wait_for(lambda: c.get("/readyz")[0] == 200, 20), "ready")
+        c.p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        t.ok(c.p.poll() is None and c.get("/healthz") == (200, "ok\n"), "SIGHUP neither kills nor disturbs it",
+             c.output()[-1500:])
+    finally:
+        t.eq(c.stop(), 0, "SIGTERM exits 0")
 
 
 def test_drift(t, k, tmp):
@@ -330,6 +343,7 @@ def main():
             setup_cluster(k)
             t.run(test_first_install, k, tmp)
             t.run(test_idempotent, k, tmp)
+            t.run(test_sighup, k, tmp)
             t.run(test_drift, k, tmp)
             t.run(test_rollouts, k, tmp)
             t.run(test_selector_recreate, k, tmp)
