@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cloudnode-controller: `run` reconciles the cluster-side assets (controller-manager.c),
- * `render` writes the bootstrap assets for installers (controller-render.c). */
+/* cloudnode-controller: `run` reconciles the cluster-side assets (controller-manager.c and its
+ * controllers), `render` writes the bootstrap assets for installers (controller-render.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>

@@ -4,7 +4,8 @@
  * docs/cloudnode-initializer.8); the one deliberate difference is --port (see below). */
 #include <getopt.h>
 
-#include "initializer.h"
+#include "initializer-config.h"
+#include "initializer-manager.h"
 #include "log.h"
 #include "string-util.h"
 

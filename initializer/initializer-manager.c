@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Manager: event loop, signals, Kubernetes client, the shared Node informer, Events, leader
- * election (cluster mode), the health/metrics server, and the start of the controllers of the
- * selected mode. */
+ * election (cluster mode), the health/metrics server, and the mode's instance source
+ * (initializer-source.h), which it calls for every Node event once in charge. */
 #include <signal.h>
 
 #include "event-util.h"
 #include "http.h"
 #include "httpd.h"
-#include "initializer.h"
+#include "initializer-lifecycle.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "kube-client.h"
 #include "kube-config.h"
 #include "kube-event.h"
@@ -23,56 +26,10 @@
 #include "node-patch.h"
 #include "provider.h"
 
-int manager_enqueue_reconcile(json_object *node, void *userdata) {
-        Manager *m = ASSERT_PTR(userdata);
-        const char *name = cn_node_get_name(node);
-        NodeState *s;
-
-        if (!name || cn_node_has_taint(node, CN_TAINT_UNINITIALIZED))
-                return 0;
-        s = node_state_get(m, name, true);
-        if (!s)
-                return log_oom();
-        s->reconcile = true;
-        queue_add(m, name);
-        return 0;
-}
-
-static bool streq_null(const char *a, const char *b) {
-        return a && b ? streq(a, b) : a == b;
-}
-
-/* Whether an update touched what initialization reads. Kubelet heartbeats and condition
- * changes do not, and must not cut short the backoff of a Node that keeps failing. */
-static bool init_inputs_changed(json_object *old, json_object *node) {
-        return !old || cn_node_has_taint(old, CN_TAINT_UNINITIALIZED) != cn_node_has_taint(node, CN_TAINT_UNINITIALIZED) ||
-               !streq_null(cn_node_get_provided_node_ip(old), cn_node_get_provided_node_ip(node)) ||
-               !streq_null(cn_node_get_provider_id(old), cn_node_get_provider_id(node)) ||
-               !streq_null(cn_node_get_kubelet_hostname(old), cn_node_get_kubelet_hostname(node));
-}
-
 static void node_seen(Manager *m, json_object *old, json_object *node) {
-        const char *name = cn_node_get_name(node);
-
-        if (!name || !m->controllers_started)
+        if (!cn_node_get_name(node) || !m->controllers_started)
                 return;
-        if (m->config->node_name) {
-                node_mode_node_changed(m, node);
-                return;
-        }
-        if ((m->config->controllers & CONTROLLER_CLOUD_NODE) && cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
-                NodeState *s = node_state_get(m, name, true);
-
-                if (!s) {
-                        log_oom();
-                        return;
-                }
-                if (s->taint_seen == 0)
-                        s->taint_seen = cn_now(CLOCK_MONOTONIC);
-                if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
-                        return;
-                queue_add(m, name);
-        }
+        m->source->node_changed(m, old, node);
 }
 
 static void on_node_added(CnKubeInformer *i, json_object *node, void *userdata) {
@@ -110,8 +67,8 @@ void manager_start_controllers(Manager *m) {
         if (m->controllers_started)
                 return;
         m->controllers_started = true;
-        if (!m->config->node_name && (m->config->controllers & CONTROLLER_CLOUD_NODE_LIFECYCLE)) {
-                r = lifecycle_start(m);
+        if (m->source->start_controllers) {
+                r = m->source->start_controllers(m);
                 if (r < 0)
                         log_warning_errno(r, "The lifecycle controller does not run: %m");
         }
@@ -170,10 +127,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (m->config->node_name)
-                node_mode_reload(m);
-        else
-                log_info("SIGHUP: cluster mode re-reads its configuration only on restart; ignoring.");
+        m->source->reload(m);
         return 0;
 }
 
@@ -299,23 +253,18 @@ int manager_setup(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the work queue: %m");
 
-        if (c->node_name) {
-                r = node_mode_start(m);
-                if (r < 0)
-                        return r;
-        }
+        m->source = c->node_name ? &instance_source_local : &instance_source_cloud;
+        r = m->source->start(m);
+        if (r < 0)
+                return r;
         r = setup_kube(m);
         if (r < 0)
                 return r;
-        if (!c->node_name) {
-                r = cluster_mode_start(m);
+        /* Node mode writes only its own Node: no election. */
+        if (!c->node_name && c->daemon.leader_elect) {
+                r = setup_leader(m);
                 if (r < 0)
                         return r;
-                if (c->daemon.leader_elect) {
-                        r = setup_leader(m);
-                        if (r < 0)
-                                return r;
-                }
         }
         return metrics_serve(m);
 }

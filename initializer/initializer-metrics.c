@@ -2,7 +2,7 @@
 /* The metrics of cloudnode-initializer, and what its /healthz, /readyz and /metrics (served by
  * lib/kube/kube-daemon) report. */
 #include "httpd.h"
-#include "initializer.h"
+#include "initializer-manager.h"
 #include "kube-client.h"
 #include "kube-informer.h"
 #include "kube-leader.h"

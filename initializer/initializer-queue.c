@@ -3,7 +3,9 @@
  * once, a Node being synced is never handed to a second worker (a change meanwhile makes it run
  * again afterwards), at most --concurrent-node-syncs run at once, and failures come back after a
  * per-Node exponential backoff with jitter. Each item carries the Node's NodeState. */
-#include "initializer.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "kube-client.h"
 #include "kube-workqueue.h"
 #include "log.h"

@@ -7,7 +7,9 @@
  * and the Node returned by our own status PATCH are the only sources. */
 #include <stdarg.h>
 
-#include "initializer.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "json-util.h"
 #include "kube-client.h"
 #include "kube-event.h"
@@ -95,9 +97,9 @@ void sync_node(NodeState *s) {
 
         if (!node || !cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
                 s->taint_seen = 0;
-                if (node && s->reconcile && !m->config->node_name) {
+                if (node && s->reconcile && m->source->reconcile_addresses) {
                         s->reconcile = false;
-                        cluster_mode_get_instance(s);
+                        m->source->reconcile_addresses(s);
                         return;
                 }
                 queue_done(s);
@@ -106,10 +108,7 @@ void sync_node(NodeState *s) {
         if (s->taint_seen == 0)
                 s->taint_seen = cn_now(CLOCK_MONOTONIC);
         s->attempt++;
-        if (m->config->node_name)
-                node_mode_get_instance(s);
-        else
-                cluster_mode_get_instance(s);
+        m->source->get_instance(s);
 }
 
 int sync_compute_addresses(Manager *m, json_object *node, const CnProviderInstance *instance, CnNodeAddressList *ret,
@@ -236,8 +235,8 @@ static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *user
         free(s->last_warning);
         s->last_warning = NULL;
         cn_work_queue_forget(s->item);
-        if (m->config->node_name)
-                node_mode_node_initialized(m, node);
+        if (m->source->node_initialized)
+                m->source->node_initialized(m, node);
         queue_done(s);
 }
 
