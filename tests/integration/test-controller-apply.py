@@ -17,7 +17,7 @@ from cnproc import Controller  # noqa: E402
 
 try:
     import yaml  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from fakekubeclient import FakeKube  # noqa: E402
 except ImportError as e:  # the fake API server is part of the tree; without it nothing can run
     FakeKube = None
     IMPORT_ERROR = str(e)
@@ -337,7 +337,7 @@ def test_cloud_provider(t, k, tmp):
 def main():
     t = Tap()
     if FakeKube is None:
-        t.skip_all("tests/pylib/fakekube.py is not available: %s" % IMPORT_ERROR)
+        t.skip_all("tests/pylib/fakekubeclient.py is not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")]) as k:
             setup_cluster(k)

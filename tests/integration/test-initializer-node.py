@@ -18,7 +18,7 @@ from cntap import Tap  # noqa: E402
 from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, condition, events, get_node,  # noqa: E402
                     initialized, make_node, node_gets, request_start, tainted, wait_for, writes)
 from fakecloud import FakeCloud, Netns  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")
 COND = "CloudProviderInitialized"

@@ -20,7 +20,7 @@ from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
-from fakekube import FakeKube, state_dir  # noqa: E402
+from fakekubeclient import FakeKube, state_dir  # noqa: E402
 
 DRIVER = build("tests", "kube-client-driver")
 
