@@ -158,7 +158,7 @@ def test_node_mode(t, d, ns, link, k, c, inst):
 def main():
     t = Tap()
     if not os.access(BINARY, os.X_OK):
-        t.skip_all("cloudnode-initializer is not built")
+        t.bail_out("%s is not built" % BINARY)
     if os.geteuid() != 0:
         t.skip_all("network namespaces need root")
     idx = os.getpid() % 200 + 20
