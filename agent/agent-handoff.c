@@ -6,7 +6,6 @@
  * whatever namespace its controller runs in: cloudnode, openshift-cloudnode, ...) with one list and
  * then a watch narrowed to its name, from the list's resourceVersion; a watch that ends is resumed, 410 Gone re-lists, errors retry
  * with jittered backoff. */
-#include <systemd/sd-daemon.h>
 
 #include "agent.h"
 #include "backoff.h"

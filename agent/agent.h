@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cloudnode-agent internals: the Manager that owns the event loop, and the output step. */
+/* cloudnode-agent internals: the Manager that owns the event loop (agent-manager.c), the output step
+ * (agent-outputs.c) and the hand-off (agent-handoff.c). */
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -25,6 +26,8 @@ typedef struct AgentArgs {
         bool once;
         bool dry_run;
         bool afterburn_compat;
+        bool print_metadata;         /* `metadata`: print instead of writing the files */
+        const char *format;          /* of `metadata`: "env" or "json" */
 } AgentArgs;
 
 typedef struct Manager {
@@ -39,6 +42,15 @@ typedef struct Manager {
         void (*on_metadata)(struct Manager *m);
         void *handoff;               /* daemon mode state (agent-handoff.c) */
 } Manager;
+
+/* agent-manager.c: manager_new() allocates only; manager_setup() loads the node config (-EINVAL
+ * when it is invalid) and builds the loop, signals and HTTP client; manager_run() does the pass
+ * (and the daemon's wait) and returns the exit code. Failures are logged where they happen. */
+int manager_new(const AgentArgs *args, Manager **ret);
+int manager_setup(Manager *m);
+int manager_run(Manager *m);
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
 /* Renders every output for the role, then writes those whose content changed. Nothing is written
  * when any rendering fails. Returns the number of files changed, or negative errno (logged). */

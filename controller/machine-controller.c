@@ -19,7 +19,9 @@
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
+#include "kube-expectation.h"
 #include "kube-informer.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "machine-controller.h"
 #include "machine-credentials.h"
@@ -56,26 +58,22 @@ struct MachineController {
         char *provider_name;
         CnMetric *m_phase, *m_calls, *m_secrets, *m_providers;
         CnKubeInformer *infra_machines, *machines, *clusters;
-        sd_event_source *reconcile_source;
+        sd_event_source *phases_source; /* the phase gauge, after events */
         bool leading;
-        MachineState *states;
+        CnWorkQueue *queue;     /* of MachineStates, keyed "namespace/name" */
 };
 
 struct MachineState {
         MachineController *mc;
-        MachineState *next;
+        CnWorkItem *item;       /* of mc->queue, which owns this state; its retry is the poll timer */
         char *namespace, *name;
         CnProviderCall *call;
         CnKubeRequest *request; /* bootstrap Secret read */
-        sd_event_source *timer;
-        CnBackoff backoff;
         json_object *spec;      /* provider spec of the pass in flight */
         CnProvider *provider;   /* of its credentials (a reference: the cache may drop it meanwhile) */
         char *uid;
         CnKubeRequest *writes[2];       /* status and spec/metadata patches in flight */
-        char *stale_rv;         /* resourceVersion our last writes were based on */
-        uint64_t expect_rv;     /* highest resourceVersion the writes returned (0: unknown) */
-        bool queued;
+        CnWriteExpectation expect;      /* our last writes, until the cache shows them */
         bool cleaning;          /* the timer armed, if any, belongs to the deletion */
         bool awaiting_credentials; /* a credentials Secret read will queue it */
         bool missed;            /* an event came while busy: look again once the call is done */
@@ -83,11 +81,11 @@ struct MachineState {
 };
 
 static void schedule(MachineController *mc) {
-        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_ONESHOT);
+        (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_ONESHOT);
 }
 
 static void enqueue(MachineState *s) {
-        s->queued = true;
+        cn_work_queue_add(s->item);
         schedule(s->mc);
 }
 
@@ -98,8 +96,7 @@ static MachineState *state_free(MachineState *s) {
         cn_kube_request_free(s->request);
         for (size_t i = 0; i < ELEMENTSOF(s->writes); i++)
                 cn_kube_request_free(s->writes[i]);
-        free(s->stale_rv);
-        sd_event_source_disable_unref(s->timer);
+        cn_write_expectation_clear(&s->expect);
         json_object_put(s->spec);
         cn_provider_free(s->provider);
         free(s->namespace);
@@ -110,36 +107,38 @@ static MachineState *state_free(MachineState *s) {
         return NULL;
 }
 
-static MachineState *state_find(MachineController *mc, const char *ns, const char *name) {
-        for (MachineState *s = mc->states; s; s = s->next)
-                if (streq(s->namespace, ns) && streq(s->name, name))
-                        return s;
-        return NULL;
+static void state_free_data(void *data) {
+        state_free(data);
 }
 
-static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
-        MachineState *s = state_find(mc, ns, name);
+static void *state_new(CnWorkItem *item, void *userdata) {
+        const char *key = cn_work_item_key(item), *slash = strchr(key, '/');
+        MachineState *s = calloc(1, sizeof(MachineState));
 
-        if (s)
-                return s;
-        s = calloc(1, sizeof(MachineState));
         if (!s)
                 return NULL;
-        s->mc = mc;
-        s->namespace = strdup(ns);
-        s->name = strdup(name);
+        s->mc = ASSERT_PTR(userdata);
+        s->item = item;
+        s->namespace = strndup(key, slash - key);
+        s->name = strdup(slash + 1);
         if (!s->namespace || !s->name)
                 return state_free(s);
-        cn_backoff_init(&s->backoff, POLL_BASE_USEC, POLL_CAP_USEC);
-        s->next = mc->states;
-        mc->states = s;
         return s;
 }
 
-static bool timer_armed(MachineState *s) {
-        int enabled = SD_EVENT_OFF;
+static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
+        _cleanup_free_ char *key = NULL;
+        CnWorkItem *item;
 
-        return s->timer && sd_event_source_get_enabled(s->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF;
+        /* Neither part of the key can hold a '/': they are names of the API. */
+        if (asprintf(&key, "%s/%s", ns, name) < 0)
+                return NULL;
+        item = cn_work_queue_get(mc->queue, key, true);
+        return item ? cn_work_item_get_data(item) : NULL;
+}
+
+static bool timer_armed(MachineState *s) {
+        return cn_work_item_retry_pending(s->item);
 }
 
 static bool writes_in_flight(MachineState *s) {
@@ -167,48 +166,11 @@ static json_object *lookup_infra_machine(MachineState *s) {
         return cn_kube_informer_lookup(s->mc->infra_machines, s->namespace, s->name);
 }
 
-static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        MachineState *s = ASSERT_PTR(userdata);
-
-        (void) sd_event_source_set_enabled(es, SD_EVENT_OFF);
-        s->missed = false;
-        enqueue(s);
-        return 0;
-}
-
 static void retry_later(MachineState *s, usec_t min_delay) {
-        usec_t delay = cn_backoff_next(&s->backoff, min_delay);
-
-        if (!s->timer) {
-                if (sd_event_add_time_relative(s->mc->event, &s->timer, CLOCK_MONOTONIC, delay, 0, on_timer, s) < 0)
-                        return;
-                (void) sd_event_source_set_description(s->timer, "machine-retry");
-        } else
-                (void) sd_event_source_set_time_relative(s->timer, delay);
-        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
-}
-
-static void forget_writes(MachineState *s) {
-        s->stale_rv = (free(s->stale_rv), NULL);
-        s->expect_rv = 0;
-}
-
-/* Whether the cached object predates the result of our last writes. */
-static bool cache_is_stale(MachineState *s, json_object *cnm) {
-        uint64_t rv = cn_kube_object_resource_version(cnm);
-
-        if (!s->stale_rv)
-                return false;
-        if (s->expect_rv > 0 && rv > 0 ? rv < s->expect_rv :
-                                         streq(s->stale_rv, strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL))))
-                return true;
-        forget_writes(s);
-        return false;
+        (void) cn_work_queue_retry(s->item, min_delay, NULL);
 }
 
 static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
-        uint64_t rv;
-
         s->writes[slot] = cn_kube_request_free(s->writes[slot]);
         if (result->error < 0) {
                 /* Gone: the next pass forgets the machine. Otherwise look again from the cache
@@ -218,21 +180,17 @@ static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
                 else {
                         log_debug_errno(result->error, "CloudnodeMachine %s/%s: write failed, retrying: %s",
                                         s->namespace, s->name, strna(result->message));
-                        forget_writes(s);
+                        cn_write_expectation_clear(&s->expect);
                         retry_later(s, 0);
                 }
                 return;
         }
-        rv = cn_kube_object_resource_version(result->object);
-        if (rv == 0 || (s->stale_rv && streq(s->stale_rv, strempty(cn_json_string(result->object, "metadata",
-                                                                                  "resourceVersion", NULL))))) {
+        if (!cn_write_expectation_written(&s->expect, result->object)) {
                 /* No ordering to wait for, or the server found nothing to change (no event will
                  * come): the cache is as current as it gets. */
-                forget_writes(s);
                 enqueue(s);
                 return;
         }
-        s->expect_rv = MAX(s->expect_rv, rv);
         state_call_done(s);
 }
 
@@ -259,10 +217,10 @@ static int write_machine(MachineState *s, json_object *cnm, const char *subresou
                           &s->writes[slot]);
         if (r < 0)
                 return r;
-        if (cnm && !s->stale_rv) {
-                s->stale_rv = strdup(strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL)));
-                if (!s->stale_rv)
-                        return -ENOMEM;
+        if (cnm) {
+                r = cn_write_expectation_begin(&s->expect, cnm);
+                if (r < 0)
+                        return r;
         }
         return 1;
 }
@@ -336,7 +294,7 @@ static void record_instance(MachineState *s, json_object *instance) {
         if (r >= 0)
                 (void) patch_status(s, cnm, patch);
         if (ready)
-                cn_backoff_reset(&s->backoff);
+                cn_work_queue_forget(s->item);
         else
                 retry_later(s, 0);
 }
@@ -590,15 +548,14 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         if (!cnm || !mc->leading)
                 return;
         /* A deletion does not wait for the poll timer of the create. */
-        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL) && !s->cleaning && timer_armed(s)) {
-                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
-                cn_backoff_reset(&s->backoff);
-        }
+        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL) && !s->cleaning && timer_armed(s))
+                cn_work_queue_forget(s->item);
         if (state_busy(s)) {
                 s->missed = true;
                 return;
         }
-        if (cache_is_stale(s, cnm))
+        s->missed = false; /* this pass sees the object as it is now */
+        if (cn_write_expectation_pending(&s->expect, cnm, 0))
                 return; /* the event of our own write queues the machine again */
         owner = cn_machine_owner_name(cnm);
         if (owner)
@@ -775,40 +732,38 @@ static int enqueue_all(json_object *cnm, void *userdata) {
         return 0;
 }
 
-static int on_reconcile(sd_event_source *es, void *userdata) {
+static int on_phases(sd_event_source *es, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
-        MachineState **p;
 
-        if (!machine_controller_synced(mc))
-                return 0;
-        update_phase_metrics(mc);
-        if (!mc->leading)
-                return 0;
-        for (p = &mc->states; *p;) {
-                MachineState *s = *p;
-
-                if (!s->queued) {
-                        p = &s->next;
-                        continue;
-                }
-                s->queued = false;
-                if (!lookup_infra_machine(s) && writes_in_flight(s)) {
-                        /* The finalizer removal's response is usually still on its way when the
-                         * deletion event arrives: cancelling it would close the connection. */
-                        s->missed = true;
-                        p = &s->next;
-                        continue;
-                }
-                if (!lookup_infra_machine(s)) {
-                        /* Gone from the cache: forget it (its calls are cancelled). */
-                        *p = s->next;
-                        state_free(s);
-                        continue;
-                }
-                reconcile_one(mc, s);
-                p = &s->next;
-        }
+        if (machine_controller_synced(mc))
+                update_phase_metrics(mc);
         return 0;
+}
+
+static bool queue_ready(void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        return mc->leading && machine_controller_synced(mc);
+}
+
+static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+        MachineState *s = cn_work_item_get_data(item);
+
+        if (!lookup_infra_machine(s) && writes_in_flight(s)) {
+                /* The finalizer removal's response is usually still on its way when the deletion
+                 * event arrives: cancelling it would close the connection. */
+                s->missed = true;
+                cn_work_queue_done(item);
+                return;
+        }
+        if (!lookup_infra_machine(s)) {
+                /* Gone from the cache: forget it (its calls are cancelled). */
+                cn_work_queue_remove(item);
+                return;
+        }
+        reconcile_one(mc, s);
+        cn_work_queue_done(item);
 }
 
 /* Which CloudnodeMachines an event concerns: the object itself, those owned by a Machine, those
@@ -843,6 +798,7 @@ static void on_synced(CnKubeInformer *i, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
         (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
         schedule(mc);
 }
 
@@ -853,14 +809,20 @@ static const CnKubeInformerHandlers handlers = {
         .synced = on_synced,
 };
 
+static int requeue_awaiting(CnWorkItem *item, void *userdata) {
+        MachineState *s = cn_work_item_get_data(item);
+
+        if (s->awaiting_credentials) {
+                s->awaiting_credentials = false;
+                enqueue(s);
+        }
+        return 0;
+}
+
 static void on_credentials(void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
-        for (MachineState *s = mc->states; s; s = s->next)
-                if (s->awaiting_credentials) {
-                        s->awaiting_credentials = false;
-                        enqueue(s);
-                }
+        (void) cn_work_queue_foreach(mc->queue, requeue_awaiting, NULL);
 }
 
 static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
@@ -922,11 +884,26 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
         if (r < 0)
                 return r;
-        r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile, mc);
+        r = cn_work_queue_new(e,
+                              &(CnWorkQueueOptions) {
+                                      .description = "machine-queue",
+                                      .backoff_base = POLL_BASE_USEC,
+                                      .backoff_cap = POLL_CAP_USEC,
+                              },
+                              &(CnWorkQueueOps) {
+                                      .process = process,
+                                      .ready = queue_ready,
+                                      .new_data = state_new,
+                                      .free_data = state_free_data,
+                              },
+                              mc, &mc->queue);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(mc->reconcile_source, "machine-reconcile");
+        r = sd_event_add_defer(e, &mc->phases_source, on_phases, mc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(mc->phases_source, "machine-phases");
         *ret = TAKE_PTR(mc);
         return 0;
 }
@@ -934,16 +911,11 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
 MachineController *machine_controller_free(MachineController *mc) {
         if (!mc)
                 return NULL;
-        while (mc->states) {
-                MachineState *s = mc->states;
-
-                mc->states = s->next;
-                state_free(s);
-        }
+        cn_work_queue_free(mc->queue);
         cn_kube_informer_unref(mc->infra_machines);
         cn_kube_informer_unref(mc->machines);
         cn_kube_informer_unref(mc->clusters);
-        sd_event_source_disable_unref(mc->reconcile_source);
+        sd_event_source_disable_unref(mc->phases_source);
         cn_credentials_free(mc->credentials); /* before the provider it borrows */
         cn_provider_free(mc->provider);
         cn_http_free(mc->http);
@@ -997,5 +969,6 @@ void machine_controller_set_leading(MachineController *mc, bool leading) {
         mc->leading = leading;
         if (leading && mc->infra_machines)
                 (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
         schedule(mc);
 }

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 from capi import install_core_crds  # noqa: E402
 from cncapi import grant_secrets  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 PLATFORMS = ["aws", "openstack", "hetzner", "gcp", "azure", "digitalocean"]
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"

@@ -9,7 +9,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 from cntap import Tap, sibling_test, src  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 # The cluster setup and the controller process of the apply test, shared rather than copied.
 apply = sibling_test("test-controller-apply.py")

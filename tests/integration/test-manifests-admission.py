@@ -9,7 +9,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"

@@ -13,7 +13,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
 from cncapi import grant_secrets  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 import yaml  # noqa: E402
 

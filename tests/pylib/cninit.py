@@ -18,7 +18,7 @@ import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
 from fakecloud import FakeCloud, Netns, netns_argv
-from fakekube import FakeKube
+from fakekubeclient import FakeKube
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
