@@ -35,7 +35,8 @@ static void notify_ready(Manager *m) {
 
 /* What to do with our Node now: initialize it, or (when our inputs changed: local addresses,
  * metadata) keep its addresses current. Changes of the Node itself never trigger an address
- * write, so we cannot end up in a write loop with another writer of status.addresses. */
+ * write, so we cannot end up in a write loop with another writer of status.addresses; the one
+ * exception is the look that a change deferred while our own write was not yet in the cache. */
 static void reconsider(Manager *m, bool inputs_changed) {
         json_object *node = own_node(m);
         int r;
@@ -51,10 +52,14 @@ static void reconsider(Manager *m, bool inputs_changed) {
         if (!m->notified_ready)
                 inputs_changed = true;
         notify_ready(m);
-        if (!inputs_changed || !m->local_instance || !cn_netlink_ready(m->netlink))
+        if (!(inputs_changed || m->addresses_deferred) || !m->local_instance || !cn_netlink_ready(m->netlink))
                 return;
+        m->addresses_deferred = false;
         r = sync_update_addresses(m, node, m->local_instance);
-        if (r < 0 && r != -ENODATA)
+        if (r == -EAGAIN)
+                /* Our own address write is not in the cache yet: look again when it is. */
+                m->addresses_deferred = true;
+        else if (r < 0 && r != -ENODATA)
                 log_debug_errno(r, "Not updating addresses of node %s: %m", m->config->node_name);
 }
 

@@ -165,6 +165,9 @@ static int setup_kube(Manager *m) {
                         return log_oom();
                 io.field_selector = selector;
         }
+        r = cn_write_expectations_new(&m->address_writes);
+        if (r < 0)
+                return log_oom();
         r = cn_kube_informer_new(m->kube, &cn_kube_resource_nodes, &io, &m->nodes);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the Node informer: %m");
@@ -284,6 +287,7 @@ Manager *manager_free(Manager *m) {
         cn_kube_event_recorder_free(m->events);
         cn_kube_informer_unref(m->nodes);
         cn_kube_client_free(m->kube);
+        cn_write_expectations_free(m->address_writes);
         cn_provider_free(m->provider);
         cn_httpd_free(m->httpd);
         cn_http_free(m->http);

@@ -14,6 +14,7 @@
 #include "initializer-metrics.h"
 #include "initializer-source.h"
 #include "kube-daemon.h"
+#include "kube-expectation.h"
 #include "macro.h"
 
 typedef struct CnHttp CnHttp;
@@ -62,6 +63,7 @@ struct Manager {
         sd_event_source *metadata_retry;
         int metadata_error;
         bool notified_ready;
+        bool addresses_deferred; /* a change came while the cache predated our address write */
 
         /* cluster mode */
         CnProvider *provider;
@@ -70,6 +72,9 @@ struct Manager {
 
         /* work queue, of NodeStates */
         CnWorkQueue *queue;
+
+        /* node name -> our last status.addresses write, until the cache shows it */
+        CnWriteExpectations *address_writes;
 };
 
 /* Allocation only; manager_setup() builds the loop, signals and every object the mode needs

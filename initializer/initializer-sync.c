@@ -393,14 +393,25 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
                 fail(s, node, "FailedToUpdateNodeAddresses", 0, "cannot send the address patch: %s", strerror(-r));
 }
 
-static void on_addresses_updated(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
-        _cleanup_free_ char *name = userdata;
+typedef struct AddressWrite {
+        Manager *manager;
+        char name[];
+} AddressWrite;
 
-        if (res->error < 0)
-                log_warning("Failed to update the addresses of node %s, will retry on the next change: %s", name,
+static void on_addresses_updated(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
+        _cleanup_free_ AddressWrite *w = userdata;
+        CnWriteExpectation *e = cn_write_expectations_get(w->manager->address_writes, w->name, false);
+
+        if (res->error < 0) {
+                if (e)
+                        cn_write_expectation_clear(e);
+                log_warning("Failed to update the addresses of node %s, will retry on the next change: %s", w->name,
                             res->message ?: strerror(-res->error));
-        else
-                log_info("Updated the addresses of node %s.", name);
+                return;
+        }
+        if (e)
+                (void) cn_write_expectation_written(e, res->object);
+        log_info("Updated the addresses of node %s.", w->name);
 }
 
 int sync_update_addresses(Manager *m, json_object *node, const CnProviderInstance *instance) {
@@ -408,11 +419,17 @@ int sync_update_addresses(Manager *m, json_object *node, const CnProviderInstanc
         _cleanup_json_ json_object *patch = NULL;
         _cleanup_free_ char *bad_ip = NULL;
         const char *name = cn_node_get_name(node);
-        char *copy;
+        CnWriteExpectation *e;
+        AddressWrite *w;
         int r;
 
         if (!name || !instance)
                 return -EINVAL;
+        /* Until the watch shows our last address write (or while it is in flight), the cached
+         * addresses are older than what we wrote: comparing with them would send the same write
+         * again. The caller looks again once the Node changes. */
+        if (cn_write_expectations_pending(m->address_writes, name, node, 30 * USEC_PER_SEC))
+                return -EAGAIN;
         r = sync_compute_addresses(m, node, instance, &addrs, &bad_ip);
         if (r < 0)
                 return r;
@@ -421,13 +438,24 @@ int sync_update_addresses(Manager *m, json_object *node, const CnProviderInstanc
         r = cn_node_patch_status_addresses(&addrs, &patch);
         if (r < 0)
                 return r;
-        copy = strdup(name);
-        if (!copy)
+        e = cn_write_expectations_get(m->address_writes, name, true);
+        w = malloc(sizeof(AddressWrite) + strlen(name) + 1);
+        if (!e || !w) {
+                free(w);
                 return -ENOMEM;
-        r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, name, "status", CN_KUBE_PATCH_MERGE, patch,
-                          on_addresses_updated, copy, NULL);
+        }
+        w->manager = m;
+        strcpy(w->name, name);
+        r = cn_write_expectation_begin(e, node);
         if (r < 0) {
-                free(copy);
+                free(w);
+                return r;
+        }
+        r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, name, "status", CN_KUBE_PATCH_MERGE, patch,
+                          on_addresses_updated, w, NULL);
+        if (r < 0) {
+                cn_write_expectation_clear(e);
+                free(w);
                 return r;
         }
         if (m->metrics.address_updates)

@@ -73,6 +73,8 @@ def test_node_mode(t, d, ns, link, k, c, inst):
                                     ("Hostname", hostname)], "dual stack: IPv4 before IPv6 within a type")
         time.sleep(1)
         t.eq(len(writes(k, NODE_SA, name)), 3, "one more write, on the status")
+        if len(writes(k, NODE_SA, name)) != 3:
+            t.diag("writes: %r\n%s" % (writes(k, NODE_SA, name), i.log()[-4000:]))
 
         # an address the metadata does not know changes nothing
         ns.run(["ip", "addr", "add", "192.0.2.50/32", "dev", "eth0"], check=True)
