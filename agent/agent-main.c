@@ -33,7 +33,7 @@ static int help(void) {
                "     --config FILE       Node config (default /etc/cloudnode/cloudnode.yaml)\n"
                "     --root DIR          Prefix of every path read or written\n"
                "     --platform ID       aws, azure, digitalocean, file, gcp, hetzner, openstack, proxmoxve\n"
-               "     --once              One pass, then exit (the unit's default)\n"
+               "     --once              One pass, then exit, without the hand-off\n"
                "     --dry-run           Print what would be written; write nothing\n"
                "     --afterburn-compat  Also write Afterburn's AFTERBURN_* names to the env file\n"
                "     --format env|json   (metadata) Output format, default env\n\n"
@@ -240,8 +240,9 @@ static void on_metadata_run(Manager *m) {
                           md->instance_id, written);
         m->result = AGENT_EXIT_SUCCESS;
         /* Daemon mode: a node running the bootstrap static pod waits to hand over. Without a static
-         * pod (workers, --dry-run) there is nothing to wait for. */
-        if (!m->args->once && !m->args->dry_run && m->config->role != CN_ROLE_WORKER) {
+         * pod (workers, platforms without a cluster-mode provider, --dry-run) there is nothing to
+         * wait for. */
+        if (!m->args->once && !m->args->dry_run && m->static_pod) {
                 (void) sd_notify(false, "STATUS=Waiting for the in-cluster initializer to hand over");
                 if (agent_handoff_start(m) >= 0)
                         return;
