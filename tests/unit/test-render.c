@@ -170,8 +170,8 @@ static void test_static_pod(void) {
                 TAP_OK(ctl && le && kc && cc, "pod: cloud-node only, no leader election, bootstrap kubeconfig and cloud.conf");
         }
         TAP_EQ_STR(cn_json_string(c, "livenessProbe", "httpGet", "path", NULL), "/healthz", "pod: liveness /healthz");
-        TAP_EQ_INT(json_object_get_int(cn_json_get(c, "livenessProbe", "httpGet", "port", NULL)), 10267,
-                   "pod: liveness on the health port");
+        TAP_EQ_INT(json_object_get_int(cn_json_get(c, "livenessProbe", "httpGet", "port", NULL)), 10269,
+                   "pod: liveness on its own health port, not the Deployment's 10267 on the same host network");
         TAP_OK(cn_json_get(c, "resources", "requests", NULL) && !cn_json_get(c, "resources", "limits", NULL),
                "pod: requests, no limits");
         TAP_OK(cn_json_get_int64(c, &uid, "securityContext", "runAsUser", NULL) >= 0 && uid == 0 &&

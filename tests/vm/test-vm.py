@@ -302,9 +302,9 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
 
     # The static pod only where the cluster-mode initializer has a provider (hetzner, openstack).
     pod_expected = role == "bootstrap" and platform in CLUSTER_PROVIDERS
-    for path, expected in ((CLOUD_CONF, role == "bootstrap"), (STATIC_POD, pod_expected)):
+    for path, present in ((CLOUD_CONF, role == "bootstrap"), (STATIC_POD, pod_expected)):
         m = res.get("files" + path)
-        if expected:
+        if present:
             t.ok(m is not None, "%s: %s exists on the bootstrap role" % (n, path))
         else:
             t.ok(m is None, "%s: no %s on a %s %s" % (n, path, platform, role))
