@@ -158,6 +158,9 @@ def test_variants(t, tmp):
                  any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials"
                      for v in ctl["spec"]["template"]["spec"].get("volumes", [])),
                  "capi: controller runs the machine reconciler with credentials from a Secret")
+            t.eq((ctl["spec"]["template"]["spec"].get("securityContext") or {}).get("fsGroup"), 65532,
+                 "capi: the credentials Secret is readable by the controller's uid/gid 65532 (fsGroup), "
+                 "not only by root")
             for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
                 crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
                 t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==
