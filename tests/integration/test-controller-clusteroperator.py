@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
+from openshift import openshift_crd  # noqa: E402
 
 # The cluster setup and the controller process of the apply test, shared rather than copied.
 _spec = importlib.util.spec_from_file_location("controller_apply", os.path.join(HERE, "test-controller-apply.py"))
@@ -19,17 +20,6 @@ _spec.loader.exec_module(apply)
 
 CO = "/apis/config.openshift.io/v1/clusteroperators"
 INFRA = "/apis/config.openshift.io/v1/infrastructures"
-
-
-def openshift_crd(kind, plural):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "%s.config.openshift.io" % plural},
-            "spec": {"group": "config.openshift.io", "scope": "Cluster",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                               "listKind": kind + "List"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
 def conditions(k):

@@ -13,7 +13,7 @@ What it plays, as far as cloudnode's manifests use it:
     back; Pod objects carry nodeName, phase and containerStatuses (restartCount, ready).
   - the kubelet: containers from the pod spec (command/args with $(VAR) expansion, env with
     value and fieldRef, ports, securityContext user/read-only root/capabilities), volumes
-    (ConfigMap, Secret, hostPath below the node's root, the service-account token, CA and
+    (ConfigMap, Secret with defaultMode/mode and fsGroup, hostPath below the node's root, the service-account token, CA and
     namespace at /var/run/secrets/kubernetes.io/serviceaccount with KUBERNETES_SERVICE_HOST/PORT),
     hostNetwork; the static pods of each node's /etc/kubernetes/manifests with their mirror Pods;
     exited containers restarted with back-off and counted; liveness probes (httpGet, tcpSocket)
@@ -261,8 +261,10 @@ class PodRunner:
             strategy = spec.get("strategy", {})
             max_unavail = 1 if strategy.get("type") != "Recreate" else len(mine)
             unavailable = sum(1 for p in mine if not p.ready())
+            # An old pod that is not ready goes at once (as the deployment controller scales down
+            # unhealthy old replicas first); a ready one only within maxUnavailable.
             if old and (strategy.get("type") == "Recreate" or unavailable < max_unavail or
-                        len(mine) > want):
+                        len(mine) > want or any(not p.ready() for p in old)):
                 victim = sorted(old, key=lambda p: p.ready())[0]
                 self._delete_pod(victim)
                 mine.remove(victim)
@@ -392,6 +394,13 @@ class PodRunner:
                 with open(p, "wb") as f:
                     f.write(data[it["key"]])
                 os.chmod(p, it.get("mode", src.get("defaultMode", 0o644)))
+            fs_group = (pod.spec.get("securityContext") or {}).get("fsGroup")
+            if fs_group is not None:
+                # The kubelet gives the volume's files to the fsGroup and makes them group-readable.
+                for it in items:
+                    p = os.path.join(target, it["path"])
+                    os.chown(p, -1, fs_group)
+                    os.chmod(p, os.stat(p).st_mode | 0o040)
             mounts[v["name"]] = target
         pod.mounts = mounts
         pod.env_base = {}
