@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Azure Instance Metadata Service (header Metadata: true): one JSON document for the instance.
  * providerID as cloud-provider-azure writes it: azure://<resource id>, the resource id beginning
- * with "/subscriptions/". The zone follows cloud-provider-azure too: "<location>-<zone>" for
- * zonal VMs, else the fault domain number. */
+ * with "/subscriptions/". IMDS documents of older api-versions (and some Azure Stack Hub
+ * stamps) carry no compute.resourceId; the id is then composed from subscriptionId,
+ * resourceGroupName and name as cloud-provider-azure composes it (resource group in lower case; a
+ * scale-set VM named "<scale set>_<instance id>" gets the virtualMachineScaleSets form). The zone
+ * follows cloud-provider-azure too: "<location>-<zone>" for zonal VMs, else the fault domain
+ * number. */
 #include "metadata-source.h"
 
 #define AZURE_INSTANCE "metadata/instance?api-version=2021-02-01"
@@ -40,6 +44,45 @@ static int add_interface_addresses(CnInstanceMetadata *m, json_object *iface) {
         return 0;
 }
 
+/* One path segment of a resource id: non-empty, no '/', no control characters or spaces, so that
+ * a hostile value cannot reshape the providerID. */
+static bool resource_segment_ok(const char *s) {
+        if (isempty(s))
+                return false;
+        for (const char *p = s; *p; p++)
+                if (*p == '/' || (unsigned char) *p <= ' ' || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+static int azure_compose_resource_id(json_object *compute, char **ret) {
+        _cleanup_free_ char *subscription = NULL, *group = NULL, *name = NULL, *scale_set = NULL;
+        const char *sep;
+        int r;
+
+        if ((r = cn_metadata_json_string(compute, "subscriptionId", &subscription)) < 0 ||
+            (r = cn_metadata_json_string(compute, "resourceGroupName", &group)) < 0 ||
+            (r = cn_metadata_json_string(compute, "name", &name)) < 0 ||
+            (r = cn_metadata_json_string(compute, "vmScaleSetName", &scale_set)) < 0)
+                return r;
+        if (!resource_segment_ok(subscription) || !resource_segment_ok(group) || !resource_segment_ok(name))
+                return -EBADMSG;
+        for (char *p = group; *p; p++)
+                if (*p >= 'A' && *p <= 'Z')
+                        *p += 'a' - 'A';
+        /* A uniform scale set's VM is "<scale set>_<instance id>"; the scale set name may hold '_'
+         * itself, so the instance id is what follows the last one. */
+        sep = strrchr(name, '_');
+        if (!isempty(scale_set) && sep && sep != name && sep[1] &&
+            strneq(name, scale_set, sep - name) && strlen(scale_set) == (size_t) (sep - name))
+                r = asprintf(ret, "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/"
+                             "virtualMachineScaleSets/%s/virtualMachines/%s", subscription, group, scale_set, sep + 1);
+        else
+                r = asprintf(ret, "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/"
+                             "virtualMachines/%s", subscription, group, name);
+        return r < 0 ? -ENOMEM : 0;
+}
+
 static int azure_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         _cleanup_json_ json_object *doc = NULL;
         _cleanup_free_ char *resource_id = NULL, *zone = NULL, *fault_domain = NULL;
@@ -68,6 +111,8 @@ static int azure_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
                         return -ENOMEM;
         } else if (fault_domain)
                 m->zone = TAKE_PTR(fault_domain);
+        if (!resource_id && (r = azure_compose_resource_id(compute, &resource_id)) < 0)
+                return r;
         if (!m->instance_id || !resource_id || resource_id[0] != '/')
                 return -EBADMSG;
         if (asprintf(&m->provider_id, "azure://%s", resource_id) < 0)

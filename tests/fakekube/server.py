@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, openapiv2, patch as patchmod, proto, table
+from . import certs, errors, openapiv2, patch as patchmod, proto, scale, table
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -847,8 +847,6 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.path_not_found()
         if info.subresource and info.subresource not in rt.sub:
             raise errors.path_not_found()
-        if info.subresource == "scale":
-            raise errors.path_not_found()
         ns = info.namespace if rt.namespaced else ""
         if rt.namespaced is False and info.namespace and rt.key != ("", "namespaces"):
             raise errors.path_not_found()
@@ -871,6 +869,9 @@ class Handler(BaseHTTPRequestHandler):
         store = st.store
         v = info.version
         ctype = self.headers.get("Content-Type") or ""
+        if info.subresource == "scale":
+            scale.handle(self, rt, ns, info.name, info.verb, body, ctype, dry_run)
+            return
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)
             if self.wants_table() and not info.subresource:

@@ -103,7 +103,7 @@ def main():
         t.skip_all("network namespaces need root")
     probe = subprocess.run(["ip", "netns", "add", "cn-fc-probe-%d" % os.getpid()], capture_output=True, text=True)
     if probe.returncode != 0:
-        t.skip_all("cannot create a network namespace here: %s" % probe.stderr.strip())
+        t.bail_out("cannot create a network namespace as root: %s" % probe.stderr.strip())
     subprocess.run(["ip", "netns", "del", "cn-fc-probe-%d" % os.getpid()], capture_output=True)
     with tempfile.TemporaryDirectory(prefix="cn-fake-netns-") as tmp:
         for fn in (test_namespaces, test_boot_created_server):

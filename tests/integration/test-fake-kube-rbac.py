@@ -172,7 +172,7 @@ def test_project_manifests(t):
     """The project's own manifests load as RBAC (rendered with kubectl kustomize)."""
     base = src("manifests", "base")
     if not os.path.exists(os.path.join(base, "kustomization.yaml")):
-        t.skip("project manifests", "manifests/base/kustomization.yaml not in this tree")
+        t.bail_out("manifests/base/kustomization.yaml is missing")
         return
     d = state_dir()
     try:

@@ -196,7 +196,7 @@ def test_bad_credentials(t, k, c, d):
 def main():
     t = Tap()
     if not os.access(BINARY, os.X_OK):
-        t.skip_all("cloudnode-initializer is not built")
+        t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
         with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)

@@ -114,7 +114,7 @@ def soak(t, m, env, rng, count, stats):
 def main():
     t = Tap()
     if not os.access(build("controller", "cloudnode-controller"), os.X_OK):
-        t.skip_all("cloudnode-controller is not built")
+        t.bail_out("cloudnode-controller is not built")
     count = int(os.environ.get("CN_RELIABILITY_MACHINES", "6"))
     seed = int(os.environ.get("CN_RELIABILITY_SEED", str(int(time.time()))))
     t.diag("seed %d (CN_RELIABILITY_SEED to repeat)" % seed)

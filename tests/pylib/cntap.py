@@ -75,6 +75,13 @@ class Tap:
         print("ok %d - %s # SKIP %s" % (self.n, name, why))
         sys.stdout.flush()
 
+    def bail_out(self, why):
+        """Something of this tree the test needs is missing (a program not built, a project file):
+        that is an error of the tree, never a skip. The TAP driver reports it as ERROR."""
+        print("Bail out! %s" % why)
+        sys.stdout.flush()
+        sys.exit(1)
+
     def promtool_check_metrics(self, text):
         """One test: Prometheus's own linter accepts the exposition text (skipped without it)."""
         promtool = shutil.which("promtool")

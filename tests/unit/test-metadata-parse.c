@@ -232,6 +232,61 @@ static void test_azure(void) {
         TAP_EQ_STR(first(m->ipv6), "fd00::4", "azure: ipv6");
 }
 
+/* An IMDS instance document with these compute members (and a location and vmId) parsed. */
+static int parse_azure_compute(const char *members, CnInstanceMetadata **ret) {
+        _cleanup_free_ char *doc = NULL;
+        CnMetadataDocs d = {};
+
+        if (asprintf(&doc, "{\"compute\":{\"location\":\"westeurope\",\"vmId\":\"02aab8a4\",%s}}", members) < 0)
+                abort();
+        put(&d, "metadata/instance?api-version=2021-02-01", doc);
+        return parse("azure", &d, ret);
+}
+
+/* Older api-versions carry no compute.resourceId: composed as cloud-provider-azure does. */
+static void test_azure_no_resource_id(void) {
+        static const struct {
+                const char *compute, *want, *name;
+        } cases[] = {
+                { "\"name\":\"vm-1\",\"resourceGroupName\":\"My-RG\",\"subscriptionId\":\"sub-1\"",
+                  "azure:///subscriptions/sub-1/resourceGroups/my-rg/providers/Microsoft.Compute/virtualMachines/vm-1",
+                  "azure without resourceId: standalone VM, resource group in lower case" },
+                { "\"name\":\"k8s_pool_7\",\"resourceGroupName\":\"rg\",\"subscriptionId\":\"sub-1\","
+                  "\"vmScaleSetName\":\"k8s_pool\"",
+                  "azure:///subscriptions/sub-1/resourceGroups/rg/providers/Microsoft.Compute/"
+                  "virtualMachineScaleSets/k8s_pool/virtualMachines/7",
+                  "azure without resourceId: scale-set VM, instance id after the last '_'" },
+                { "\"name\":\"flex-vm-abc\",\"resourceGroupName\":\"rg\",\"subscriptionId\":\"sub-1\","
+                  "\"vmScaleSetName\":\"flex\"",
+                  "azure:///subscriptions/sub-1/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/flex-vm-abc",
+                  "azure without resourceId: flexible scale-set VM keeps the virtualMachines form" },
+        };
+        static const struct {
+                const char *compute, *name;
+        } hostile[] = {
+                { "\"name\":\"vm-1\",\"resourceGroupName\":\"rg/../x\",\"subscriptionId\":\"sub-1\"",
+                  "azure without resourceId: '/' in the resource group refused" },
+                { "\"name\":\"a/b\",\"resourceGroupName\":\"rg\",\"subscriptionId\":\"sub-1\"",
+                  "azure without resourceId: '/' in the name refused" },
+                { "\"name\":\"vm-1\",\"resourceGroupName\":\"rg\"",
+                  "azure without resourceId: no subscriptionId refused" },
+                { "\"name\":\"vm 1\",\"resourceGroupName\":\"rg\",\"subscriptionId\":\"sub-1\"",
+                  "azure without resourceId: a space in the name refused" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+
+                TAP_EQ_INT(parse_azure_compute(cases[i].compute, &m), 0, "azure without resourceId: the document parses");
+                TAP_EQ_STR(m ? m->provider_id : NULL, cases[i].want, cases[i].name);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(hostile); i++) {
+                _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+
+                TAP_EQ_INT(parse_azure_compute(hostile[i].compute, &m), -EBADMSG, hostile[i].name);
+        }
+}
+
 static void test_digitalocean(void) {
         _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
         CnMetadataDocs d = {};
@@ -403,6 +458,7 @@ int main(void) {
         test_gcp();
         test_gcp_slash_in_name();
         test_azure();
+        test_azure_no_resource_id();
         test_digitalocean();
         test_hetzner();
         test_hetzner_yaml_attack();
