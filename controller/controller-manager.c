@@ -276,7 +276,7 @@ static int issue_write(Manager *m, Write *w) {
 static int status_write_conditions(Manager *m, json_object *live, json_object *conditions);
 
 static void status_update(Manager *m, bool available, bool progressing, bool degraded, const char *message) {
-        const CnCondition conds[] = {
+        CnCondition conds[] = {
                 { "Available", available, available ? CN_REASON_AS_EXPECTED : CN_REASON_SYNCING_FAILED,
                   available ? "all resources are in sync" : message },
                 { "Progressing", progressing,
@@ -286,12 +286,25 @@ static void status_update(Manager *m, bool available, bool progressing, bool deg
                   degraded ? message : "" },
         };
         _cleanup_json_ json_object *conditions = NULL;
+        _cleanup_free_ char *rollout = NULL;
+        bool rollout_available, rollout_progressing;
         json_object *live;
         bool changed;
         int r;
 
         if (!m->status || !cn_kube_informer_has_synced(m->status))
                 return;
+        /* Our own writes done, the conditions follow the operand Deployment's rollout (its
+         * informer's events bring us back here), not just our writes. */
+        if (available && !progressing &&
+            cn_status_rollout(cn_kube_informer_lookup(informer_for(m, &cn_controller_resource_deployments),
+                                                      m->options.namespace, CN_OPERAND_DEPLOYMENT),
+                              &rollout_available, &rollout_progressing, &rollout) >= 0) {
+                if (!rollout_available)
+                        conds[0] = (CnCondition) { "Available", false, CN_REASON_DEPLOYMENT_UNAVAILABLE, rollout };
+                if (rollout_progressing)
+                        conds[1] = (CnCondition) { "Progressing", true, CN_REASON_DEPLOYMENT_ROLLING_OUT, rollout };
+        }
         live = cn_kube_informer_lookup(m->status, NULL, STATUS_OBJECT_NAME);
         r = cn_status_conditions(conds, ELEMENTSOF(conds), live ? cn_json_get(live, "status", "conditions", NULL) : NULL,
                                  cn_now(CLOCK_REALTIME), &conditions, &changed);

@@ -118,6 +118,14 @@ def scenario(t, name, install, namespace):
             for what, got in (("container restarts", c.restarted()), ("unavailable Deployments", c.unavailable()),
                               ("static pods left", c.static_pods()), ("tainted Nodes", c.tainted())):
                 t.ok(not got, "%s: no %s" % (name, what), json.dumps(got, indent=1))
+            status = "/apis/config.openshift.io/v1/clusteroperators/cloudnode" if name == "openshift" else \
+                "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators/cloudnode"
+            conds = c.wait(lambda: (lambda cs: cs if cs.get("Available") == "True" and cs.get("Progressing") == "False"
+                                    and cs.get("Degraded") == "False" else None)(
+                {x["type"]: x["status"] for x in ((c.kube.api("GET", status)[1] or {}).get("status") or {})
+                 .get("conditions") or []}), 30)
+            t.ok(conds, "%s: the operator status says Available, not Progressing, not Degraded" % name,
+                 c.kube.api("GET", status)[1])
             if t.failed:
                 t.diag(c.diagnostics())
     finally:

@@ -46,8 +46,9 @@ def main():
             # No --cloud-provider and no CloudnodeOperator: the provider is the Infrastructure's.
             c = apply.Controller(k, tmp, cloud_provider=None)
             try:
-                got = apply.wait_for(lambda: (lambda cs: cs if cs.get("Available") == "True" and
-                                              cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
+                got = apply.wait_for(
+                    lambda: apply.roll_out(k) or (lambda cs: cs if cs.get("Available") == "True" and
+                                                  cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
                 t.ok(got, "the ClusterOperator reports Available=True, Degraded=False", c.output()[-3000:])
                 t.ok("Progressing" in (got or {}), "and carries a Progressing condition", got)
                 t.eq(apply.provider_args(apply.get(k, apply.DEPLOY)), ["--cloud-provider=openstack"],
