@@ -26,7 +26,9 @@ from capi import install_core_crds  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv  # noqa: E402
 from fakekube import FakeKube  # noqa: E402
 
-PLATFORMS = ["aws", "openstack", "hetzner", "gcp", "azure", "digitalocean"]
+# The bootstrap node (the first) is on hetzner, which has a cluster-mode provider and so a
+# bootstrap static pod.
+PLATFORMS = ["hetzner", "aws", "openstack", "gcp", "azure", "digitalocean"]
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 NAMESPACE = "cloudnode"
 NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
