@@ -6,10 +6,10 @@
  * whatever namespace its controller runs in: cloudnode, openshift-cloudnode, ...) with one list and
  * then a watch narrowed to its name, from the list's resourceVersion; a watch that ends is resumed, 410 Gone re-lists, errors retry
  * with jittered backoff. */
-#include <systemd/sd-daemon.h>
 
 #include "agent.h"
 #include "backoff.h"
+#include "event-util.h"
 #include "fileio.h"
 #include "json-util.h"
 #include "kube-client.h"
@@ -62,7 +62,7 @@ static void handed_over(Handoff *h, json_object *deployment) {
                                      m->metadata->instance_id, "CLOUDNODE_HANDOFF", "done"),
                            "Deployment %s/%s has an available replica: removed the bootstrap static pod, "
                            "handed over.", h->namespace, h->name);
-                (void) sd_notifyf(false, "STATUS=Handed over to %s/%s", h->namespace, h->name);
+                (void) cn_notify_status("Handed over to %s/%s", h->namespace, h->name);
                 m->result = AGENT_EXIT_SUCCESS;
         }
         (void) sd_event_exit(m->event, 0);

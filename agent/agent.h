@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cloudnode-agent internals: the Manager that owns the event loop, and the output step. */
+/* cloudnode-agent internals: the Manager that owns the event loop (agent-manager.c), the output step
+ * (agent-outputs.c) and the hand-off (agent-handoff.c). */
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -25,6 +26,8 @@ typedef struct AgentArgs {
         bool once;
         bool dry_run;
         bool afterburn_compat;
+        bool print_metadata;         /* `metadata`: print instead of writing the files */
+        const char *format;          /* of `metadata`: "env" or "json" */
 } AgentArgs;
 
 typedef struct Manager {
@@ -41,9 +44,19 @@ typedef struct Manager {
         void *handoff;               /* daemon mode state (agent-handoff.c) */
 } Manager;
 
+/* agent-manager.c: manager_new() allocates only; manager_setup() loads the node config (-EINVAL
+ * when it is invalid) and builds the loop, signals and HTTP client; manager_run() does the pass
+ * (and the daemon's wait) and returns the exit code. Failures are logged where they happen. */
+int manager_new(const AgentArgs *args, Manager **ret);
+int manager_setup(Manager *m);
+int manager_run(Manager *m);
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
+
 /* Renders every output for the role, then writes those whose content changed. Nothing is written
  * when any rendering fails. The bootstrap static pod is rendered only on bootstrap/control-plane
- * nodes of a platform the cluster-mode initializer has a provider for (m->static_pod says so). Returns the number of files changed, or negative errno (logged). */
+ * nodes of a platform the cluster-mode initializer has a provider for (m->static_pod says so).
+ * Returns the number of files changed, or negative errno (logged). */
 int agent_write_outputs(Manager *m, unsigned *ret_written);
 
 /* Daemon mode on bootstrap/control-plane: wait for the in-cluster initializer, then remove the

@@ -296,25 +296,6 @@ static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        schedule(userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        schedule(userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
-        schedule(userdata);
-}
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
-
 int cluster_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, MachineController *mc,
                            ClusterController **ret) {
         _cleanup_(cluster_controller_freep) ClusterController *cc = NULL;
@@ -374,7 +355,7 @@ static int watch(ClusterController *cc, const CnKubeResource *r, CnKubeInformer 
         k = cn_kube_informer_get_shared(cc->client, r, &(CnKubeInformerOptions) {}, ret);
         if (k < 0)
                 return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
-        k = cn_kube_informer_add_handlers(*ret, &handlers, cc, ret_id);
+        k = cn_kube_informer_add_trigger(*ret, cc->reconcile_source, ret_id);
         if (k < 0)
                 return k;
         return cn_kube_informer_start(*ret);

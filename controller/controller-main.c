@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cloudnode-controller: `run` reconciles the cluster-side assets (controller-manager.c),
- * `render` writes the bootstrap assets for installers (controller-render.c). */
+/* cloudnode-controller: `run` reconciles the cluster-side assets (controller-manager.c and its
+ * controllers), `render` writes the bootstrap assets for installers (controller-render.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
@@ -61,14 +61,6 @@ enum {
         ARG_HTTP_PROXY,
         ARG_HTTPS_PROXY,
         ARG_NO_PROXY,
-        ARG_LEADER_ELECT,
-        ARG_LEASE_DURATION,
-        ARG_RENEW_DEADLINE,
-        ARG_RETRY_PERIOD,
-        ARG_BIND_ADDRESS,
-        ARG_PORT,
-        ARG_QPS,
-        ARG_BURST,
         ARG_DEST_DIR,
         ARG_INFRA_FILE,
         ARG_IMAGES_FILE,
@@ -89,20 +81,13 @@ static const struct option options[] = {
         { "https-proxy", required_argument, NULL, ARG_HTTPS_PROXY },
         { "no-proxy", required_argument, NULL, ARG_NO_PROXY },
         { "cloud-provider", required_argument, NULL, ARG_CLOUD_PROVIDER },
-        { "leader-elect", required_argument, NULL, ARG_LEADER_ELECT },
-        { "leader-elect-lease-duration", required_argument, NULL, ARG_LEASE_DURATION },
-        { "leader-elect-renew-deadline", required_argument, NULL, ARG_RENEW_DEADLINE },
-        { "leader-elect-retry-period", required_argument, NULL, ARG_RETRY_PERIOD },
-        { "bind-address", required_argument, NULL, ARG_BIND_ADDRESS },
-        { "port", required_argument, NULL, ARG_PORT },
-        { "kube-api-qps", required_argument, NULL, ARG_QPS },
-        { "kube-api-burst", required_argument, NULL, ARG_BURST },
         { "dest-dir", required_argument, NULL, ARG_DEST_DIR },
         { "cluster-infrastructure-file", required_argument, NULL, ARG_INFRA_FILE },
         { "images-file", required_argument, NULL, ARG_IMAGES_FILE },
         { "cloud-config-file", required_argument, NULL, ARG_CLOUD_CONFIG_FILE },
         { "machine-provider", required_argument, NULL, ARG_MACHINE_PROVIDER },
         { "machine-cloud-config", required_argument, NULL, ARG_MACHINE_CLOUD_CONFIG },
+        CN_KUBE_DAEMON_LONG_OPTIONS,
         {},
 };
 
@@ -117,32 +102,30 @@ typedef struct Args {
         char *source_namespace_buf;
 } Args;
 
-static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
+/* 1 to go on, 0 when --help/--version was handled, negative on a bad flag (logged). */
+static int parse_argv(int argc, char *argv[], Args *a) {
         int c, r;
 
-        *ret_exit = false;
         while ((c = getopt_long(argc, argv, "hv:", options, NULL)) >= 0) {
-                const char *name = NULL;
+                const char *name = NULL, *flag, *why;
 
                 for (const struct option *o = options; o->name; o++)
                         if (o->val == c)
                                 name = o->name;
+                r = cn_kube_daemon_parse_option(&a->run.daemon, c, optarg, &flag, &why);
+                if (r < 0) {
+                        log_error("Invalid value for %s: '%s': %s", flag, optarg, why);
+                        return r;
+                }
+                if (r > 0)
+                        continue;
                 switch (c) {
                 case 'h':
-                        *ret_exit = true;
-                        return help();
+                        help();
+                        return 0;
                 case ARG_VERSION:
                         printf("cloudnode-controller %s\n", PACKAGE_VERSION);
-                        *ret_exit = true;
                         return 0;
-                case 'v': {
-                        int v;
-
-                        if (cn_safe_atoi(optarg, &v) < 0 || v < 0)
-                                return bad_value("v", optarg);
-                        cn_log_set_verbosity(v);
-                        break;
-                }
                 case ARG_KUBECONFIG:
                         a->run.kubeconfig = optarg;
                         break;
@@ -180,48 +163,6 @@ static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
                 case ARG_NO_PROXY:
                         a->run.no_proxy = optarg;
                         break;
-                case ARG_LEADER_ELECT:
-                        r = cn_parse_boolean(optarg);
-                        if (r < 0)
-                                return bad_value(name, optarg);
-                        a->run.leader_elect = r;
-                        break;
-                case ARG_LEASE_DURATION:
-                        if (cn_parse_duration(optarg, &a->run.lease_duration) < 0)
-                                return bad_value(name, optarg);
-                        break;
-                case ARG_RENEW_DEADLINE:
-                        if (cn_parse_duration(optarg, &a->run.renew_deadline) < 0)
-                                return bad_value(name, optarg);
-                        break;
-                case ARG_RETRY_PERIOD:
-                        if (cn_parse_duration(optarg, &a->run.retry_period) < 0)
-                                return bad_value(name, optarg);
-                        break;
-                case ARG_BIND_ADDRESS:
-                        a->run.bind_address = optarg;
-                        break;
-                case ARG_PORT: {
-                        unsigned p;
-
-                        if (cn_safe_atou(optarg, &p) < 0 || p > 65535)
-                                return bad_value(name, optarg);
-                        a->run.port = p == 0 ? -1 : (int) p;
-                        break;
-                }
-                case ARG_QPS: {
-                        char *end;
-
-                        errno = 0;
-                        a->run.kube_api_qps = strtod(optarg, &end);
-                        if (errno != 0 || *end || a->run.kube_api_qps <= 0)
-                                return bad_value(name, optarg);
-                        break;
-                }
-                case ARG_BURST:
-                        if (cn_safe_atou(optarg, &a->run.kube_api_burst) < 0 || a->run.kube_api_burst == 0)
-                                return bad_value(name, optarg);
-                        break;
                 case ARG_DEST_DIR:
                         a->render.dest_dir = optarg;
                         break;
@@ -244,7 +185,7 @@ static int parse_argv(int argc, char *argv[], Args *a, bool *ret_exit) {
                         return -EINVAL;
                 }
         }
-        return 0;
+        return 1;
 }
 
 static int run(int argc, char *argv[]) {
@@ -258,17 +199,15 @@ static int run(int argc, char *argv[]) {
                         .http_proxy = getenv("HTTP_PROXY"),
                         .https_proxy = getenv("HTTPS_PROXY"),
                         .no_proxy = getenv("NO_PROXY"),
-                        .leader_elect = true,
-                        .bind_address = "0.0.0.0",
-                        .port = 10260,
+                        .daemon = CN_KUBE_DAEMON_OPTIONS_DEFAULT,
                 },
         };
-        const char *command;
-        bool exit_now;
+        const char *command, *why;
         int r;
 
-        r = parse_argv(argc, argv, &a, &exit_now);
-        if (r < 0 || exit_now) {
+        a.run.daemon.port = CN_CONTROLLER_PORT_DEFAULT;
+        r = parse_argv(argc, argv, &a);
+        if (r <= 0) {
                 free(a.source_namespace_buf);
                 return r < 0 ? 2 : 0;
         }
@@ -302,18 +241,22 @@ static int run(int argc, char *argv[]) {
                 log_error("run needs --namespace");
                 return 2;
         }
+        if (cn_kube_daemon_options_verify(&a.run.daemon, &why) < 0) {
+                free(a.source_namespace_buf);
+                log_error("%s", why);
+                return 2;
+        }
         r = manager_new(&a.run, &m);
+        if (r < 0)
+                r = log_oom();
         if (r >= 0)
-                r = manager_start(m);
+                r = manager_setup(m);
         if (r >= 0)
                 r = manager_run(m);
         m = manager_free(m);
         free(a.source_namespace_buf);
-        if (r < 0) {
-                log_error_errno(r, "cloudnode-controller failed: %m");
-                return 1;
-        }
-        return r;
+        /* Every failure was logged where it happened. */
+        return r < 0 ? EXIT_FAILURE : r;
 }
 
 int main(int argc, char *argv[]) {

@@ -8,8 +8,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kube-daemon.h"
 #include "macro.h"
 #include "time-util.h"
+
+#define CN_CONTROLLER_PORT_DEFAULT 10260U
 
 typedef struct ControllerOptions {
         const char *kubeconfig;
@@ -22,24 +25,19 @@ typedef struct ControllerOptions {
         const char *http_proxy;
         const char *https_proxy;
         const char *no_proxy;
-        bool leader_elect;
-        usec_t lease_duration;
-        usec_t renew_deadline;
-        usec_t retry_period;
-        const char *bind_address;
-        int port; /* < 0: no health server */
+        CnKubeDaemonOptions daemon;       /* the flags shared with cloudnode-initializer */
         const char *machine_provider;     /* NULL: no Cluster API machines */
         const char *machine_cloud_config;
-        double kube_api_qps;
-        unsigned kube_api_burst;
 } ControllerOptions;
 
 typedef struct Manager Manager;
 
+/* Allocation only; manager_setup() builds the loop, signals, client, informers' sources and the
+ * health server (logging what fails); manager_run() runs the loop. */
 int manager_new(const ControllerOptions *o, Manager **ret);
+int manager_setup(Manager *m);
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
-int manager_start(Manager *m);
 /* Runs the loop until SIGTERM/SIGINT or lost leadership. */
 int manager_run(Manager *m);

@@ -8,6 +8,7 @@
 #include "hash-util.h"
 #include "json-util.h"
 #include "log.h"
+#include "cloud-config.h"
 #include "provider.h"
 
 int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_message) {
@@ -329,4 +330,19 @@ const char *cn_operand_source_cloud_config(json_object *configmap, const char *k
         if (key)
                 v = cn_json_string(configmap, "data", key, NULL);
         return v ?: cn_json_string(configmap, "data", CN_OPERAND_CLOUD_CONF_KEY, NULL);
+}
+
+const char *cn_operand_cloud_config_credential(const char *text) {
+        static const char *const keys[] = { "token", "password", "application-credential-secret" };
+        _cleanup_json_ json_object *cfg = NULL;
+
+        if (isempty(text) || cn_cloud_config_parse(text, strlen(text), &cfg, NULL) < 0)
+                return NULL;
+        json_object_object_foreach(cfg, section, settings) {
+                (void) section;
+                for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                        if (!isempty(cn_json_string(settings, keys[i], NULL)))
+                                return keys[i];
+        }
+        return NULL;
 }

@@ -55,3 +55,8 @@ int cn_operand_desired(const CnOperandConfig *c, json_object **ret_array);
 /* The cloud.conf content of a source ConfigMap: data[key], else data["cloud.conf"]; NULL when
  * neither exists. Borrowed. */
 const char *cn_operand_source_cloud_config(json_object *configmap, const char *key);
+/* The first setting of the cloud config text that holds a credential ("token", "password",
+ * "application-credential-secret"), or NULL: such a value belongs in the Secret
+ * CN_OPERAND_CREDENTIALS_SECRET, since the cloud config is a ConfigMap. */
+const char *cn_operand_cloud_config_credential(const char *text);
+#define CN_OPERAND_CREDENTIALS_SECRET "cloud-credentials"

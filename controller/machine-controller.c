@@ -19,7 +19,9 @@
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
+#include "kube-expectation.h"
 #include "kube-informer.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "machine-controller.h"
 #include "machine-credentials.h"
@@ -54,28 +56,24 @@ struct MachineController {
         CnProvider *provider;   /* from --machine-cloud-config */
         CnCredentials *credentials;
         char *provider_name;
-        CnMetric *m_phase, *m_calls;
+        CnMetric *m_phase, *m_calls, *m_secrets, *m_providers;
         CnKubeInformer *infra_machines, *machines, *clusters;
-        sd_event_source *reconcile_source;
+        sd_event_source *phases_source; /* the phase gauge, after events */
         bool leading;
-        MachineState *states;
+        CnWorkQueue *queue;     /* of MachineStates, keyed "namespace/name" */
 };
 
 struct MachineState {
         MachineController *mc;
-        MachineState *next;
+        CnWorkItem *item;       /* of mc->queue, which owns this state; its retry is the poll timer */
         char *namespace, *name;
         CnProviderCall *call;
         CnKubeRequest *request; /* bootstrap Secret read */
-        sd_event_source *timer;
-        CnBackoff backoff;
         json_object *spec;      /* provider spec of the pass in flight */
-        CnProvider *provider;   /* of its credentials (borrowed from mc->credentials) */
+        CnProvider *provider;   /* of its credentials (a reference: the cache may drop it meanwhile) */
         char *uid;
         CnKubeRequest *writes[2];       /* status and spec/metadata patches in flight */
-        char *stale_rv;         /* resourceVersion our last writes were based on */
-        uint64_t expect_rv;     /* highest resourceVersion the writes returned (0: unknown) */
-        bool queued;
+        CnWriteExpectation expect;      /* our last writes, until the cache shows them */
         bool cleaning;          /* the timer armed, if any, belongs to the deletion */
         bool awaiting_credentials; /* a credentials Secret read will queue it */
         bool missed;            /* an event came while busy: look again once the call is done */
@@ -83,11 +81,11 @@ struct MachineState {
 };
 
 static void schedule(MachineController *mc) {
-        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_ONESHOT);
+        (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_ONESHOT);
 }
 
 static void enqueue(MachineState *s) {
-        s->queued = true;
+        cn_work_queue_add(s->item);
         schedule(s->mc);
 }
 
@@ -98,9 +96,9 @@ static MachineState *state_free(MachineState *s) {
         cn_kube_request_free(s->request);
         for (size_t i = 0; i < ELEMENTSOF(s->writes); i++)
                 cn_kube_request_free(s->writes[i]);
-        free(s->stale_rv);
-        sd_event_source_disable_unref(s->timer);
+        cn_write_expectation_clear(&s->expect);
         json_object_put(s->spec);
+        cn_provider_free(s->provider);
         free(s->namespace);
         free(s->name);
         free(s->uid);
@@ -109,36 +107,38 @@ static MachineState *state_free(MachineState *s) {
         return NULL;
 }
 
-static MachineState *state_find(MachineController *mc, const char *ns, const char *name) {
-        for (MachineState *s = mc->states; s; s = s->next)
-                if (streq(s->namespace, ns) && streq(s->name, name))
-                        return s;
-        return NULL;
+static void state_free_data(void *data) {
+        state_free(data);
 }
 
-static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
-        MachineState *s = state_find(mc, ns, name);
+static void *state_new(CnWorkItem *item, void *userdata) {
+        const char *key = cn_work_item_key(item), *slash = strchr(key, '/');
+        MachineState *s = calloc(1, sizeof(MachineState));
 
-        if (s)
-                return s;
-        s = calloc(1, sizeof(MachineState));
         if (!s)
                 return NULL;
-        s->mc = mc;
-        s->namespace = strdup(ns);
-        s->name = strdup(name);
+        s->mc = ASSERT_PTR(userdata);
+        s->item = item;
+        s->namespace = strndup(key, slash - key);
+        s->name = strdup(slash + 1);
         if (!s->namespace || !s->name)
                 return state_free(s);
-        cn_backoff_init(&s->backoff, POLL_BASE_USEC, POLL_CAP_USEC);
-        s->next = mc->states;
-        mc->states = s;
         return s;
 }
 
-static bool timer_armed(MachineState *s) {
-        int enabled = SD_EVENT_OFF;
+static MachineState *state_get(MachineController *mc, const char *ns, const char *name) {
+        _cleanup_free_ char *key = NULL;
+        CnWorkItem *item;
 
-        return s->timer && sd_event_source_get_enabled(s->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF;
+        /* Neither part of the key can hold a '/': they are names of the API. */
+        if (asprintf(&key, "%s/%s", ns, name) < 0)
+                return NULL;
+        item = cn_work_queue_get(mc->queue, key, true);
+        return item ? cn_work_item_get_data(item) : NULL;
+}
+
+static bool timer_armed(MachineState *s) {
+        return cn_work_item_retry_pending(s->item);
 }
 
 static bool writes_in_flight(MachineState *s) {
@@ -166,48 +166,11 @@ static json_object *lookup_infra_machine(MachineState *s) {
         return cn_kube_informer_lookup(s->mc->infra_machines, s->namespace, s->name);
 }
 
-static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        MachineState *s = ASSERT_PTR(userdata);
-
-        (void) sd_event_source_set_enabled(es, SD_EVENT_OFF);
-        s->missed = false;
-        enqueue(s);
-        return 0;
-}
-
 static void retry_later(MachineState *s, usec_t min_delay) {
-        usec_t delay = cn_backoff_next(&s->backoff, min_delay);
-
-        if (!s->timer) {
-                if (sd_event_add_time_relative(s->mc->event, &s->timer, CLOCK_MONOTONIC, delay, 0, on_timer, s) < 0)
-                        return;
-                (void) sd_event_source_set_description(s->timer, "machine-retry");
-        } else
-                (void) sd_event_source_set_time_relative(s->timer, delay);
-        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
-}
-
-static void forget_writes(MachineState *s) {
-        s->stale_rv = (free(s->stale_rv), NULL);
-        s->expect_rv = 0;
-}
-
-/* Whether the cached object predates the result of our last writes. */
-static bool cache_is_stale(MachineState *s, json_object *cnm) {
-        uint64_t rv = cn_kube_object_resource_version(cnm);
-
-        if (!s->stale_rv)
-                return false;
-        if (s->expect_rv > 0 && rv > 0 ? rv < s->expect_rv :
-                                         streq(s->stale_rv, strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL))))
-                return true;
-        forget_writes(s);
-        return false;
+        (void) cn_work_queue_retry(s->item, min_delay, NULL);
 }
 
 static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
-        uint64_t rv;
-
         s->writes[slot] = cn_kube_request_free(s->writes[slot]);
         if (result->error < 0) {
                 /* Gone: the next pass forgets the machine. Otherwise look again from the cache
@@ -217,21 +180,17 @@ static void written(MachineState *s, size_t slot, const CnKubeResult *result) {
                 else {
                         log_debug_errno(result->error, "CloudnodeMachine %s/%s: write failed, retrying: %s",
                                         s->namespace, s->name, strna(result->message));
-                        forget_writes(s);
+                        cn_write_expectation_clear(&s->expect);
                         retry_later(s, 0);
                 }
                 return;
         }
-        rv = cn_kube_object_resource_version(result->object);
-        if (rv == 0 || (s->stale_rv && streq(s->stale_rv, strempty(cn_json_string(result->object, "metadata",
-                                                                                  "resourceVersion", NULL))))) {
+        if (!cn_write_expectation_written(&s->expect, result->object)) {
                 /* No ordering to wait for, or the server found nothing to change (no event will
                  * come): the cache is as current as it gets. */
-                forget_writes(s);
                 enqueue(s);
                 return;
         }
-        s->expect_rv = MAX(s->expect_rv, rv);
         state_call_done(s);
 }
 
@@ -258,10 +217,10 @@ static int write_machine(MachineState *s, json_object *cnm, const char *subresou
                           &s->writes[slot]);
         if (r < 0)
                 return r;
-        if (cnm && !s->stale_rv) {
-                s->stale_rv = strdup(strempty(cn_json_string(cnm, "metadata", "resourceVersion", NULL)));
-                if (!s->stale_rv)
-                        return -ENOMEM;
+        if (cnm) {
+                r = cn_write_expectation_begin(&s->expect, cnm);
+                if (r < 0)
+                        return r;
         }
         return 1;
 }
@@ -335,7 +294,7 @@ static void record_instance(MachineState *s, json_object *instance) {
         if (r >= 0)
                 (void) patch_status(s, cnm, patch);
         if (ready)
-                cn_backoff_reset(&s->backoff);
+                cn_work_queue_forget(s->item);
         else
                 retry_later(s, 0);
 }
@@ -416,18 +375,23 @@ static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object 
 
         s->call = cn_provider_call_free(s->call);
         state_call_done(s);
-        if (res->error == -ENOENT) {
+        if (res->error == -ENOENT || res->error == -CN_PROVIDER_EOWNED) {
                 json_object *cnm = lookup_infra_machine(s);
 
                 if (cnm && cn_json_get(cnm, "metadata", "deletionTimestamp", NULL)) {
-                        /* Nothing to relabel: deletion goes on with a lookup by the new UID. */
+                        /* Nothing of this object's to relabel (gone, or another machine's): deletion
+                         * goes on with a lookup by the new UID only. */
                         _cleanup_json_ json_object *patch = json_object_new_object();
 
                         if (patch && cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL) >= 0)
                                 (void) patch_status(s, cnm, patch);
                         return;
                 }
-                set_failed(s, "InstanceDeleted", "the instance this machine names no longer exists in the cloud");
+                if (res->error == -ENOENT)
+                        set_failed(s, "InstanceDeleted",
+                                   "the instance this machine names no longer exists in the cloud");
+                else
+                        set_failed(s, "InstanceOwnedElsewhere", res->message);
                 return;
         }
         if (res->error < 0) {
@@ -439,9 +403,23 @@ static void on_migrated(CnProvider *p, const CnProviderResult *res, json_object 
         record_instance(s, instance);
 }
 
+static int find_uid(json_object *cnm, void *userdata) {
+        const char *uid = userdata;
+
+        return streq(strempty(cn_json_string(cnm, "metadata", "uid", NULL)), uid) ? -EEXIST : 0;
+}
+
+static bool uid_is_live(const char *uid, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        return cn_kube_informer_foreach(mc->infra_machines, find_uid, (void *) uid) < 0;
+}
+
 /* No instance carries the UID, but the object names one (spec.providerID, status.instanceID):
  * the object was recreated under a new UID (clusterctl move). Relabel that instance rather than
- * create a second one. Returns true when the migration was started. */
+ * create a second one. spec.providerID is anyone's to set at creation, so the instance must carry
+ * the UID this object's status recorded, or, without one, the UID of no live object. Returns true
+ * when the migration was started. */
 static bool migrate(MachineState *s) {
         json_object *cnm = lookup_infra_machine(s);
         const char *named = cn_json_string(cnm, "spec", "providerID", NULL) ?:
@@ -449,8 +427,11 @@ static bool migrate(MachineState *s) {
         CnProviderMachine m = {
                 .namespace = s->namespace,
                 .name = s->name,
+                .uid = cn_json_string(cnm, "status", "instanceLabelUID", NULL),
                 .spec = s->spec,
                 .provider_id = named,
+                .uid_is_live = uid_is_live,
+                .uid_is_live_userdata = s->mc,
         };
 
         int r;
@@ -567,15 +548,14 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         if (!cnm || !mc->leading)
                 return;
         /* A deletion does not wait for the poll timer of the create. */
-        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL) && !s->cleaning && timer_armed(s)) {
-                (void) sd_event_source_set_enabled(s->timer, SD_EVENT_OFF);
-                cn_backoff_reset(&s->backoff);
-        }
+        if (cn_json_get(cnm, "metadata", "deletionTimestamp", NULL) && !s->cleaning && timer_armed(s))
+                cn_work_queue_forget(s->item);
         if (state_busy(s)) {
                 s->missed = true;
                 return;
         }
-        if (cache_is_stale(s, cnm))
+        s->missed = false; /* this pass sees the object as it is now */
+        if (cn_write_expectation_pending(&s->expect, cnm, 0))
                 return; /* the event of our own write queues the machine again */
         owner = cn_machine_owner_name(cnm);
         if (owner)
@@ -603,13 +583,18 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
         };
         if (step == CN_MACHINE_LOOKUP_OR_CREATE || step == CN_MACHINE_POLL || step == CN_MACHINE_CLEANUP) {
                 _cleanup_free_ char *why = NULL;
+                CnProvider *p = NULL;
 
                 /* A create is not undone: it uses a credential read just now. */
                 r = cn_credentials_provider(mc->credentials, s->namespace,
                                             cn_json_get(cnm, "spec", "credentials", "secretRef", NULL),
                                             step == CN_MACHINE_LOOKUP_OR_CREATE ? CN_CREDENTIALS_FRESH
                                                                                 : CN_CREDENTIALS_TTL,
-                                            &s->provider, &why);
+                                            &p, &why);
+                if (r > 0 && p != s->provider) {
+                        cn_provider_free(s->provider);
+                        s->provider = cn_provider_ref(p);
+                }
                 if (r == 0) {
                         s->awaiting_credentials = true;
                         return; /* reading the Secret: its answer queues this machine again */
@@ -619,7 +604,10 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                         retry_later(s, 0);
                         return;
                 }
-        }
+        } else
+                /* Nothing in flight and nothing to ask the cloud: a provider replaced since (a
+                 * rotated Secret) must not live on for a machine at rest. */
+                s->provider = cn_provider_free(s->provider);
         switch (step) {
         case CN_MACHINE_ADD_FINALIZER:
                 (void) patch_finalizers(s, cnm, true);
@@ -700,6 +688,8 @@ static void update_phase_metrics(MachineController *mc) {
         (void) cn_kube_informer_foreach(mc->infra_machines, count_phase, counts);
         for (size_t i = 0; i < ELEMENTSOF(phases); i++)
                 (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
+        (void) cn_metric_set(mc->m_secrets, NULL, (double) cn_credentials_size(mc->credentials));
+        (void) cn_metric_set(mc->m_providers, NULL, (double) cn_provider_live_count());
 }
 
 static void enqueue_object(MachineController *mc, json_object *cnm) {
@@ -742,40 +732,38 @@ static int enqueue_all(json_object *cnm, void *userdata) {
         return 0;
 }
 
-static int on_reconcile(sd_event_source *es, void *userdata) {
+static int on_phases(sd_event_source *es, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
-        MachineState **p;
 
-        if (!machine_controller_synced(mc))
-                return 0;
-        update_phase_metrics(mc);
-        if (!mc->leading)
-                return 0;
-        for (p = &mc->states; *p;) {
-                MachineState *s = *p;
-
-                if (!s->queued) {
-                        p = &s->next;
-                        continue;
-                }
-                s->queued = false;
-                if (!lookup_infra_machine(s) && writes_in_flight(s)) {
-                        /* The finalizer removal's response is usually still on its way when the
-                         * deletion event arrives: cancelling it would close the connection. */
-                        s->missed = true;
-                        p = &s->next;
-                        continue;
-                }
-                if (!lookup_infra_machine(s)) {
-                        /* Gone from the cache: forget it (its calls are cancelled). */
-                        *p = s->next;
-                        state_free(s);
-                        continue;
-                }
-                reconcile_one(mc, s);
-                p = &s->next;
-        }
+        if (machine_controller_synced(mc))
+                update_phase_metrics(mc);
         return 0;
+}
+
+static bool queue_ready(void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+
+        return mc->leading && machine_controller_synced(mc);
+}
+
+static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
+        MachineController *mc = ASSERT_PTR(userdata);
+        MachineState *s = cn_work_item_get_data(item);
+
+        if (!lookup_infra_machine(s) && writes_in_flight(s)) {
+                /* The finalizer removal's response is usually still on its way when the deletion
+                 * event arrives: cancelling it would close the connection. */
+                s->missed = true;
+                cn_work_queue_done(item);
+                return;
+        }
+        if (!lookup_infra_machine(s)) {
+                /* Gone from the cache: forget it (its calls are cancelled). */
+                cn_work_queue_remove(item);
+                return;
+        }
+        reconcile_one(mc, s);
+        cn_work_queue_done(item);
 }
 
 /* Which CloudnodeMachines an event concerns: the object itself, those owned by a Machine, those
@@ -810,6 +798,7 @@ static void on_synced(CnKubeInformer *i, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
         (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
         schedule(mc);
 }
 
@@ -820,14 +809,20 @@ static const CnKubeInformerHandlers handlers = {
         .synced = on_synced,
 };
 
+static int requeue_awaiting(CnWorkItem *item, void *userdata) {
+        MachineState *s = cn_work_item_get_data(item);
+
+        if (s->awaiting_credentials) {
+                s->awaiting_credentials = false;
+                enqueue(s);
+        }
+        return 0;
+}
+
 static void on_credentials(void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
-        for (MachineState *s = mc->states; s; s = s->next)
-                if (s->awaiting_credentials) {
-                        s->awaiting_credentials = false;
-                        enqueue(s);
-                }
+        (void) cn_work_queue_foreach(mc->queue, requeue_awaiting, NULL);
 }
 
 static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
@@ -872,6 +867,15 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 r = cn_metrics_counter(metrics, "cloudnode_cloud_api_requests",
                                        "Cloud API requests of the machine lifecycle by operation and result.",
                                        CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "cloudnode_credentials_secrets",
+                                     "Credentials Secrets the controller holds providers or reasons for.", NULL,
+                                     &mc->m_secrets);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "cloudnode_cloud_providers",
+                                     "Cloud providers in memory: the controller's own and those built from "
+                                     "Secrets, replaced ones included while calls still use them.",
+                                     NULL, &mc->m_providers);
         if (r < 0)
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
@@ -880,11 +884,26 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
         if (r < 0)
                 return r;
-        r = sd_event_add_defer(e, &mc->reconcile_source, on_reconcile, mc);
+        r = cn_work_queue_new(e,
+                              &(CnWorkQueueOptions) {
+                                      .description = "machine-queue",
+                                      .backoff_base = POLL_BASE_USEC,
+                                      .backoff_cap = POLL_CAP_USEC,
+                              },
+                              &(CnWorkQueueOps) {
+                                      .process = process,
+                                      .ready = queue_ready,
+                                      .new_data = state_new,
+                                      .free_data = state_free_data,
+                              },
+                              mc, &mc->queue);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_enabled(mc->reconcile_source, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(mc->reconcile_source, "machine-reconcile");
+        r = sd_event_add_defer(e, &mc->phases_source, on_phases, mc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(mc->phases_source, "machine-phases");
         *ret = TAKE_PTR(mc);
         return 0;
 }
@@ -892,16 +911,11 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
 MachineController *machine_controller_free(MachineController *mc) {
         if (!mc)
                 return NULL;
-        while (mc->states) {
-                MachineState *s = mc->states;
-
-                mc->states = s->next;
-                state_free(s);
-        }
+        cn_work_queue_free(mc->queue);
         cn_kube_informer_unref(mc->infra_machines);
         cn_kube_informer_unref(mc->machines);
         cn_kube_informer_unref(mc->clusters);
-        sd_event_source_disable_unref(mc->reconcile_source);
+        sd_event_source_disable_unref(mc->phases_source);
         cn_credentials_free(mc->credentials); /* before the provider it borrows */
         cn_provider_free(mc->provider);
         cn_http_free(mc->http);
@@ -955,5 +969,6 @@ void machine_controller_set_leading(MachineController *mc, bool leading) {
         mc->leading = leading;
         if (leading && mc->infra_machines)
                 (void) cn_kube_informer_foreach(mc->infra_machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
         schedule(mc);
 }

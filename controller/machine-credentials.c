@@ -26,13 +26,9 @@ struct Entry {
         char *reason;            /* why not usable */
         int error;
         usec_t fetched;          /* CLOCK_MONOTONIC of the last answer */
+        usec_t used;             /* CLOCK_MONOTONIC of the last lookup */
         CnKubeRequest *request;
 };
-
-typedef struct Retired {
-        struct Retired *next;
-        CnProvider *provider;
-} Retired;
 
 struct CnCredentials {
         CnKubeClient *client;
@@ -42,7 +38,7 @@ struct CnCredentials {
         CnProviderRequestCounter counter;
         void *counter_userdata;
         Entry *entries;
-        Retired *retired;
+        size_t n_entries;
         struct {
                 CnCredentialsNotify fn;
                 void *userdata;
@@ -180,22 +176,6 @@ int cn_credentials_config_from_secret(json_object *secret, const char *key, cons
 
 /* ---- the cache ---- */
 
-static void retire(CnCredentials *c, CnProvider *p) {
-        Retired *r;
-
-        if (!p)
-                return;
-        r = calloc(1, sizeof(Retired));
-        if (!r) {
-                /* Leaking is safer than freeing a provider a call may still use. */
-                log_debug("Out of memory retiring a provider");
-                return;
-        }
-        r->provider = p;
-        r->next = c->retired;
-        c->retired = r;
-}
-
 static Entry *entry_free(Entry *e) {
         if (!e)
                 return NULL;
@@ -216,7 +196,8 @@ static void notify(CnCredentials *c) {
 }
 
 static void entry_fail(Entry *e, int error, char *why) {
-        retire(e->owner, TAKE_PTR(e->provider));
+        /* Calls in flight and machines that use it hold their own references. */
+        e->provider = cn_provider_free(e->provider);
         free(e->reason);
         e->reason = why;
         e->error = error;
@@ -251,7 +232,7 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
         if (r >= 0) {
                 _cleanup_free_ char *err = NULL;
 
-                r = cn_provider_new(c->provider_name, c->http, cfg, &p, &err);
+                r = cn_provider_new_without_environment(c->provider_name, c->http, cfg, &p, &err);
                 if (r < 0)
                         (void) reason(&why, r, "the credentials Secret %s: %s", e->name, err ?: strerror(-r));
         } else {
@@ -271,7 +252,7 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
         log_info("Credentials Secret %s/%s (resourceVersion %s): provider ready", e->namespace, e->name, strna(rv));
         if (c->counter)
                 cn_provider_set_request_counter(p, c->counter, c->counter_userdata);
-        retire(c, TAKE_PTR(e->provider));
+        cn_provider_free(e->provider);
         e->provider = p;
         free(e->reason);
         e->reason = NULL;
@@ -281,12 +262,49 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
         notify(c);
 }
 
+/* Makes room for one more entry: drops those unused for CN_CREDENTIALS_IDLE, and when still full
+ * the least recently used; never one whose read is in flight (its answer refers to it). */
+static int make_room(CnCredentials *c, usec_t now) {
+        Entry **lru = NULL;
+
+        for (Entry **p = &c->entries; *p;) {
+                Entry *e = *p;
+
+                if (!e->request && e->used + CN_CREDENTIALS_IDLE < now) {
+                        *p = e->next;
+                        entry_free(e);
+                        c->n_entries--;
+                        continue;
+                }
+                if (!e->request && (!lru || e->used < (*lru)->used))
+                        lru = p;
+                p = &e->next;
+        }
+        if (c->n_entries < CN_CREDENTIALS_MAX)
+                return 0;
+        if (!lru)
+                return -ENOBUFS;
+        {
+                Entry *e = *lru;
+
+                *lru = e->next;
+                entry_free(e);
+                c->n_entries--;
+        }
+        return 0;
+}
+
 static Entry *entry_get(CnCredentials *c, const char *ns, const char *name, const char *key) {
+        usec_t now = cn_now(CLOCK_MONOTONIC);
         Entry *e;
 
         for (e = c->entries; e; e = e->next)
-                if (streq(e->namespace, ns) && streq(e->name, name) && streq(strempty(e->key), strempty(key)))
+                if (streq(e->namespace, ns) && streq(e->name, name) && streq(strempty(e->key), strempty(key))) {
+                        e->used = now;
                         return e;
+                }
+        if (make_room(c, now) < 0)
+                return NULL;
         e = calloc(1, sizeof(Entry));
         if (!e)
                 return NULL;
@@ -295,8 +313,10 @@ static Entry *entry_get(CnCredentials *c, const char *ns, const char *name, cons
         e->name = strdup(name);
         if (!e->namespace || !e->name || (key && !(e->key = strdup(key))))
                 return entry_free(e);
+        e->used = now;
         e->next = c->entries;
         c->entries = e;
+        c->n_entries++;
         return e;
 }
 
@@ -315,7 +335,8 @@ int cn_credentials_provider(CnCredentials *c, const char *ns, json_object *secre
                 return reason(ret_reason, EINVAL, "spec.credentials.secretRef.name is empty");
         e = entry_get(c, ns, name, isempty(key) ? NULL : key);
         if (!e)
-                return -ENOMEM;
+                return reason(ret_reason, ENOBUFS, "the controller holds %u credentials Secrets being read already",
+                              CN_CREDENTIALS_MAX);
         if (!e->provider)
                 max_age = MIN(max_age, CN_CREDENTIALS_FRESH);
         fresh = e->fetched > 0 && cn_now(CLOCK_MONOTONIC) < e->fetched + max_age;
@@ -344,6 +365,10 @@ bool cn_credentials_recheck(CnCredentials *c, CnProvider *p) {
                         return true;
                 }
         return false;
+}
+
+size_t cn_credentials_size(const CnCredentials *c) {
+        return c ? c->n_entries : 0;
 }
 
 int cn_credentials_add_listener(CnCredentials *c, CnCredentialsNotify fn, void *userdata) {
@@ -383,13 +408,6 @@ CnCredentials *cn_credentials_free(CnCredentials *c) {
 
                 c->entries = e->next;
                 entry_free(e);
-        }
-        while (c->retired) {
-                Retired *r = c->retired;
-
-                c->retired = r->next;
-                cn_provider_free(r->provider);
-                free(r);
         }
         free(c->provider_name);
         free(c);

@@ -5,8 +5,10 @@
  *
  * The Secret is read with GET only (the controller may neither list nor watch Secrets): at most
  * once per CN_CREDENTIALS_TTL per Secret while objects use it, answered from the cache in the
- * meantime; a new resourceVersion builds a new provider. Providers are kept until the cache is
- * freed, since a cloud call in flight may still use a replaced one. Values are never logged. */
+ * meantime; a new resourceVersion builds a new provider, and the replaced one is freed once the
+ * calls and users holding a reference to it let go. The cache holds at most CN_CREDENTIALS_MAX
+ * Secrets: one unused for CN_CREDENTIALS_IDLE, or else the least recently used, makes room. Values
+ * are never logged. */
 #pragma once
 
 #include <json-c/json.h>
@@ -19,6 +21,8 @@
  * (creates) and for unusable Secrets, so that a rotated credential is used from then on. */
 #define CN_CREDENTIALS_TTL (30 * USEC_PER_SEC)
 #define CN_CREDENTIALS_FRESH (5 * USEC_PER_SEC)
+#define CN_CREDENTIALS_MAX 1024U
+#define CN_CREDENTIALS_IDLE (10 * USEC_PER_MINUTE)
 
 /* Secret layouts (data keys):
  *   secretRef.key set        that key holds a cloud.conf (INI, as --machine-cloud-config);
@@ -48,7 +52,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnCredentials *, cn_credentials_free);
 int cn_credentials_add_listener(CnCredentials *c, CnCredentialsNotify fn, void *userdata);
 
 /* The provider for an object of namespace ns with spec.credentials.secretRef = secret_ref (NULL:
- * the default). 1: *ret is usable now (borrowed, valid while c lives). 0: the Secret is being
+ * the default). 1: *ret is usable now (borrowed: valid until the next call into c; take a
+ * reference with cn_provider_ref() to keep it). 0: the Secret is being
  * read; the listeners are told when to ask again. A read older than max_age is repeated (the
  * cached provider still answers meanwhile, unless max_age is CN_CREDENTIALS_FRESH). Negative: the Secret is missing or unusable,
  * with a reason for a condition in *ret_reason (optional, caller frees). */
@@ -59,3 +64,6 @@ int cn_credentials_provider(CnCredentials *c, const char *ns, json_object *secre
  * CN_CREDENTIALS_FRESH ago, the Secret is read again on next use and true is returned (try again:
  * it may have been rotated); false means the refusal stands. */
 bool cn_credentials_recheck(CnCredentials *c, CnProvider *p);
+
+/* How many Secrets the cache holds (for metrics and tests). */
+size_t cn_credentials_size(const CnCredentials *c);

@@ -23,8 +23,9 @@ BUILD = os.environ.get("CN_TOP_BUILDDIR") or SRC
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
 from capi import install_core_crds  # noqa: E402
+from cncapi import grant_secrets  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 # The bootstrap node (the first) is on hetzner, which has a cluster-mode provider and so a
 # bootstrap static pod.
@@ -263,6 +264,8 @@ class Demo:
                                                "metadata": {"name": "demo"}, "spec": {}})
         k.api("PATCH", self.CAPI + "clusters/demo/status",
               {"status": {"initialization": {"infrastructureProvisioned": True}}}, "application/merge-patch+json")
+        # The namespace's owner lets the controller read the Secrets of its machines there.
+        grant_secrets(k, "default")
         k.api("POST", "/api/v1/namespaces/default/secrets", {
             "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-machine-bootstrap"},
             "data": {"value": "I2Nsb3VkLWNvbmZpZwpob3N0bmFtZTogZGVtby1tYWNoaW5lCg=="}})

@@ -5,7 +5,9 @@
  * gets its Node deleted (Event DeletingNode), unless the Node is younger than
  * --node-startup-grace-period (a kubelet that just registered is not Ready yet). Ready Nodes lose
  * the shutdown taint. One cloud call at a time, and a pass never overlaps the next. */
-#include "initializer.h"
+#include "initializer-lifecycle.h"
+#include "initializer-manager.h"
+#include "initializer-sync.h"
 #include "json-util.h"
 #include "kube-client.h"
 #include "kube-informer.h"

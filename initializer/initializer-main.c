@@ -3,9 +3,9 @@
  * cloud-controller-manager have the same name, meaning and default there (see
  * docs/cloudnode-initializer.8); the one deliberate difference is --port (see below). */
 #include <getopt.h>
-#include <math.h>
 
-#include "initializer.h"
+#include "initializer-config.h"
+#include "initializer-manager.h"
 #include "log.h"
 #include "string-util.h"
 
@@ -18,7 +18,6 @@ void config_done(Config *c) {
         free(c->cloud_config);
         free(c->leader_elect_namespace);
         free(c->leader_elect_name);
-        free(c->bind_address);
 }
 
 static int help(void) {
@@ -49,7 +48,7 @@ static int help(void) {
                "     --node-monitor-period DUR          Lifecycle check period (default 5s)\n"
                "     --node-startup-grace-period DUR    No deletion of Nodes younger than this (default 1m)\n",
                "/etc/cloudnode/cloudnode.yaml", CN_INITIALIZER_PORT_DEFAULT);
-        return 1;
+        return 0;
 }
 
 static const struct {
@@ -123,17 +122,9 @@ enum {
         ARG_CLOUD_PROVIDER,
         ARG_CLOUD_CONFIG,
         ARG_CONTROLLERS,
-        ARG_LEADER_ELECT,
-        ARG_LE_LEASE,
-        ARG_LE_RENEW,
-        ARG_LE_RETRY,
         ARG_LE_NAME,
         ARG_LE_NAMESPACE,
-        ARG_BIND_ADDRESS,
-        ARG_PORT,
         ARG_SYNCS,
-        ARG_QPS,
-        ARG_BURST,
         ARG_STATUS_FREQ,
         ARG_MONITOR_PERIOD,
         ARG_STARTUP_GRACE,
@@ -145,7 +136,9 @@ static int parse_duration_flag(const char *flag, const char *v, usec_t *ret) {
         return 0;
 }
 
-int config_parse_argv(Config *c, int argc, char *argv[]) {
+/* 1 to run, 0 when --help/--version was handled, negative on a bad flag (after one clear line on
+ * stderr). */
+static int parse_argv(Config *c, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -157,42 +150,29 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 { "cloud-provider", required_argument, NULL, ARG_CLOUD_PROVIDER },
                 { "cloud-config", required_argument, NULL, ARG_CLOUD_CONFIG },
                 { "controllers", required_argument, NULL, ARG_CONTROLLERS },
-                { "leader-elect", optional_argument, NULL, ARG_LEADER_ELECT },
-                { "leader-elect-lease-duration", required_argument, NULL, ARG_LE_LEASE },
-                { "leader-elect-renew-deadline", required_argument, NULL, ARG_LE_RENEW },
-                { "leader-elect-retry-period", required_argument, NULL, ARG_LE_RETRY },
                 { "leader-elect-resource-name", required_argument, NULL, ARG_LE_NAME },
                 { "leader-elect-resource-namespace", required_argument, NULL, ARG_LE_NAMESPACE },
-                { "bind-address", required_argument, NULL, ARG_BIND_ADDRESS },
-                { "port", required_argument, NULL, ARG_PORT },
                 { "concurrent-node-syncs", required_argument, NULL, ARG_SYNCS },
-                { "kube-api-qps", required_argument, NULL, ARG_QPS },
-                { "kube-api-burst", required_argument, NULL, ARG_BURST },
                 { "node-status-update-frequency", required_argument, NULL, ARG_STATUS_FREQ },
                 { "node-monitor-period", required_argument, NULL, ARG_MONITOR_PERIOD },
                 { "node-startup-grace-period", required_argument, NULL, ARG_STARTUP_GRACE },
+                CN_KUBE_DAEMON_LONG_OPTIONS,
                 {},
         };
-        const char *flag;
+        const char *flag, *why;
         unsigned u;
         int opt, r, idx;
 
         *c = (Config) {
                 .controllers = CONTROLLER_CLOUD_NODE | CONTROLLER_CLOUD_NODE_LIFECYCLE,
-                .leader_elect = true,
-                .leader_elect_lease_duration = 15 * USEC_PER_SEC,
-                .leader_elect_renew_deadline = 10 * USEC_PER_SEC,
-                .leader_elect_retry_period = 2 * USEC_PER_SEC,
-                .port = CN_INITIALIZER_PORT_DEFAULT,
+                .daemon = CN_KUBE_DAEMON_OPTIONS_DEFAULT,
                 .concurrent_node_syncs = 1,
-                .kube_api_qps = 20,
-                .kube_api_burst = 30,
                 .node_status_update_frequency = 5 * USEC_PER_MINUTE,
                 .node_monitor_period = 5 * USEC_PER_SEC,
                 .node_startup_grace_period = USEC_PER_MINUTE,
         };
-        if (set_string(&c->leader_elect_name, "cloud-controller-manager") < 0 ||
-            set_string(&c->bind_address, "0.0.0.0") < 0)
+        c->daemon.port = CN_INITIALIZER_PORT_DEFAULT;
+        if (set_string(&c->leader_elect_name, "cloud-controller-manager") < 0)
                 return log_oom();
 
         opterr = 0;
@@ -201,27 +181,24 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
 
                 r = 0;
                 flag = opt == '?' || opt == ':' ? argv[optind - 1] : NULL;
+                r = cn_kube_daemon_parse_option(&c->daemon, opt, v, &flag, &why);
+                if (r < 0)
+                        return bad_flag(flag, v, why);
+                if (r > 0)
+                        continue;
                 switch (opt) {
                 case 'h':
                         return help();
                 case ARG_VERSION:
                         printf("cloudnode-initializer %s\n", PACKAGE_VERSION);
-                        return 1;
-                case 'v':
-                        /* klog writes "-v=2"; getopt hands us "=2". */
-                        if (v[0] == '=')
-                                v++;
-                        if (cn_safe_atou(v, &u) < 0)
-                                return bad_flag("-v", optarg, "expected a number");
-                        cn_log_set_verbosity((int) u);
-                        break;
+                        return 0;
                 case ARG_KUBECONFIG:
                         r = set_string(&c->kubeconfig, v);
                         break;
                 case ARG_NODE_NAME:
-                        if (isempty(v))
-                                return bad_flag("--node-name", v, "must not be empty");
-                        r = set_string(&c->node_name, v);
+                        /* Empty: node mode with the node config's nodeName (the unit passes the
+                         * metadata host name, which an instance may not have). */
+                        r = set_string(&c->node_name, strempty(v));
                         break;
                 case ARG_CONFIG:
                         r = set_string(&c->config_path, v);
@@ -240,58 +217,16 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                                 return bad_flag("--controllers", v,
                                                 "expected a list of cloud-node, cloud-node-lifecycle, '*', '-NAME'");
                         break;
-                case ARG_LEADER_ELECT:
-                        r = v ? cn_parse_boolean(v) : 1;
-                        if (r < 0)
-                                return bad_flag("--leader-elect", v, "expected true or false");
-                        c->leader_elect = r;
-                        break;
-                case ARG_LE_LEASE:
-                        if (parse_duration_flag("--leader-elect-lease-duration", v, &c->leader_elect_lease_duration) < 0)
-                                return -EINVAL;
-                        break;
-                case ARG_LE_RENEW:
-                        if (parse_duration_flag("--leader-elect-renew-deadline", v, &c->leader_elect_renew_deadline) < 0)
-                                return -EINVAL;
-                        break;
-                case ARG_LE_RETRY:
-                        if (parse_duration_flag("--leader-elect-retry-period", v, &c->leader_elect_retry_period) < 0)
-                                return -EINVAL;
-                        break;
                 case ARG_LE_NAME:
                         r = set_string(&c->leader_elect_name, v);
                         break;
                 case ARG_LE_NAMESPACE:
                         r = set_string(&c->leader_elect_namespace, v);
                         break;
-                case ARG_BIND_ADDRESS:
-                        r = set_string(&c->bind_address, v);
-                        break;
-                case ARG_PORT:
-                        if (cn_safe_atou(v, &u) < 0 || u > 65535)
-                                return bad_flag("--port", v, "expected a port number 0..65535");
-                        c->port = u;
-                        break;
                 case ARG_SYNCS:
                         if (cn_safe_atou(v, &u) < 0 || u < 1 || u > 1000)
                                 return bad_flag("--concurrent-node-syncs", v, "expected a number 1..1000");
                         c->concurrent_node_syncs = u;
-                        break;
-                case ARG_QPS: {
-                        char *end;
-                        double q;
-
-                        errno = 0;
-                        q = strtod(v, &end);
-                        if (errno != 0 || end == v || *end || !isfinite(q) || q <= 0)
-                                return bad_flag("--kube-api-qps", v, "expected a positive number");
-                        c->kube_api_qps = q;
-                        break;
-                }
-                case ARG_BURST:
-                        if (cn_safe_atou(v, &u) < 0 || u < 1)
-                                return bad_flag("--kube-api-burst", v, "expected a positive number");
-                        c->kube_api_burst = u;
                         break;
                 case ARG_STATUS_FREQ:
                         if (parse_duration_flag("--node-status-update-frequency", v, &c->node_status_update_frequency) < 0)
@@ -327,10 +262,8 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 fprintf(stderr, "cloudnode-initializer: --leader-elect-resource-name must not be empty\n");
                 return -EINVAL;
         }
-        if (c->leader_elect && !(c->leader_elect_renew_deadline < c->leader_elect_lease_duration &&
-                                 c->leader_elect_retry_period < c->leader_elect_renew_deadline)) {
-                fprintf(stderr, "cloudnode-initializer: leader election needs retry period < renew deadline < "
-                                "lease duration\n");
+        if (cn_kube_daemon_options_verify(&c->daemon, &why) < 0) {
+                fprintf(stderr, "cloudnode-initializer: %s\n", why);
                 return -EINVAL;
         }
         if (!c->node_name && !c->cloud_provider) {
@@ -342,22 +275,32 @@ int config_parse_argv(Config *c, int argc, char *argv[]) {
                 fprintf(stderr, "cloudnode-initializer: --controllers enables no controller\n");
                 return -EINVAL;
         }
-        return 0;
+        return 1;
 }
 
-int main(int argc, char *argv[]) {
+static int run(int argc, char *argv[]) {
         _cleanup_(config_done) Config config = {};
         _cleanup_(manager_freep) Manager *m = NULL;
         int r;
 
-        cn_log_open("cloudnode-initializer", CN_LOG_TARGET_AUTO);
-        r = config_parse_argv(&config, argc, argv);
-        if (r != 0)
-                return r > 0 ? EXIT_SUCCESS : 2;
-
+        r = parse_argv(&config, argc, argv);
+        if (r < 0)
+                return 2; /* a usage error, said already */
+        if (r == 0)
+                return EXIT_SUCCESS;
         r = manager_new(&config, &m);
         if (r < 0)
-                return EXIT_FAILURE;
-        r = manager_run(m);
-        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+                return log_oom();
+        r = manager_setup(m);
+        if (r < 0)
+                return r;
+        return manager_run(m);
+}
+
+int main(int argc, char *argv[]) {
+        int r;
+
+        cn_log_open("cloudnode-initializer", CN_LOG_TARGET_AUTO);
+        r = run(argc, argv);
+        return r < 0 ? EXIT_FAILURE : r;
 }

@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Manager: event loop, signals, Kubernetes client, the shared Node informer, Events, leader
- * election (cluster mode), the health/metrics server, and the start of the controllers of the
- * selected mode. */
+ * election (cluster mode), the health/metrics server, and the mode's instance source
+ * (initializer-source.h), which it calls for every Node event once in charge. */
 #include <signal.h>
-#include <systemd/sd-daemon.h>
 
+#include "event-util.h"
 #include "http.h"
 #include "httpd.h"
-#include "initializer.h"
+#include "initializer-lifecycle.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "kube-client.h"
 #include "kube-config.h"
 #include "kube-event.h"
 #include "kube-informer.h"
 #include "kube-leader.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "metadata.h"
 #include "metrics.h"
@@ -22,56 +26,10 @@
 #include "node-patch.h"
 #include "provider.h"
 
-int manager_enqueue_reconcile(json_object *node, void *userdata) {
-        Manager *m = ASSERT_PTR(userdata);
-        const char *name = cn_node_get_name(node);
-        NodeState *s;
-
-        if (!name || cn_node_has_taint(node, CN_TAINT_UNINITIALIZED))
-                return 0;
-        s = node_state_get(m, name, true);
-        if (!s)
-                return log_oom();
-        s->reconcile = true;
-        queue_add(m, name);
-        return 0;
-}
-
-static bool streq_null(const char *a, const char *b) {
-        return a && b ? streq(a, b) : a == b;
-}
-
-/* Whether an update touched what initialization reads. Kubelet heartbeats and condition
- * changes do not, and must not cut short the backoff of a Node that keeps failing. */
-static bool init_inputs_changed(json_object *old, json_object *node) {
-        return !old || cn_node_has_taint(old, CN_TAINT_UNINITIALIZED) != cn_node_has_taint(node, CN_TAINT_UNINITIALIZED) ||
-               !streq_null(cn_node_get_provided_node_ip(old), cn_node_get_provided_node_ip(node)) ||
-               !streq_null(cn_node_get_provider_id(old), cn_node_get_provider_id(node)) ||
-               !streq_null(cn_node_get_kubelet_hostname(old), cn_node_get_kubelet_hostname(node));
-}
-
 static void node_seen(Manager *m, json_object *old, json_object *node) {
-        const char *name = cn_node_get_name(node);
-
-        if (!name || !m->controllers_started)
+        if (!cn_node_get_name(node) || !m->controllers_started)
                 return;
-        if (m->config->node_name) {
-                node_mode_node_changed(m, node);
-                return;
-        }
-        if ((m->config->controllers & CONTROLLER_CLOUD_NODE) && cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
-                NodeState *s = node_state_get(m, name, true);
-
-                if (!s) {
-                        log_oom();
-                        return;
-                }
-                if (s->taint_seen == 0)
-                        s->taint_seen = cn_now(CLOCK_MONOTONIC);
-                if (s->retry && !init_inputs_changed(old, node))
-                        return;
-                queue_add(m, name);
-        }
+        m->source->node_changed(m, old, node);
 }
 
 static void on_node_added(CnKubeInformer *i, json_object *node, void *userdata) {
@@ -109,8 +67,8 @@ void manager_start_controllers(Manager *m) {
         if (m->controllers_started)
                 return;
         m->controllers_started = true;
-        if (!m->config->node_name && (m->config->controllers & CONTROLLER_CLOUD_NODE_LIFECYCLE)) {
-                r = lifecycle_start(m);
+        if (m->source->start_controllers) {
+                r = m->source->start_controllers(m);
                 if (r < 0)
                         log_warning_errno(r, "The lifecycle controller does not run: %m");
         }
@@ -160,7 +118,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
                 return sd_event_exit(m->event, 0);
         log_info("Received %s, shutting down.", si->ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
         m->shutting_down = true;
-        (void) sd_notify(false, "STOPPING=1");
+        (void) cn_notify_stopping();
         if (m->leader && m->leading && cn_kube_leader_release(m->leader, on_released, m) >= 0)
                 return 0; /* exit once the Lease is handed back, so a successor need not wait */
         return sd_event_exit(m->event, 0);
@@ -169,10 +127,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (m->config->node_name)
-                node_mode_reload(m);
-        else
-                log_info("SIGHUP: cluster mode re-reads its configuration only on restart; ignoring.");
+        m->source->reload(m);
         return 0;
 }
 
@@ -181,8 +136,8 @@ static int setup_kube(Manager *m) {
         CnKubeConfig *kc = NULL;
         CnKubeClientOptions o = {
                 .component = "initializer",
-                .qps = m->config->kube_api_qps,
-                .burst = m->config->kube_api_burst,
+                .qps = m->config->daemon.kube_api_qps,
+                .burst = m->config->daemon.kube_api_burst,
         };
         CnKubeInformerOptions io = {};
         _cleanup_free_ char *selector = NULL;
@@ -199,6 +154,9 @@ static int setup_kube(Manager *m) {
                 cn_kube_config_free(kc);
                 return log_error_errno(r, "Failed to set up the Kubernetes client: %m");
         }
+        r = cn_kube_client_register_metrics(m->kube, m->metrics.registry, "cloudnode_initializer_api_requests");
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up metrics: %m");
 
         if (m->config->node_name) {
                 /* Node mode sees its own Node and nothing else: the RBAC can stay narrow and a
@@ -246,9 +204,9 @@ static int setup_leader(Manager *m) {
                                &(CnKubeLeaderOptions) {
                                        .namespace = ns,
                                        .name = m->config->leader_elect_name,
-                                       .lease_duration_usec = m->config->leader_elect_lease_duration,
-                                       .renew_deadline_usec = m->config->leader_elect_renew_deadline,
-                                       .retry_period_usec = m->config->leader_elect_retry_period,
+                                       .lease_duration_usec = m->config->daemon.lease_duration,
+                                       .renew_deadline_usec = m->config->daemon.renew_deadline,
+                                       .retry_period_usec = m->config->daemon.retry_period,
                                },
                                &(CnKubeLeaderCallbacks) {
                                        .started_leading = on_started_leading,
@@ -264,29 +222,26 @@ static int setup_leader(Manager *m) {
 }
 
 int manager_new(Config *c, Manager **ret) {
-        _cleanup_(manager_freep) Manager *m = NULL;
-        sigset_t mask;
-        int r;
+        Manager *m;
 
         m = calloc(1, sizeof(Manager));
         if (!m)
-                return log_oom();
+                return -ENOMEM;
         m->config = c;
+        *ret = m;
+        return 0;
+}
+
+int manager_setup(Manager *m) {
+        Config *c = m->config;
+        int r;
 
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-                return log_error_errno(errno, "Failed to block signals: %m");
-        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_sigterm, m)) < 0 ||
-            (r = sd_event_add_signal(m->event, NULL, SIGINT, on_sigterm, m)) < 0 ||
-            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m)) < 0)
+        r = cn_event_setup_daemon(m->event, on_sigterm, on_sighup, m);
+        if (r < 0)
                 return log_error_errno(r, "Failed to set up signal handling: %m");
-        (void) sd_event_set_watchdog(m->event, true);
 
         r = cn_http_new(m->event, &m->http);
         if (r < 0)
@@ -294,36 +249,30 @@ int manager_new(Config *c, Manager **ret) {
         r = metrics_setup(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up metrics: %m");
+        r = queue_setup(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the work queue: %m");
 
-        if (c->node_name) {
-                r = node_mode_start(m);
-                if (r < 0)
-                        return r;
-        }
+        m->source = c->node_name ? &instance_source_local : &instance_source_cloud;
+        r = m->source->start(m);
+        if (r < 0)
+                return r;
         r = setup_kube(m);
         if (r < 0)
                 return r;
-        if (!c->node_name) {
-                r = cluster_mode_start(m);
+        /* Node mode writes only its own Node: no election. */
+        if (!c->node_name && c->daemon.leader_elect) {
+                r = setup_leader(m);
                 if (r < 0)
                         return r;
-                if (c->leader_elect) {
-                        r = setup_leader(m);
-                        if (r < 0)
-                                return r;
-                }
         }
-        r = metrics_serve(m);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(m);
-        return 0;
+        return metrics_serve(m);
 }
 
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        queue_forget_all(m);
+        cn_work_queue_free(m->queue);
         lifecycle_stop(m);
         m->reconcile_timer = sd_event_source_disable_unref(m->reconcile_timer);
         m->metadata_retry = sd_event_source_disable_unref(m->metadata_retry);
@@ -362,7 +311,7 @@ int manager_run(Manager *m) {
                 manager_start_controllers(m);
         }
         if (!m->config->node_name)
-                (void) sd_notify(false, "READY=1");
+                (void) cn_notify_ready(NULL);
         r = sd_event_loop(m->event);
         if (r == -ENOLCK)
                 return r; /* lost the Lease: already said so */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* /healthz, /readyz and /metrics of cloudnode-initializer. */
+/* The metrics of cloudnode-initializer, and what its /healthz, /readyz and /metrics (served by
+ * lib/kube/kube-daemon) report. */
 #include "httpd.h"
-#include "initializer.h"
+#include "initializer-manager.h"
 #include "kube-client.h"
 #include "kube-informer.h"
 #include "kube-leader.h"
@@ -34,9 +35,6 @@ int metrics_setup(Manager *m) {
             (r = cn_metrics_counter(x->registry, "cloudnode_initializer_nodes_deleted",
                                     "Nodes deleted because their instance no longer exists.", NULL,
                                     &x->nodes_deleted)) < 0 ||
-            (r = cn_metrics_counter(x->registry, "cloudnode_initializer_api_requests",
-                                    "Kubernetes API requests, by HTTP verb and status code.", CN_LABELS("verb", "code"),
-                                    &x->api_requests)) < 0 ||
             (r = cn_metrics_counter(x->registry, "cloudnode_initializer_cloud_requests",
                                     "Cloud provider API requests, by operation and result.",
                                     CN_LABELS("provider", "operation", "result"), &x->cloud_requests)) < 0 ||
@@ -54,84 +52,49 @@ int metrics_setup(Manager *m) {
         return cn_metric_set(x->leader, NULL, 0);
 }
 
-/* The client counts its requests itself; export the growth since the last scrape. */
-static void on_api_counter(const char *verb, const char *code, uint64_t count, void *userdata) {
-        Metrics *x = ASSERT_PTR(userdata);
-        char key[32];
-        size_t i;
-
-        (void) snprintf(key, sizeof(key), "%s %s", verb, code);
-        for (i = 0; i < x->n_api_seen; i++)
-                if (streq(x->api_seen[i].key, key))
-                        break;
-        if (i == x->n_api_seen) {
-                if (i >= ELEMENTSOF(x->api_seen))
-                        return;
-                (void) snprintf(x->api_seen[i].key, sizeof(x->api_seen[i].key), "%s", key);
-                x->api_seen[i].seen = 0;
-                x->n_api_seen++;
-        }
-        (void) cn_metric_add_total(x->api_requests, CN_LABELS(verb, code), count, &x->api_seen[i].seen);
-}
-
-static int serve_metrics(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static void before_scrape(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
-        int r;
 
-        if (m->kube)
-                cn_kube_client_foreach_counter(m->kube, on_api_counter, &m->metrics);
         if (m->nodes)
                 (void) cn_metric_add_total(m->metrics.watch_restarts, CN_LABELS("nodes"),
                                            cn_kube_informer_get_watch_restarts(m->nodes),
                                            &m->metrics.watch_restarts_seen);
-        r = cn_metrics_format(m->metrics.registry, body);
-        if (r < 0)
-                return r;
-        *content_type = CN_METRICS_CONTENT_TYPE;
-        return 200;
 }
 
-static int serve_healthz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static const char *not_live(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        /* A leader that cannot renew must be restarted, as client-go's HealthzAdaptor decides. */
-        if (m->leader && cn_kube_leader_check(m->leader, 20 * USEC_PER_SEC) < 0) {
-                (void) cn_buf_add_str(body, "leader election: lease not renewed\n");
-                return 500;
-        }
-        (void) cn_buf_add_str(body, "ok\n");
-        return 200;
+        return cn_kube_daemon_leader_not_live(m->leader);
 }
 
-static int serve_readyz(CnHttpd *d, const char *path, CnBuf *body, const char **content_type, void *userdata) {
+static const char *not_ready(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (!m->nodes || !cn_kube_informer_has_synced(m->nodes)) {
-                (void) cn_buf_add_str(body, "node cache not synced\n");
-                return 503;
-        }
-        if (m->leader && !m->leading && !cn_kube_leader_get_observed_leader(m->leader)) {
-                (void) cn_buf_add_str(body, "leader unknown\n");
-                return 503;
-        }
-        (void) cn_buf_add_str(body, "ok\n");
-        return 200;
+        if (!m->nodes || !cn_kube_informer_has_synced(m->nodes))
+                return "node cache not synced";
+        if (m->leader && !m->leading && !cn_kube_leader_get_observed_leader(m->leader))
+                return "leader unknown";
+        return NULL;
 }
 
 int metrics_serve(Manager *m) {
+        const CnKubeDaemonOptions *o = &m->config->daemon;
         int r;
 
-        if (m->config->port == 0)
+        if (o->port == 0)
                 return 0;
-        r = cn_httpd_new(m->event, m->config->bind_address, (uint16_t) m->config->port, &m->httpd);
+        m->endpoints = (CnKubeDaemonEndpoints) {
+                .metrics = m->metrics.registry,
+                .not_live = not_live,
+                .not_ready = not_ready,
+                .before_scrape = before_scrape,
+                .userdata = m,
+        };
+        r = cn_kube_daemon_serve(m->event, o->bind_address, o->port, &m->endpoints, &m->httpd);
         if (r < 0)
-                return log_error_errno(r, "Failed to serve health and metrics on %s port %u: %m", m->config->bind_address,
-                                       m->config->port);
-        if ((r = cn_httpd_add_handler(m->httpd, "/metrics", serve_metrics, m)) < 0 ||
-            (r = cn_httpd_add_handler(m->httpd, "/healthz", serve_healthz, m)) < 0 ||
-            (r = cn_httpd_add_handler(m->httpd, "/readyz", serve_readyz, m)) < 0)
-                return log_error_errno(r, "Failed to register HTTP handlers: %m");
-        log_info("Serving /healthz, /readyz and /metrics on %s port %u.", m->config->bind_address,
+                return log_error_errno(r, "Failed to serve health and metrics on %s port %u: %m", o->bind_address,
+                                       o->port);
+        log_info("Serving /healthz, /readyz and /metrics on %s port %u.", o->bind_address,
                  (unsigned) cn_httpd_get_port(m->httpd));
         return 0;
 }

@@ -7,11 +7,14 @@
  * and the Node returned by our own status PATCH are the only sources. */
 #include <stdarg.h>
 
-#include "initializer.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "json-util.h"
 #include "kube-client.h"
 #include "kube-event.h"
 #include "kube-informer.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "metrics.h"
 #include "netlink.h"
@@ -84,23 +87,19 @@ void sync_node(NodeState *s) {
         /* Right after our own initializing PATCH, the watch may still deliver older versions of the
          * Node (e.g. the one our status PATCH made), which still carry the taint. Acting on them
          * would send a PATCH doomed to a 409; the event of our own write triggers the next sync. */
-        if (s->written_rv) {
-                uint64_t rv = cn_kube_object_resource_version(node);
-
-                if (node && rv != 0 && rv < s->written_rv) {
-                        log_debug("Node %s: cache at resourceVersion %" PRIu64 ", our write made %" PRIu64
-                                  ", waiting for the watch.", s->name, rv, s->written_rv);
-                        queue_done(s);
-                        return;
-                }
-                s->written_rv = 0;
+        if (cn_write_expectation_pending(&s->written, node, 0)) {
+                log_debug("Node %s: cache at resourceVersion %" PRIu64 ", our write made %" PRIu64
+                          ", waiting for the watch.", s->name, cn_kube_object_resource_version(node),
+                          s->written.written);
+                queue_done(s);
+                return;
         }
 
         if (!node || !cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
                 s->taint_seen = 0;
-                if (node && s->reconcile && !m->config->node_name) {
+                if (node && s->reconcile && m->source->reconcile_addresses) {
                         s->reconcile = false;
-                        cluster_mode_get_instance(s);
+                        m->source->reconcile_addresses(s);
                         return;
                 }
                 queue_done(s);
@@ -109,10 +108,7 @@ void sync_node(NodeState *s) {
         if (s->taint_seen == 0)
                 s->taint_seen = cn_now(CLOCK_MONOTONIC);
         s->attempt++;
-        if (m->config->node_name)
-                node_mode_get_instance(s);
-        else
-                cluster_mode_get_instance(s);
+        m->source->get_instance(s);
 }
 
 int sync_compute_addresses(Manager *m, json_object *node, const CnProviderInstance *instance, CnNodeAddressList *ret,
@@ -232,14 +228,15 @@ static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *user
                         (void) cn_metric_observe(m->metrics.init_latency, NULL, (double) latency / USEC_PER_SEC);
         }
         s->initialized = true;
-        s->written_rv = res->object && res->error >= 0 ? cn_kube_object_resource_version(res->object) : 0;
+        cn_write_expectation_clear(&s->written);
+        (void) cn_write_expectation_written(&s->written, res->object);
         s->taint_seen = 0;
         s->attempt = 0;
         free(s->last_warning);
         s->last_warning = NULL;
-        cn_backoff_reset(&s->backoff);
-        if (m->config->node_name)
-                node_mode_node_initialized(m, node);
+        cn_work_queue_forget(s->item);
+        if (m->source->node_initialized)
+                m->source->node_initialized(m, node);
         queue_done(s);
 }
 

@@ -248,15 +248,6 @@ static int on_poll_recorder(sd_event_source *s, uint64_t usec, void *userdata) {
                                                                            : sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 }
 
-static void on_counter(const char *verb, const char *code, uint64_t count, void *userdata) {
-        json_object *o = json_object_new_object();
-
-        json_object_object_add(o, "verb", json_object_new_string(verb));
-        json_object_object_add(o, "code", json_object_new_string(code));
-        json_object_object_add(o, "count", json_object_new_int64((int64_t) count));
-        print_line("counter", o);
-}
-
 static usec_t seconds(const char *s) {
         return (usec_t) (strtod(s, NULL) * USEC_PER_SEC);
 }
@@ -344,7 +335,7 @@ int main(int argc, char *argv[]) {
         r = cn_kube_client_new(event, config, &copts, &client);
         assert(r >= 0);
         assert(cn_metrics_new(&metrics) >= 0);
-        assert(cn_kube_client_register_metrics(client, metrics) >= 0);
+        assert(cn_kube_client_register_metrics(client, metrics, "rest_client_requests") >= 0);
 
         if (streq(cmd, "get")) {
                 need(argc, 4);
@@ -457,7 +448,6 @@ int main(int argc, char *argv[]) {
         }
 
         r = sd_event_loop(event);
-        cn_kube_client_foreach_counter(client, on_counter, NULL);
         {
                 _cleanup_buf_ CnBuf text = CN_BUF_INIT(1024 * 1024);
                 json_object *o = json_object_new_object();

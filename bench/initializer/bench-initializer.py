@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
 from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 
 def load_fake_cloud_state():

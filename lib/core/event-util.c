@@ -5,6 +5,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "event-util.h"
+#include "string-util.h"
 #include "time-util.h"
 
 static int exit_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -57,23 +58,38 @@ int cn_event_setup_daemon(sd_event *e, sd_event_signal_handler_t on_exit, sd_eve
         return r < 0 ? r : 0;
 }
 
-int cn_notify_ready(const char *status) {
-        if (status)
-                return sd_notifyf(false, "READY=1\nSTATUS=%s", status);
-        return sd_notify(false, "READY=1");
+/* A status may hold metadata values or error messages: a newline in one would add assignments
+ * (READY=1, MAINPID=) of its own to the message. */
+static int notify_status(bool ready, const char *fmt, va_list ap) {
+        _cleanup_free_ char *s = NULL;
+
+        if (vasprintf(&s, fmt, ap) < 0)
+                return -ENOMEM;
+        return sd_notifyf(false, "%sSTATUS=%s", ready ? "READY=1\n" : "", cn_string_cc_to_space(s));
 }
 
-int cn_notify_status(const char *fmt, ...) {
-        _cleanup_free_ char *s = NULL;
+int cn_notify_ready_status(const char *fmt, ...) {
         va_list ap;
         int r;
 
         va_start(ap, fmt);
-        r = vasprintf(&s, fmt, ap);
+        r = notify_status(true, fmt, ap);
         va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        return sd_notifyf(false, "STATUS=%s", s);
+        return r;
+}
+
+int cn_notify_ready(const char *status) {
+        return status ? cn_notify_ready_status("%s", status) : sd_notify(false, "READY=1");
+}
+
+int cn_notify_status(const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = notify_status(false, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 int cn_notify_stopping(void) {

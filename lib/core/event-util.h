@@ -17,8 +17,11 @@ int cn_event_add_signal(sd_event *e, sd_event_source **ret, int sig, sd_event_si
 int cn_event_setup_daemon(sd_event *e, sd_event_signal_handler_t on_exit, sd_event_signal_handler_t on_reload,
                           void *userdata);
 
-/* sd_notify wrappers; a no-op outside systemd. status may be NULL. Return what sd_notify returns. */
+/* sd_notify wrappers; a no-op outside systemd. status may be NULL. Return what sd_notify returns.
+ * Control characters in a status become spaces, so that no value can add an assignment. Every
+ * message with a variable part goes through these. */
 int cn_notify_ready(const char *status);
+int cn_notify_ready_status(const char *fmt, ...) _printf_(1, 2);
 int cn_notify_status(const char *fmt, ...) _printf_(1, 2);
 int cn_notify_stopping(void);
 int cn_notify_reloading(void);

@@ -503,10 +503,22 @@ void cn_http_request_set_max_response(CnHttpRequest *r, size_t max) {
         r->max_response = max;
 }
 
+/* A CA given for a request is the only one trusted: libcurl would otherwise keep its build's CA
+ * directory (Debian's: /etc/ssl/certs) beside CAINFO, and its default bundle beside a blob, so
+ * that any public root could vouch for the peer that gets the credential. */
+static int trust_only(CnHttpRequest *r, CURLoption keep) {
+        if ((keep != CURLOPT_CAINFO && curl_easy_setopt(r->easy, CURLOPT_CAINFO, NULL) != CURLE_OK) ||
+            curl_easy_setopt(r->easy, CURLOPT_CAPATH, NULL) != CURLE_OK)
+                return -EIO;
+        return 0;
+}
+
 int cn_http_request_set_ca_file(CnHttpRequest *r, const char *path) {
         assert(r);
         assert(path);
-        return curl_easy_setopt(r->easy, CURLOPT_CAINFO, path) == CURLE_OK ? 0 : -EIO;
+        if (curl_easy_setopt(r->easy, CURLOPT_CAINFO, path) != CURLE_OK)
+                return -EIO;
+        return trust_only(r, CURLOPT_CAINFO);
 }
 
 static int set_blob(CnHttpRequest *r, CURLoption option, const void *data, size_t size) {
@@ -518,8 +530,13 @@ static int set_blob(CnHttpRequest *r, CURLoption option, const void *data, size_
 }
 
 int cn_http_request_set_ca_pem(CnHttpRequest *r, const void *pem, size_t size) {
+        int k;
+
         assert(r);
-        return set_blob(r, CURLOPT_CAINFO_BLOB, pem, size);
+        k = set_blob(r, CURLOPT_CAINFO_BLOB, pem, size);
+        if (k < 0)
+                return k;
+        return trust_only(r, CURLOPT_CAINFO_BLOB);
 }
 
 int cn_http_request_set_client_cert_file(CnHttpRequest *r, const char *cert_path, const char *key_path) {

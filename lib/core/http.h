@@ -58,7 +58,8 @@ void cn_http_request_set_timeout(CnHttpRequest *r, usec_t timeout);
 void cn_http_request_set_connect_timeout(CnHttpRequest *r, usec_t timeout);
 /* Default CN_HTTP_DEFAULT_MAX_RESPONSE. */
 void cn_http_request_set_max_response(CnHttpRequest *r, size_t max);
-/* Trust anchors: a PEM file or PEM data (instead of the system store). */
+/* Trust anchors: a PEM file or PEM data, then the only ones trusted (neither libcurl's CA
+ * directory nor its default bundle). */
 int cn_http_request_set_ca_file(CnHttpRequest *r, const char *path);
 int cn_http_request_set_ca_pem(CnHttpRequest *r, const void *pem, size_t size);
 /* Client certificate and key, as PEM files or as PEM data. */

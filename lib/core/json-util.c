@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* json-c helpers. See json-util.h. */
+#include <math.h>
 #include <stdarg.h>
 
 #include "fileio.h"
@@ -8,6 +9,30 @@
 #include "string-util.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
+
+/* json-c takes NaN and Infinity literals even in strict mode, and numbers beyond a double's range
+ * as infinities: none is JSON (RFC 8259 section 6). The depth is bounded by the tokener's. */
+static bool all_finite(json_object *o) {
+        switch (json_object_get_type(o)) {
+        case json_type_double:
+                return isfinite(json_object_get_double(o));
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        if (!all_finite(json_object_array_get_idx(o, i)))
+                                return false;
+                return true;
+        case json_type_object: {
+                json_object_object_foreach(o, k, v) {
+                        (void) k;
+                        if (!all_finite(v))
+                                return false;
+                }
+                return true;
+        }
+        default:
+                return true;
+        }
+}
 
 int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **ret, char **ret_error) {
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
@@ -56,6 +81,11 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                                 (void) asprintf(ret_error, "trailing data at offset %zu", off);
                         return -EBADMSG;
                 }
+        if (!all_finite(o)) {
+                if (ret_error)
+                        (void) asprintf(ret_error, "a number that is not finite (NaN, Infinity or out of range)");
+                return -EBADMSG;
+        }
         *ret = TAKE_PTR(o);
         return 0;
 }

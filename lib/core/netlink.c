@@ -10,8 +10,11 @@
 #include "log.h"
 #include "netlink.h"
 
-/* Bounds what a flood of notifications can make us allocate. */
+/* Bounds what a flood of notifications can make us allocate. When the set is full, the interface
+ * with the most addresses is given up on (until the next dump): one with thousands of addresses
+ * holds Service IPs (kube-proxy's kube-ipvs0), not a node's. */
 #define CN_NETLINK_ADDRESSES_MAX 4096U
+#define CN_NETLINK_SKIPPED_MAX 8U
 
 struct CnNetlink {
         sd_event *event;
@@ -28,6 +31,8 @@ struct CnNetlink {
         size_t n_addrs;
         CnLocalAddress *pending; /* set being filled by the dump in progress */
         size_t n_pending;
+        int skipped[CN_NETLINK_SKIPPED_MAX]; /* interfaces given up on since the last dump */
+        size_t n_skipped;
         CnNetlinkHandler cb;
         void *userdata;
 };
@@ -91,10 +96,54 @@ static ssize_t find(const CnLocalAddress *set, size_t n, const CnLocalAddress *a
         return -1;
 }
 
+static bool skipped(const CnNetlink *nl, int ifindex) {
+        for (size_t i = 0; i < nl->n_skipped; i++)
+                if (nl->skipped[i] == ifindex)
+                        return true;
+        return false;
+}
+
+static int cmp_int(const void *a, const void *b) {
+        int x = *(const int *) a, y = *(const int *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* Gives up on the interface with the most addresses in the set and drops them. */
+static int skip_largest(CnNetlink *nl, CnLocalAddress *set, size_t *n) {
+        _cleanup_free_ int *idx = NULL;
+        size_t best_n = 0, j = 0;
+        int best = 0;
+
+        if (nl->n_skipped >= CN_NETLINK_SKIPPED_MAX || *n == 0)
+                return -E2BIG;
+        idx = malloc(*n * sizeof(int));
+        if (!idx)
+                return -ENOMEM;
+        for (size_t i = 0; i < *n; i++)
+                idx[i] = set[i].ifindex;
+        qsort(idx, *n, sizeof(int), cmp_int);
+        for (size_t i = 0, run = 1; i < *n; i++, run++)
+                if (i + 1 == *n || idx[i + 1] != idx[i]) {
+                        if (run > best_n)
+                                best_n = run, best = idx[i];
+                        run = 0;
+                }
+        log_debug("More than %u local addresses: not tracking the %zu of interface %d.", CN_NETLINK_ADDRESSES_MAX,
+                  best_n, best);
+        nl->skipped[nl->n_skipped++] = best;
+        for (size_t i = 0; i < *n; i++)
+                if (set[i].ifindex != best)
+                        set[j++] = set[i];
+        *n = j;
+        return 0;
+}
+
 /* Inserts or replaces; returns 1 if the set changed. */
-static int set_put(CnLocalAddress **set, size_t *n, const CnLocalAddress *a) {
+static int set_put(CnNetlink *nl, CnLocalAddress **set, size_t *n, const CnLocalAddress *a) {
         ssize_t i = find(*set, *n, a);
         CnLocalAddress *p;
+        bool dropped = false;
 
         if (i >= 0) {
                 if (memcmp(&(*set)[i], a, sizeof(*a)) == 0)
@@ -102,8 +151,19 @@ static int set_put(CnLocalAddress **set, size_t *n, const CnLocalAddress *a) {
                 (*set)[i] = *a;
                 return 1;
         }
-        if (*n >= CN_NETLINK_ADDRESSES_MAX)
-                return -E2BIG;
+        while (*n >= CN_NETLINK_ADDRESSES_MAX && !skipped(nl, a->ifindex)) {
+                int r = skip_largest(nl, *set, n);
+
+                if (r == -E2BIG) {
+                        log_debug("Address set full, ignoring %s.", a->address);
+                        return dropped;
+                }
+                if (r < 0)
+                        return r;
+                dropped = true;
+        }
+        if (skipped(nl, a->ifindex))
+                return dropped;
         p = reallocarray(*set, *n + 1, sizeof(CnLocalAddress));
         if (!p)
                 return -ENOMEM;
@@ -151,6 +211,7 @@ static int start_dump(CnNetlink *nl) {
         free(nl->pending);
         nl->pending = NULL;
         nl->n_pending = 0;
+        nl->n_skipped = 0;
         nl->dump_again = false;
         if (mnl_socket_sendto(nl->sock, nlh, nlh->nlmsg_len) < 0)
                 return -errno;
@@ -204,13 +265,13 @@ static int handle_message(CnNetlink *nl, const struct nlmsghdr *nlh, bool *chang
                 return 0; /* neither IPv4 nor IPv6, or junk: not ours to track */
 
         if (in_dump)
-                return set_put(&nl->pending, &nl->n_pending, &a) < 0 ? -ENOMEM : 0;
+                return set_put(nl, &nl->pending, &nl->n_pending, &a) < 0 ? -ENOMEM : 0;
 
         /* A notification while a dump runs may or may not be reflected in it: dump again after. */
         if (nl->dumping)
                 nl->dump_again = true;
         if (nlh->nlmsg_type == RTM_NEWADDR)
-                r = set_put(&nl->addrs, &nl->n_addrs, &a);
+                r = set_put(nl, &nl->addrs, &nl->n_addrs, &a);
         else
                 r = set_remove(nl->addrs, &nl->n_addrs, &a);
         if (r < 0)
@@ -252,8 +313,11 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 }
                 for (nlh = (struct nlmsghdr *) buf; mnl_nlmsg_ok(nlh, (int) len); nlh = mnl_nlmsg_next(nlh, (int *) &len)) {
                         r = handle_message(nl, nlh, &changed);
-                        if (r == -ENOMEM)
-                                return log_oom();
+                        if (r == -ENOMEM) {
+                                /* Never fail the source: that would stop tracking for good. */
+                                (void) log_oom();
+                                nl->dump_again = true;
+                        }
                 }
         }
 

@@ -3,7 +3,9 @@
  * socket (non-blocking, CLOEXEC) subscribed to RTMGRP_IPV4_IFADDR and RTMGRP_IPV6_IFADDR, an
  * RTM_GETADDR dump at start, incremental updates from the notifications, and a fresh dump when
  * the kernel reports that notifications were lost (ENOBUFS) or one arrived during a dump. The
- * owner is called back after each change of the address set (and after the first dump). */
+ * owner is called back after each change of the address set (and after the first dump). The set
+ * is bounded: past the bound the interface with the most addresses is left out (kube-ipvs0's
+ * Service IPs are no node's), and no error ever stops the tracking. */
 #pragma once
 
 #include <systemd/sd-event.h>

@@ -75,6 +75,13 @@ bool cn_string_has_cc(const char *s, bool allow_tab) {
         return false;
 }
 
+char *cn_string_cc_to_space(char *s) {
+        for (unsigned char *p = (unsigned char *) s; p && *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+        return s;
+}
+
 bool cn_utf8_is_valid(const char *str, size_t len) {
         const unsigned char *s = (const unsigned char *) str;
         size_t i = 0;

@@ -20,6 +20,9 @@ bool cn_streq_ascii_ci(const char *a, const char *b) _pure_;
 
 /* Whether s contains a byte < 0x20 or 0x7f (tab included unless allow_tab). */
 bool cn_string_has_cc(const char *s, bool allow_tab) _pure_;
+/* Replaces every control character of s (as cn_string_has_cc() sees them, tab included) with a
+ * space, in place; returns s. */
+char *cn_string_cc_to_space(char *s);
 /* Strict UTF-8 validation (no overlongs, no surrogates). */
 bool cn_utf8_is_valid(const char *s, size_t len) _pure_;
 

@@ -132,7 +132,7 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
                 t = cn_startswith(tag, YAML_TAG_PREFIX);
                 if (!t || !in_list(t, (const char *const[]){ "str", "int", "float", "bool", "null", "binary",
                                                              NULL }))
-                        return loader_error(l, &ev->start_mark, "unsupported tag %s", tag);
+                        return loader_error(l, &ev->start_mark, "unsupported tag");
         }
         /* Quoted scalars and the non-specific "!" tag are strings. */
         if ((!t && !plain) || (tag && streq(tag, "!")) || (t && (streq(t, "str") || streq(t, "binary")))) {
@@ -158,18 +158,18 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
         }
         if ((!t || streq(t, "int")) && resolve_int(v, &o)) {
                 if (!o)
-                        return loader_error(l, &ev->start_mark, "number %s is out of range", v);
+                        return loader_error(l, &ev->start_mark, "number out of range");
                 *ret = o;
                 return 0;
         }
         if (!t || streq(t, "float")) {
                 if (in_list(v, yaml_infs))
-                        return loader_error(l, &ev->start_mark, "%s cannot be represented in JSON", v);
+                        return loader_error(l, &ev->start_mark, "infinity or NaN cannot be represented in JSON");
                 if (is_float(v)) {
                         double d = strtod(v, NULL);
                         /* JSON has no infinity; a reader of our output would not get this value back. */
                         if (!isfinite(d))
-                                return loader_error(l, &ev->start_mark, "number %s is out of range", v);
+                                return loader_error(l, &ev->start_mark, "number out of range");
                         o = json_object_new_double(d);
                         if (!o)
                                 return -ENOMEM;
@@ -178,7 +178,7 @@ static int resolve_scalar(YamlLoader *l, const yaml_event_t *ev, json_object **r
                 }
         }
         if (t)
-                return loader_error(l, &ev->start_mark, "value '%s' is not a valid !!%s", v, t);
+                return loader_error(l, &ev->start_mark, "value is not a valid !!%s", t);
         o = json_object_new_string_len(v, (int) len);
         if (!o)
                 return -ENOMEM;
@@ -193,7 +193,7 @@ static int check_collection_tag(YamlLoader *l, const yaml_event_t *ev, const cha
                 return 0;
         t = cn_startswith(tag, YAML_TAG_PREFIX);
         if (!t || !streq(t, kind))
-                return loader_error(l, &ev->start_mark, "unsupported tag %s", tag);
+                return loader_error(l, &ev->start_mark, "unsupported tag on a %s", kind);
         return 0;
 }
 

@@ -24,12 +24,6 @@ typedef enum RequestKind {
         REQUEST_WATCH,
 } RequestKind;
 
-typedef struct Counter {
-        char verb[8];
-        char code[24];
-        uint64_t count;
-} Counter;
-
 struct CnKubeClient {
         sd_event *event;
         CnHttp *http;
@@ -43,8 +37,6 @@ struct CnKubeClient {
         CnKubeRequest *requests;
         unsigned n_requests;
 
-        Counter *counters;
-        size_t n_counters;
         CnMetric *requests_metric;
 };
 
@@ -90,45 +82,22 @@ struct CnKubeRequest {
 
 static void count_request(CnKubeClient *c, const char *verb, long status) {
         char code[24];
-        Counter *n;
 
+        if (!c->requests_metric)
+                return;
         if (status > 0)
                 snprintf(code, sizeof(code), "%ld", status);
         else
                 snprintf(code, sizeof(code), "<error>");
-        if (c->requests_metric)
-                (void) cn_metric_inc(c->requests_metric, CN_LABELS(code, verb));
-
-        for (size_t i = 0; i < c->n_counters; i++)
-                if (streq(c->counters[i].verb, verb) && streq(c->counters[i].code, code)) {
-                        c->counters[i].count++;
-                        return;
-                }
-        /* Bounded by verbs x status codes seen; a few dozen at most. */
-        if (c->n_counters >= 256)
-                return;
-        n = realloc(c->counters, (c->n_counters + 1) * sizeof(Counter));
-        if (!n)
-                return;
-        c->counters = n;
-        n = &c->counters[c->n_counters++];
-        *n = (Counter){ .count = 1 };
-        snprintf(n->verb, sizeof(n->verb), "%s", verb);
-        snprintf(n->code, sizeof(n->code), "%s", code);
+        (void) cn_metric_inc(c->requests_metric, CN_LABELS(verb, code));
 }
 
-int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m) {
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m, const char *name) {
         assert(c);
         assert(m);
-        return cn_metrics_counter(m, "rest_client_requests", "Number of HTTP requests to the Kubernetes API, by status code and method.",
-                                  CN_LABELS("code", "method"), &c->requests_metric);
-}
-
-void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata) {
-        assert(c);
-        assert(fn);
-        for (size_t i = 0; i < c->n_counters; i++)
-                fn(c->counters[i].verb, c->counters[i].code, c->counters[i].count, userdata);
+        assert(name);
+        return cn_metrics_counter(m, name, "Kubernetes API requests, by HTTP verb and status code.",
+                                  CN_LABELS("verb", "code"), &c->requests_metric);
 }
 
 static void request_stop_io(CnKubeRequest *r) {
@@ -852,7 +821,6 @@ CnKubeClient *cn_kube_client_free(CnKubeClient *c) {
         cn_kube_config_free(c->config);
         sd_event_unref(c->event);
         free(c->user_agent);
-        free(c->counters);
         free(c);
         return NULL;
 }

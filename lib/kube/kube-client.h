@@ -20,7 +20,7 @@
  * - Errors: the HTTP status and the Status object in the body are turned into negative errno (see
  *   the CN_KUBE_E* table below); the Status message and reason are handed to the callback.
  * - User-Agent: "cloudnode-<component>/<version>".
- * - Counters per (verb, code) for /metrics, see cn_kube_client_foreach_counter().
+ * - One request counter per (verb, code) for /metrics, see cn_kube_client_register_metrics().
  * - Secrets (bearer token, key) are never logged nor included in messages. */
 #pragma once
 
@@ -122,17 +122,13 @@ CnKubeConfig *cn_kube_client_get_config(CnKubeClient *c);
 /* Number of requests queued or in flight (watches included). */
 unsigned cn_kube_client_pending(CnKubeClient *c);
 
-/* Per-request counters: verb is the HTTP method ("GET", "POST", "PATCH", "PUT", "DELETE"), code
- * the HTTP status as text or "<error>" when none was received (client-go's
- * rest_client_requests_total{code,method}). Retries count as separate requests. */
-typedef void (*CnKubeCounterFn)(const char *verb, const char *code, uint64_t count, void *userdata);
-void cn_kube_client_foreach_counter(CnKubeClient *c, CnKubeCounterFn fn, void *userdata);
-
-/* Also count into a metrics registry (lib/core/metrics.h), as client-go's
- * rest_client_requests_total{code,method}; the registry must outlive the client. -EEXIST when
- * the registry has the metric already (one client per registry). */
+/* Count every request into a counter `name` of a metrics registry (lib/core/metrics.h) with the
+ * labels verb (the HTTP method: "GET", "POST", "PATCH", "PUT", "DELETE") and code (the HTTP status
+ * as text, "<error>" when none was received), like client-go's rest_client_requests_total.
+ * Retries count as separate requests. The registry must outlive the client; -EEXIST when it has
+ * the metric already (one client per registry). */
 typedef struct CnMetrics CnMetrics;
-int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m);
+int cn_kube_client_register_metrics(CnKubeClient *c, CnMetrics *m, const char *name);
 
 CnKubeRequest *cn_kube_request_free(CnKubeRequest *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeRequest *, cn_kube_request_free);

@@ -200,8 +200,8 @@ static int load_cluster(CnKubeConfig *c, json_object *cluster, const char *base_
         if (!server)
                 return fail(reterr_message, -EINVAL, "%s: %s has no server", origin, what);
         if (strncasecmp(server, "https://", STRLEN("https://")) != 0 || !server[STRLEN("https://")])
-                return fail(reterr_message, -EINVAL, "%s: %s: server \"%s\" is not an https:// URL", origin, what,
-                            server);
+                /* Not echoed: a URL may carry a password, or control characters. */
+                return fail(reterr_message, -EINVAL, "%s: %s: server is not an https:// URL", origin, what);
         if (cn_string_has_cc(server, false))
                 return fail(reterr_message, -EINVAL, "%s: %s: server contains control characters", origin, what);
         c->server = strdup(server);

@@ -603,3 +603,31 @@ int cn_kube_informer_remove_handlers(CnKubeInformer *i, uint64_t id) {
                 }
         return -ENOENT;
 }
+
+static void trigger(sd_event_source *source) {
+        (void) sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
+}
+
+static void trigger_added(CnKubeInformer *i, json_object *object, void *userdata) {
+        trigger(userdata);
+}
+
+static void trigger_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
+        trigger(userdata);
+}
+
+static void trigger_synced(CnKubeInformer *i, void *userdata) {
+        trigger(userdata);
+}
+
+int cn_kube_informer_add_trigger(CnKubeInformer *i, sd_event_source *source, uint64_t *ret_id) {
+        static const CnKubeInformerHandlers handlers = {
+                .added = trigger_added,
+                .updated = trigger_updated,
+                .deleted = trigger_added,
+                .synced = trigger_synced,
+        };
+
+        assert(source);
+        return cn_kube_informer_add_handlers(i, &handlers, source, ret_id);
+}

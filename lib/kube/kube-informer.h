@@ -61,6 +61,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeInformer *, cn_kube_informer_unref);
 int cn_kube_informer_add_handlers(CnKubeInformer *i, const CnKubeInformerHandlers *h, void *userdata,
                                   uint64_t *ret_id);
 int cn_kube_informer_remove_handlers(CnKubeInformer *i, uint64_t id);
+/* Handlers for a controller that reconciles everything in one pass: any event (added, updated,
+ * deleted, synced) enables `source`, a defer event source of the caller, for one run. */
+int cn_kube_informer_add_trigger(CnKubeInformer *i, sd_event_source *source, uint64_t *ret_id);
 
 /* Start list+watch (idempotent). */
 int cn_kube_informer_start(CnKubeInformer *i);

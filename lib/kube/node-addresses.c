@@ -162,7 +162,8 @@ int cn_node_address_list_from_json(json_object *addresses, CnNodeAddressList *re
                 json_object *e = json_object_array_get_idx(addresses, i), *t, *a;
                 CnNodeAddressType type;
 
-                if (!json_object_object_get_ex(e, "type", &t) || !json_object_object_get_ex(e, "address", &a))
+                if (!json_object_object_get_ex(e, "type", &t) || !json_object_object_get_ex(e, "address", &a) ||
+                    !json_object_is_type(t, json_type_string) || !json_object_is_type(a, json_type_string))
                         continue;
                 type = cn_node_address_type_from_string(json_object_get_string(t));
                 if (type < 0)
@@ -319,7 +320,7 @@ const char *cn_node_get_kubelet_hostname(json_object *node) {
                 json_object *e = json_object_array_get_idx(addrs, i), *t, *a;
 
                 if (json_object_object_get_ex(e, "type", &t) && json_object_object_get_ex(e, "address", &a) &&
-                    streq(strempty(json_object_get_string(t)), "Hostname"))
+                    json_object_is_type(a, json_type_string) && streq(strempty(json_object_get_string(t)), "Hostname"))
                         return json_object_get_string(a);
         }
         return NULL;

@@ -124,7 +124,10 @@ int cn_metadata_docs_read_dir(CnMetadataDocs *d, int dir_fd, const char *dir, co
         for (const CnMetadataKey *k = keys; k->path; k++) {
                 size_t cap = k->flags & CN_METADATA_KEY_DOCUMENT ? CN_METADATA_DOCUMENT_SIZE_MAX
                                                                  : CN_METADATA_SIZE_MAX;
-                _cleanup_close_ int f = openat(dir_fd, k->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                /* A drive is whatever its label claims: a FIFO must not block the open, and a
+                 * symbolic link must not make a file of the host a metadata document. */
+                _cleanup_close_ int f = openat(dir_fd, k->path,
+                                               O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
                 _cleanup_free_ char *buf = NULL;
                 size_t n = 0;
                 struct stat st;
@@ -132,6 +135,8 @@ int cn_metadata_docs_read_dir(CnMetadataDocs *d, int dir_fd, const char *dir, co
                 if (f < 0) {
                         if (errno == ENOENT && (k->flags & CN_METADATA_KEY_OPTIONAL))
                                 continue;
+                        if (errno == ELOOP)
+                                return log_debug_errno(EBADMSG, "%s/%s is a symbolic link.", dir, k->path);
                         return log_debug_errno(errno, "Failed to open %s/%s: %m", dir, k->path);
                 }
                 if (fstat(f, &st) < 0)

@@ -391,8 +391,10 @@ int cn_provider_hetzner_failure_domains(CnProvider *p, const char *region, CnPro
 /* ---- migrate_uid: relabel a server to a new machine UID ---- */
 
 typedef struct Migration {
-        char *old_uid; /* NULL: whatever the server carries */
+        char *old_uid; /* NULL: a UID of no live object */
         char *new_uid;
+        CnProviderUidIsLive uid_is_live;
+        void *uid_is_live_userdata;
 } Migration;
 
 static void migration_free(void *p) {
@@ -446,10 +448,11 @@ static void on_migrate_get(CnProviderCall *call, const CnProviderHttpReply *repl
                 return;
         }
         current = cn_json_string(server, "labels", CN_PROVIDER_MACHINE_UID_LABEL, NULL);
-        if (mg->old_uid && !(current && streq(current, mg->old_uid))) {
+        if (cn_provider_migration_check(mg->old_uid, mg->uid_is_live, mg->uid_is_live_userdata, current,
+                                        mg->new_uid) < 0) {
                 /* Not the server this machine was: adopting it could take another machine's. */
-                res = (CnProviderResult) { .error = -EEXIST,
-                                           .message = "the server carries another machine's UID" };
+                res = (CnProviderResult) { .error = -CN_PROVIDER_EOWNED,
+                                           .message = "the server named by providerID belongs to another machine" };
                 cn_provider_call_finish_machine(call, &res, NULL);
                 return;
         }
@@ -492,6 +495,8 @@ static int start_migrate(CnProviderCall *c, void *arg) {
         if (!mg)
                 return -ENOMEM;
         cn_provider_call_set_state(c, mg, migration_free);
+        mg->uid_is_live = a->machine->uid_is_live;
+        mg->uid_is_live_userdata = a->machine->uid_is_live_userdata;
         mg->new_uid = strdup(a->new_uid);
         if (!mg->new_uid || (!isempty(a->machine->uid) && !(mg->old_uid = strdup(a->machine->uid))))
                 return -ENOMEM;

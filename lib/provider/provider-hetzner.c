@@ -23,10 +23,10 @@ typedef struct Hetzner {
         char *ca_file;
 } Hetzner;
 
-static const char *setting(json_object *cfg, const char *key, const char *env) {
+static const char *setting(CnProvider *p, json_object *cfg, const char *key, const char *env) {
         const char *v = cn_cloud_config_get(cfg, "Global", key);
 
-        return !isempty(v) ? v : (env ? getenv(env) : NULL);
+        return !isempty(v) ? v : (env && cn_provider_uses_environment(p) ? getenv(env) : NULL);
 }
 
 /* Reads a secret from a file: first line, trailing whitespace removed. */
@@ -64,9 +64,10 @@ static void hetzner_done(CnProvider *p) {
 
 static int hetzner_init(CnProvider *p, json_object *cfg, char **ret_error) {
         Hetzner *h = cn_provider_data(p);
-        const char *endpoint = setting(cfg, "endpoint", "HCLOUD_ENDPOINT") ?: HETZNER_DEFAULT_ENDPOINT;
-        const char *token = setting(cfg, "token", "HCLOUD_TOKEN"), *token_file = setting(cfg, "token-file", NULL);
-        const char *network = setting(cfg, "network", "HCLOUD_NETWORK"), *ca = setting(cfg, "ca-file", NULL);
+        const char *endpoint = setting(p, cfg, "endpoint", "HCLOUD_ENDPOINT") ?: HETZNER_DEFAULT_ENDPOINT;
+        const char *token = setting(p, cfg, "token", "HCLOUD_TOKEN");
+        const char *token_file = setting(p, cfg, "token-file", NULL);
+        const char *network = setting(p, cfg, "network", "HCLOUD_NETWORK"), *ca = setting(p, cfg, "ca-file", NULL);
         int r;
 
         h->endpoint = strdup(endpoint);

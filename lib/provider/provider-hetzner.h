@@ -25,8 +25,9 @@ int cn_provider_hetzner_metrics_labels(CnProvider *p, json_object *spec, char **
 
 int cn_provider_hetzner_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
                                         void *userdata, CnProviderCall **ret);
-/* m->provider_id names the server (providerID or bare id); m->uid, when set, is the UID the server
- * must carry now (-EEXIST otherwise). */
+/* m->provider_id names the server (providerID or bare id); it is relabelled only as
+ * cn_provider_migration_check() allows with m->uid and m->uid_is_live (-CN_PROVIDER_EOWNED
+ * otherwise). */
 int cn_provider_hetzner_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                     CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
 /* {"Global": {"endpoint", "network"}} for the workload cluster's cloud.conf; never the token. */

@@ -80,11 +80,13 @@ int cn_provider_failure_domain_add(json_object *list, const char *name, const ch
 #define PROVIDER_REQUEST_TIMEOUT (30 * USEC_PER_SEC)
 
 struct CnProvider {
+        unsigned n_ref;
         const CnProviderOps *ops;
         CnHttp *http;
         CnProviderRequestCounter counter;
         void *counter_userdata;
         void *data;
+        bool no_environment;
 };
 
 typedef enum CallMode {

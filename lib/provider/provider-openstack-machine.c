@@ -29,6 +29,8 @@ typedef struct MachineCall {
         char *server_id;    /* migrate_uid */
         json_object *body;  /* create: the POST /servers body */
         json_object *found; /* migrate_uid: the server being rewritten */
+        CnProviderUidIsLive uid_is_live; /* migrate_uid */
+        void *uid_is_live_userdata;
 } MachineCall;
 
 static void machine_call_free(void *p) {
@@ -443,6 +445,8 @@ static int start(CnProviderCall *call, void *arg) {
         m->auth = a->auth;
         m->name = strdup(strempty(a->machine->name));
         m->uid = strdup(strempty(a->machine->uid));
+        m->uid_is_live = a->machine->uid_is_live;
+        m->uid_is_live_userdata = a->machine->uid_is_live_userdata;
         if (!m->name || !m->uid || (a->new_uid && !(m->new_uid = strdup(a->new_uid))) ||
             (a->server_id && !(m->server_id = strdup(a->server_id))))
                 return -ENOMEM;
@@ -590,14 +594,16 @@ static void on_migrate_get(CnProviderCall *call, const CnProviderHttpReply *repl
                 return;
         }
         current = cn_json_string(server, "metadata", CN_PROVIDER_MACHINE_UID_LABEL, NULL);
-        if (current && streq(current, m->new_uid)) {
+        r = cn_provider_migration_check(m->uid, m->uid_is_live, m->uid_is_live_userdata, current, m->new_uid);
+        if (r > 0) {
                 /* Rewritten by an earlier pass that did not get to report it. */
                 finish_with_view(call, &res, server);
                 return;
         }
-        if (!isempty(m->uid) && !(current && streq(current, m->uid))) {
+        if (r < 0) {
                 /* Not the server this machine was: adopting it could take another machine's. */
-                res = (CnProviderResult) { .error = -EEXIST, .message = "the server carries another machine's UID" };
+                res = (CnProviderResult) { .error = -CN_PROVIDER_EOWNED,
+                                           .message = "the server named by providerID belongs to another machine" };
                 cn_provider_call_finish_machine(call, &res, NULL);
                 return;
         }

@@ -67,15 +67,15 @@ static const struct {
         { "application-credential-secret", NULL, "OS_APPLICATION_CREDENTIAL_SECRET" },
 };
 
-static int resolve_settings(json_object *cfg, json_object **ret) {
+static int resolve_settings(CnProvider *p, json_object *cfg, json_object **ret) {
         _cleanup_json_ json_object *resolved = json_object_new_object();
 
         if (!resolved)
                 return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(global_keys); i++) {
-                const char *v = global_keys[i].alias ? setting2(cfg, global_keys[i].key, global_keys[i].alias,
-                                                                global_keys[i].env)
-                                                     : cn_provider_openstack_setting(cfg, global_keys[i].key, global_keys[i].env);
+                const char *env = cn_provider_uses_environment(p) ? global_keys[i].env : NULL;
+                const char *v = global_keys[i].alias ? setting2(cfg, global_keys[i].key, global_keys[i].alias, env)
+                                                     : cn_provider_openstack_setting(cfg, global_keys[i].key, env);
 
                 if (!isempty(v) && cn_json_set_string(resolved, v, "Global", global_keys[i].key, NULL) < 0)
                         return -ENOMEM;
@@ -90,7 +90,7 @@ static int openstack_init(CnProvider *p, json_object *config, char **ret_error) 
         const char *auth_url, *region, *ca;
         int r;
 
-        r = resolve_settings(config, &cfg);
+        r = resolve_settings(p, config, &cfg);
         if (r < 0)
                 return r;
         auth_url = cn_provider_openstack_setting(cfg, "auth-url", NULL);

@@ -77,8 +77,8 @@ int cn_provider_openstack_machine_create(CnProvider *p, const CnProviderMachine 
 int cn_provider_openstack_machine_cleanup(CnProvider *p, const CnProviderMachine *m, CnProviderCleanupCallback cb,
                                           void *userdata, CnProviderCall **ret);
 int cn_provider_openstack_metrics_labels(CnProvider *p, json_object *spec, char ***ret_labels);
-/* As Hetzner's: m->provider_id names the server (providerID or bare id); m->uid, when set, is the
- * UID the server must carry now (-EEXIST otherwise). The UID is rewritten with POST
+/* As Hetzner's: m->provider_id names the server (providerID or bare id); relabelled only as
+ * cn_provider_migration_check() allows (-CN_PROVIDER_EOWNED otherwise). The UID is rewritten with POST
  * /servers/{id}/metadata (a merge). */
 int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);

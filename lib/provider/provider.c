@@ -31,6 +31,7 @@ CnProviderErrorClass cn_provider_error_class(int error) {
         case -EOPNOTSUPP:
         case -EKEYREJECTED:
         case -EBADE:
+        case -CN_PROVIDER_EOWNED:
                 return CN_PROVIDER_TERMINAL;
         default:
                 return CN_PROVIDER_RETRYABLE;
@@ -152,7 +153,11 @@ int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) 
         return -abs(error);
 }
 
-int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error) {
+/* Providers not freed yet (the programs run one event loop: no lock). */
+static unsigned n_live;
+
+static int provider_new(const char *name, CnHttp *http, json_object *cloud_config, bool environment,
+                        CnProvider **ret, char **ret_error) {
         _cleanup_(cn_provider_freep) CnProvider *p = NULL;
         const CnProviderOps *ops = cn_provider_find(name);
         int r;
@@ -164,8 +169,11 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
         p = calloc(1, sizeof(CnProvider));
         if (!p)
                 return -ENOMEM;
+        p->n_ref = 1;
+        n_live++;
         p->ops = ops;
         p->http = http;
+        p->no_environment = !environment;
         if (ops->size > 0) {
                 p->data = calloc(1, ops->size);
                 if (!p->data)
@@ -182,14 +190,38 @@ int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, C
         return 0;
 }
 
+int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error) {
+        return provider_new(name, http, cloud_config, true, ret, ret_error);
+}
+
+int cn_provider_new_without_environment(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret,
+                                        char **ret_error) {
+        return provider_new(name, http, cloud_config, false, ret, ret_error);
+}
+
+bool cn_provider_uses_environment(const CnProvider *p) {
+        return !p->no_environment;
+}
+
+CnProvider *cn_provider_ref(CnProvider *p) {
+        if (p)
+                p->n_ref++;
+        return p;
+}
+
 CnProvider *cn_provider_free(CnProvider *p) {
-        if (!p)
+        if (!p || --p->n_ref > 0)
                 return NULL;
         if (p->ops && p->ops->done)
                 p->ops->done(p);
         free(p->data);
         free(p);
+        n_live--;
         return NULL;
+}
+
+unsigned cn_provider_live_count(void) {
+        return n_live;
 }
 
 const char *cn_provider_name(const CnProvider *p) {
@@ -218,6 +250,7 @@ CnProviderCall *cn_provider_call_unref(CnProviderCall *c) {
         }
         if (c->free_state)
                 c->free_state(c->state);
+        cn_provider_free(c->provider);
         free(c);
         return NULL;
 }
@@ -261,7 +294,7 @@ static int call_new(CnProvider *p, CallMode mode, void *userdata, CnProviderCall
         if (!c)
                 return -ENOMEM;
         c->n_ref = 1; /* in flight */
-        c->provider = p;
+        c->provider = cn_provider_ref(p);
         c->mode = mode;
         c->userdata = userdata;
         *ret_call = c;
@@ -301,6 +334,19 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 break;
         }
         cn_provider_call_unref(c);
+}
+
+int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,
+                                const char *current, const char *new_uid) {
+        if (current && new_uid && streq(current, new_uid))
+                return 1;
+        if (isempty(current))
+                return -CN_PROVIDER_EOWNED;
+        if (!isempty(expected))
+                return streq(current, expected) ? 0 : -CN_PROVIDER_EOWNED;
+        /* Nothing recorded (the object was recreated without its status): the UID must be one
+         * whose object is gone, or a newcomer could take any machine's instance by naming it. */
+        return !is_live || is_live(current, userdata) ? -CN_PROVIDER_EOWNED : 0;
 }
 
 int cn_provider_machine_view(const CnProviderInstance *i, const char *state, bool ready, json_object **ret) {

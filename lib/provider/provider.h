@@ -67,6 +67,17 @@ typedef struct CnProviderNodeRef {
 
 /* Several instances carry one machine's UID: refused, a human decides. */
 #define CN_PROVIDER_EMULTIPLE ENOTUNIQ
+/* The instance a migration names belongs to another machine: refused for good. */
+#define CN_PROVIDER_EOWNED EADDRINUSE
+
+typedef bool (*CnProviderUidIsLive)(const char *uid, void *userdata);
+
+/* Whether migrate_uid may relabel an instance that carries the UID current (NULL: no label) to
+ * new_uid: 1 when it carries new_uid already, 0 when it may, -CN_PROVIDER_EOWNED when it is
+ * another machine's: any UID but expected when that is set, else a UID is_live() knows, or no
+ * label at all (an instance no machine created). */
+int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,
+                                const char *current, const char *new_uid);
 
 typedef struct CnProviderResult {
         int error;           /* 0 or negative errno, classified as above */
@@ -89,6 +100,10 @@ typedef struct CnProviderMachine {
         const char *uid;
         json_object *spec;       /* provider spec, borrowed */
         const char *provider_id; /* once known */
+        /* migrate_uid without uid: whether a UID an instance carries is a live object's, whose
+         * instance must not be taken (NULL: every UID is) */
+        bool (*uid_is_live)(const char *uid, void *userdata); /* CnProviderUidIsLive */
+        void *uid_is_live_userdata;
 } CnProviderMachine;
 
 /* instance: JSON view of the cloud's instance (NULL when none); owned by the callee. */
@@ -139,8 +154,22 @@ const CnProviderOps *cn_provider_find(const char *name);
  * -EINVAL for a bad config, with the reason in *ret_error (optional, caller frees; never
  * contains a secret). */
 int cn_provider_new(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret, char **ret_error);
+/* As cn_provider_new(), but every setting comes from cloud_config, none from the environment: the
+ * credentials of a tenant's Secret are complete or refused, never completed with the process's
+ * own (which would send them to the tenant's endpoint). */
+int cn_provider_new_without_environment(const char *name, CnHttp *http, json_object *cloud_config, CnProvider **ret,
+                                        char **ret_error);
+/* For the providers' init: whether settings missing from the cloud config may come from the
+ * environment. */
+bool cn_provider_uses_environment(const CnProvider *p);
+/* Providers are reference counted: cn_provider_new() returns one reference, cn_provider_free()
+ * drops one, and every call holds one until it is freed, so that a provider dropped by its owner
+ * (a rotated credential) lives exactly as long as its calls. */
+CnProvider *cn_provider_ref(CnProvider *p);
 CnProvider *cn_provider_free(CnProvider *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnProvider *, cn_provider_free);
+/* How many providers exist (for metrics and tests). */
+unsigned cn_provider_live_count(void);
 const char *cn_provider_name(const CnProvider *p);
 /* Called once per cloud API request with its provider, operation and result class (the labels
  * of a cloud request counter). */

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import cnpodman  # noqa: E402
 from cnproc import free_port  # noqa: E402
 from cntap import Tap, src, wait_for  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 from podrunner import PodNode, PodRunner  # noqa: E402
 
 NS = "cloudnode"

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build, wait_for  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 AGENT = build("agent", "cloudnode-agent")
 POD = "etc/kubernetes/manifests/cloudnode-cloud-node.yaml"

@@ -6,6 +6,7 @@ status conditions, leader election and the health endpoints."""
 import hashlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -16,7 +17,7 @@ from cnproc import Controller  # noqa: E402
 
 try:
     import yaml  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from fakekubeclient import FakeKube  # noqa: E402
 except ImportError as e:  # the fake API server is part of the tree; without it nothing can run
     FakeKube = None
     IMPORT_ERROR = str(e)
@@ -177,6 +178,18 @@ def test_idempotent(t, k, tmp):
         t.eq([(a.get("verb"), a.get("path")) for a in w], [], "zero writes on an idempotent pass")
     finally:
         c.stop()
+
+
+def test_sighup(t, k, tmp):
+    c = Controller(k, tmp)
+    try:
+        t.ok(wait_for(lambda: c.get("/readyz")[0] == 200, 20), "ready")
+        c.p.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        t.ok(c.p.poll() is None and c.get("/healthz") == (200, "ok\n"), "SIGHUP neither kills nor disturbs it",
+             c.output()[-1500:])
+    finally:
+        t.eq(c.stop(), 0, "SIGTERM exits 0")
 
 
 def test_drift(t, k, tmp):
@@ -347,12 +360,14 @@ def test_cloud_provider(t, k, tmp):
 def main():
     t = Tap()
     if FakeKube is None:
-        t.skip_all("tests/pylib/fakekube.py is not available: %s" % IMPORT_ERROR)
+        t.skip_all("tests/pylib/fakekubeclient.py is not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")]) as k:
+        with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")],
+                      load=[src("manifests", "controller", "controller-guard-policy.yaml")]) as k:
             setup_cluster(k)
             t.run(test_first_install, k, tmp)
             t.run(test_idempotent, k, tmp)
+            t.run(test_sighup, k, tmp)
             t.run(test_drift, k, tmp)
             t.run(test_rollouts, k, tmp)
             t.run(test_selector_recreate, k, tmp)

@@ -19,7 +19,7 @@ try:
     from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
     from capimachines import machine_env  # noqa: E402
     from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
-    from fakekube import FakeKube  # noqa: E402
+    from fakekubeclient import FakeKube  # noqa: E402
 except ImportError as e:
     FakeKube = None
     IMPORT_ERROR = str(e)

@@ -2,21 +2,18 @@
 """On a cluster that serves config.openshift.io ClusterOperators, cloudnode-controller reports its
 conditions on the "cloudnode" ClusterOperator (with the openshift overlay's RBAC), not on its own
 CloudnodeOperator object."""
-import importlib.util
 import os
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from cntap import Tap, sibling_test, src  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 from openshift import openshift_crd  # noqa: E402
 
 # The cluster setup and the controller process of the apply test, shared rather than copied.
-_spec = importlib.util.spec_from_file_location("controller_apply", os.path.join(HERE, "test-controller-apply.py"))
-apply = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(apply)
+apply = sibling_test("test-controller-apply.py")
 
 CO = "/apis/config.openshift.io/v1/clusteroperators"
 INFRA = "/apis/config.openshift.io/v1/infrastructures"

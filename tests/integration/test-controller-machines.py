@@ -17,7 +17,7 @@ try:
                               test_lifecycle, test_out_of_band_delete, test_rate_limited, test_two_replicas,
                               test_wait_for_bootstrap, wait_for, machine_env)
     from fakecloud import FakeCloud  # noqa: E402,F401  (bench/machines)
-    from fakekube import FakeKube  # noqa: E402,F401
+    from fakekubeclient import FakeKube  # noqa: E402,F401
 except ImportError as e:
     machine_env = None
     IMPORT_ERROR = str(e)

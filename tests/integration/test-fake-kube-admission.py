@@ -7,7 +7,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import run_with_server  # noqa: E402
+from fakekubeclient import run_with_server  # noqa: E402
 
 MP = "application/merge-patch+json"
 PREFIX = "nodes \"n1\" is forbidden: ValidatingAdmissionPolicy 'test-policy' with binding 'test-binding' denied request: "

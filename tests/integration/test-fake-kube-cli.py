@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import SERVER, FakeKube, scratch_server, state_dir  # noqa: E402
+from fakekubeclient import SERVER, FakeKube, scratch_server, state_dir  # noqa: E402
 
 
 def test_tokens_and_san(t):

@@ -10,7 +10,7 @@ import http.client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, wait_for  # noqa: E402
-from fakekube import run_with_server  # noqa: E402
+from fakekubeclient import run_with_server  # noqa: E402
 
 TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
 

@@ -9,7 +9,7 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import run_with_server  # noqa: E402
+from fakekubeclient import run_with_server  # noqa: E402
 
 MACHINES = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machines"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -10,7 +10,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakekube import FakeKube, run_with_server, state_dir  # noqa: E402
+from fakekubeclient import FakeKube, run_with_server, state_dir  # noqa: E402
 
 CM = "/api/v1/namespaces/default/configmaps"
 

@@ -10,7 +10,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import kubectl_minor, run_with_server  # noqa: E402
+from fakekubeclient import kubectl_minor, run_with_server  # noqa: E402
 
 NODE_YAML = """apiVersion: v1
 kind: Node

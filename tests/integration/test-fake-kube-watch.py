@@ -8,7 +8,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from fakekube import run_with_server, scratch_server  # noqa: E402
+from fakekubeclient import run_with_server, scratch_server  # noqa: E402
 
 CM = "/api/v1/namespaces/default/configmaps"
 

@@ -18,7 +18,7 @@ from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer
                     events, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 
 def expected_addresses(inst):

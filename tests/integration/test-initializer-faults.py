@@ -14,7 +14,7 @@ from cntap import Tap, metric_value  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, events, hetzner_conf, initialized, make_node,  # noqa: E402
                     node_gets, wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 def applied(k, rule):
     """A rule is used up once as many requests as its count matched it (watch requests are

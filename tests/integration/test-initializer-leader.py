@@ -15,7 +15,7 @@ from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
                     wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 
 def metric(i, name):

@@ -8,24 +8,17 @@ address that changes nothing, a dual-stack provided-node-ip pair that matches no
 Warning Event, False condition next to the kubelet's) until the address is configured (then
 initialized, the pair first in its order, the condition True)."""
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, RBAC, SRC, Initializer, addresses, condition, events, get_node,  # noqa: E402
-                    initialized, make_node, node_gets, request_start, tainted, wait_for, writes)
-from fakecloud import FakeCloud, Netns  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from cninit import (BINARY, NODE_SA, Initializer, addresses, condition, events, get_node,  # noqa: E402
+                    initialized, make_node, node_gets, node_namespace, request_start, tainted, wait_for, writes)
+from fakecloud import FakeCloud  # noqa: E402
 
-POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")
 COND = "CloudProviderInitialized"
-
-
-def ip(*args):
-    subprocess.run(["ip"] + list(args), check=True, capture_output=True)
 
 
 def ready_sent(i):
@@ -161,26 +154,12 @@ def main():
         t.bail_out("%s is not built" % BINARY)
     if os.geteuid() != 0:
         t.skip_all("network namespaces need root")
-    idx = os.getpid() % 200 + 20
-    host_if = "cnh%d" % os.getpid()
-    link = (host_if, "10.251.%d.1" % idx, "10.251.%d.2" % idx)
     with tempfile.TemporaryDirectory() as d:
         with FakeCloud(os.path.join(d, "cloud")) as c:
             inst = c.add_instance({"platform": "aws", "name": "nm1"})
             # The namespace starts with the IPv4 address only; IPv6 is added by the test.
-            with Netns(instance=dict(inst, ipv6=None)) as ns:
-                ip("link", "add", host_if, "type", "veth", "peer", "name", "kapi0", "netns", ns.name)
-                ip("addr", "add", link[1] + "/24", "dev", host_if)
-                ip("link", "set", host_if, "up")
-                ns.run(["ip", "addr", "add", link[2] + "/24", "dev", "kapi0"], check=True)
-                ns.run(["ip", "link", "set", "kapi0", "up"], check=True)
-                try:
-                    with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
-                                   listen="169.254.169.254:80"), \
-                         FakeKube(os.path.join(d, "kube"), rbac=RBAC, load=[POLICY], listen=link[1] + ":0") as k:
-                        t.run(test_node_mode, d, ns, link, k, c, inst)
-                finally:
-                    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+            with node_namespace(d, inst, dict(inst, ipv6=None), "cnh", 251) as (ns, link, k):
+                t.run(test_node_mode, d, ns, link, k, c, inst)
     sys.exit(t.done())
 
 

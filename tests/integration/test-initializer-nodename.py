@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Node mode waits for the Node under the name the kubelet registers: the node config's nodeName
 when set (the agent writes it into the kubelet drop-in), else --node-name in lower case (the
-kubelet lowers its host name; the unit passes the metadata host name)."""
+kubelet lowers its host name; the unit passes the metadata host name). Metadata without a host
+name makes the unit pass an empty --node-name=: the node config's nodeName is used then, and
+without one the initializer says so and exits."""
 import json
 import os
 import shutil
@@ -13,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 
@@ -56,6 +58,18 @@ def case(t, k, c, tmp, label, flag_name, config_name, expect):
         p.wait(10)
 
 
+def no_name(t, k, tmp):
+    root = os.path.join(tmp, "no-name")
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    path = os.path.join(root, "etc", "cloudnode", "cloudnode.yaml")
+    with open(path, "w") as f:
+        json.dump({"platform": "aws"}, f)
+    p = subprocess.run([build("initializer", "cloudnode-initializer"), "--kubeconfig", k.kubeconfig, "--node-name=",
+                        "--config", path, "--port", "0"], capture_output=True, text=True, timeout=30)
+    t.ok(p.returncode != 0 and "nodeName" in p.stderr,
+         "empty --node-name without nodeName: refused, naming nodeName", p.stderr[-1000:])
+
+
 def main():
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="cn-init-nodename-")
@@ -63,6 +77,9 @@ def main():
         with FakeKube(os.path.join(tmp, "kube")) as k, FakeCloud(os.path.join(tmp, "cloud"), platform="aws") as c:
             case(t, k, c, tmp, "upper-case host name", "Worker-Upper", None, "worker-upper")
             case(t, k, c, tmp, "nodeName in the node config", "ip-10-0-0-13", "custom-node", "custom-node")
+            case(t, k, c, tmp, "empty --node-name (no metadata host name) with nodeName", "", "named-by-config",
+                 "named-by-config")
+            no_name(t, k, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return t.done()

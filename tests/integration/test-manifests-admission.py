@@ -9,7 +9,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, src  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -31,7 +31,7 @@ def main():
         r = k.kubectl("apply", "-f", src("manifests", "operand", "node-initializer-admission-policy.yaml"))
         t.eq(r.returncode, 0, "the policy and its binding apply") or t.diag(r.stderr)
         token = k.token_for(USER)
-        for i, n in enumerate(("n1", "n2", "n3", "n4", "n5")):
+        for i, n in enumerate(("n1", "n2", "n3", "n4", "n5", "n6")):
             k.api("POST", "/api/v1/nodes", node(n))
 
         def patch(name, body, sub=""):
@@ -67,6 +67,24 @@ def main():
         t.ok(st in (403, 422), "cordoning is denied (HTTP %d)" % st, obj)
         st, obj = patch("n5", {"metadata": {"annotations": {"example.com/a": "b"}}})
         t.ok(st in (403, 422), "adding an annotation is denied (HTTP %d)" % st, obj)
+        # What a compromised node could use against a Node beyond its addresses: the scheduler's
+        # view (capacity, allocatable), where the API server reaches the kubelet, garbage
+        # collection (ownerReferences), deletion (finalizers), pod networking (podCIDRs).
+        k.api("PATCH", "/api/v1/nodes/n6/status", {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
+                                                              "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}},
+              MERGE)
+        for what, body, sub in (
+                ("status.capacity", {"status": {"capacity": {"cpu": "400"}}}, "/status"),
+                ("status.allocatable", {"status": {"allocatable": {"cpu": "400"}}}, "/status"),
+                ("status.daemonEndpoints", {"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 1}}}},
+                 "/status"),
+                ("status.nodeInfo", {"status": {"nodeInfo": {"kubeletVersion": "v0.0.1"}}}, "/status"),
+                ("metadata.ownerReferences", {"metadata": {"ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Namespace", "name": "gone", "uid": "u-1"}]}}, ""),
+                ("metadata.finalizers", {"metadata": {"finalizers": ["example.com/block"]}}, ""),
+                ("spec.podCIDRs", {"spec": {"podCIDRs": ["10.244.9.0/24"]}}, "")):
+            st, obj = patch("n6", body, sub)
+            t.ok(st in (403, 422), "changing %s is denied (HTTP %d)" % (what, st), obj)
         st, obj = k.api("PATCH", "/api/v1/nodes/n2", {"metadata": {"annotations": {"example.com/a": "b"}}}, MERGE)
         t.eq(st, 200, "other identities are not affected by the policy")
     return t.done()

@@ -27,7 +27,7 @@ from cntap import Tap, build, src  # noqa: E402
 from cninit import (CLUSTER_SA, RBAC, BINARY as INITIALIZER, Initializer, free_port, hetzner_conf,  # noqa: E402
                     initialized, make_node, wait_for)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 import yaml  # noqa: E402
 

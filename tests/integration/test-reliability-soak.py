@@ -24,7 +24,7 @@ from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
                     wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekube import FakeKube  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 # RSS may grow this much after warm-up (allocator arenas, curl's connection cache, sd-event's
 # sources settle within the first minutes); a per-request or per-Node leak shows beyond it in

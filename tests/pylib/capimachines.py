@@ -15,7 +15,7 @@ import time
 import cncapi
 from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
-from fakekube import FakeKube
+from fakekubeclient import FakeKube
 
 # What differs between the providers: the cloud config, the spec, what the cloud's inventory and
 # request log look like.

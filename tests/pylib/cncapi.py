@@ -46,6 +46,18 @@ class Controller(cnproc.Controller):
             return r.read().decode()
 
 
+def grant_secrets(k, namespace):
+    """What a namespace's owner does for the controller to read the Secrets of its Cluster API
+    objects there (manifests/README.md)."""
+    code, body = k.api("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings" % namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "cloudnode-controller-secrets", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cloudnode:controller:capi-secrets"},
+        "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-controller", "namespace": "cloudnode"}]})
+    assert code in (201, 409), (code, body)
+
+
 class CapiEnv:
     # The provider spec machine() writes unless given one (subclasses set other providers').
     provider = "hetzner"
@@ -73,6 +85,7 @@ class CapiEnv:
         for path in (CNM, CNC, MACHINES, CLUSTERS):
             wait_for(lambda: k.api("GET", path)[0] == 200)
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
+        grant_secrets(k, NS)
 
     def cluster(self, name, provisioned=True, paused=False):
         k = self.k

@@ -22,7 +22,7 @@ from urllib.parse import unquote_to_bytes
 
 from cntap import build, src
 from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv
-from fakekube import FakeKube
+from fakekubeclient import FakeKube
 from podrunner import PodNode, PodRunner
 
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"

@@ -4,6 +4,7 @@ fake API server, wait for conditions, count API writes in the audit log.
     with Initializer(args, netns=None, env=None) as i:
         i.port, i.log(), i.get("/metrics"), i.notify_messages(), i.proc
 """
+import contextlib
 import datetime
 import json
 import os
@@ -16,7 +17,8 @@ import time
 import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
-from fakecloud import netns_argv
+from fakecloud import FakeCloud, Netns, netns_argv
+from fakekubeclient import FakeKube
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -27,6 +29,33 @@ CLUSTER_SA = "system:serviceaccount:cloudnode:cloudnode-cloud-controller-manager
 NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 RBAC = [os.path.join(SRC, "manifests", "operand", "cluster-initializer-rbac.yaml"),
         os.path.join(SRC, "manifests", "operand", "node-initializer-rbac.yaml")]
+NODE_POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")
+
+
+@contextlib.contextmanager
+def node_namespace(d, inst, netns_inst, tag, net):
+    """Where a node-mode initializer runs: a network namespace (fakecloud.Netns, eth0 with
+    netns_inst's addresses), inst's metadata at 169.254.169.254 inside it, and a fake API server
+    with the shipped RBAC and node admission policy, reached over a veth pair (host interface
+    named tag + pid, on 10.net.N.0/24). Yields (ns, link, k), link = (host interface, host
+    address, namespace address)."""
+    idx = os.getpid() % 200 + 20
+    host_if = "%s%d" % (tag, os.getpid())
+    link = (host_if, "10.%d.%d.1" % (net, idx), "10.%d.%d.2" % (net, idx))
+    with Netns(instance=netns_inst) as ns:
+        subprocess.run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", "kapi0", "netns", ns.name],
+                       check=True, capture_output=True)
+        try:
+            subprocess.run(["ip", "addr", "add", link[1] + "/24", "dev", host_if], check=True, capture_output=True)
+            subprocess.run(["ip", "link", "set", host_if, "up"], check=True, capture_output=True)
+            ns.run(["ip", "addr", "add", link[2] + "/24", "dev", "kapi0"], check=True)
+            ns.run(["ip", "link", "set", "kapi0", "up"], check=True)
+            with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
+                           listen="169.254.169.254:80"), \
+                 FakeKube(os.path.join(d, "kube"), rbac=RBAC, load=[NODE_POLICY], listen=link[1] + ":0") as k:
+                yield ns, link, k
+        finally:
+            subprocess.run(["ip", "link", "del", host_if], capture_output=True)
 
 
 def make_node(k, name, tainted=True, provider_id=None, annotations=None, labels=None, addresses=None,

@@ -43,6 +43,17 @@ def wait_for(fn, timeout=30.0, step=0.05):
         time.sleep(step)
 
 
+def sibling_test(name):
+    """Another test program of tests/integration loaded as a module, to share its setup and helpers
+    rather than copy them (its main() is not run)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_").replace(".py", ""),
+                                                  os.path.join(TOP_SRCDIR, "tests", "integration", name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build(*p):
     return os.path.join(TOP_BUILDDIR, *p)
 

@@ -120,8 +120,15 @@ def main():
     results, figures = run_tests(a.long)
     text = markdown(fuzz, results, figures, a.long, a.fuzz_runs)
     if a.output:
+        # The security section below the figures is written by hand: keep it.
+        kept = ""
+        if os.path.exists(a.output):
+            with open(a.output) as f:
+                old = f.read()
+            at = old.find("\n## Security")
+            kept = old[at:] if at >= 0 else ""
         with open(a.output, "w") as f:
-            f.write(text)
+            f.write(text + kept)
     else:
         sys.stdout.write(text)
     return 1 if any(r[2] or r[3] for r in results) else 0

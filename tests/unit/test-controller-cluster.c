@@ -9,6 +9,7 @@
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
+#include "kube-config.h"
 #include "machine-credentials.h"
 #include "provider-hetzner.h"
 #include "provider-openstack.h"
@@ -280,7 +281,86 @@ static void test_credentials_secret(void) {
         free(why), why = NULL;
 }
 
+/* A CA certificate (base64 of its PEM) for a kubeconfig that must load; no key goes with it. */
+#define TEST_CA \
+        "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJoakNDQVN1Z0F3SUJBZ0lVR3FtWVRXaVRVU0R3" \
+        "OGIvdXdFOWdFeERnTW44d0NnWUlLb1pJemowRUF3SXcKRnpFVk1CTUdBMVVFQXd3TWRXNXBkQzEwWlhO" \
+        "MExXTmhNQ0FYRFRJMk1URXlOREExTkRreE9Wb1lEekl4TWpZeApNRE14TURVME9URTVXakFYTVJVd0V3" \
+        "WURWUVFEREF4MWJtbDBMWFJsYzNRdFkyRXdXVEFUQmdjcWhrak9QUUlCCkJnZ3Foa2pPUFFNQkJ3TkNB" \
+        "QVJsdmdRYTJJc2dlR0dXMTZNNDU5a1BZdjdORm5rMEVDNjh2Um9lbzdnY25zbVkKbHU0N29TbGczYk1W" \
+        "akxWbHdYUHNsQWtOcWhWUXQ3UEl4QmdVOGhOem8xTXdVVEFkQmdOVkhRNEVGZ1FVaTZ3ZwpIYmliZ3ZT" \
+        "bWtOb2M3SXFxKzNqYWNjZ3dId1lEVlIwakJCZ3dGb0FVaTZ3Z0hiaWJndlNta05vYzdJcXErM2phCmNj" \
+        "Z3dEd1lEVlIwVEFRSC9CQVV3QXdFQi96QUtCZ2dxaGtqT1BRUURBZ05KQURCR0FpRUFrbmZQbFN4VC9Z" \
+        "RloKdzZTYjl2UktwejBlNW9uVGFDODQ2VmRHWnVMa202WUNJUURwS0ZDY3dLT3ZjV09oa3M5eCtOaFdq" \
+        "UFlpcFVuNQpVc0luTEtMTklmNmhwZz09Ci0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"
+
+static unsigned credential_answers;
+
+static void on_credentials(void *userdata) {
+        credential_answers++;
+}
+
+/* Every object may name a Secret of its own: the cache must stay bounded, keep entries whose read
+ * is in flight, and make room from the least recently used once reads have answered. The API
+ * server here refuses connections, so every read fails fast. */
+static void test_credentials_cache_bound(void) {
+        _cleanup_json_ json_object *kc = parse(
+                "{\"clusters\":[{\"name\":\"c\",\"cluster\":{\"server\":\"https://127.0.0.1:1\","
+                "\"certificate-authority-data\":\"" TEST_CA "\"}}],\"users\":[{\"name\":\"u\",\"user\":{\"token\":\"t\"}}],"
+                "\"contexts\":[{\"name\":\"x\",\"context\":{\"cluster\":\"c\",\"user\":\"u\"}}],"
+                "\"current-context\":\"x\"}");
+        CnKubeClientOptions o = { .qps = 1e6, .burst = 100000, .max_retries = -1 };
+        CnKubeConfig *cfg = NULL;
+        CnKubeClient *client = NULL;
+        CnCredentials *c = NULL;
+        CnHttp *http = NULL;
+        sd_event *e = NULL;
+        unsigned started = 0, refused = 0;
+        char name[32];
+        int r;
+
+        assert(sd_event_new(&e) >= 0);
+        assert(cn_http_new(e, &http) >= 0);
+        assert(cn_kube_config_from_json(kc, NULL, "test", NULL, &cfg, NULL) == 0);
+        assert(cn_kube_client_new(e, cfg, &o, &client) == 0);
+        assert(cn_credentials_new(client, http, "hetzner", NULL, NULL, NULL, &c) == 0);
+        assert(cn_credentials_add_listener(c, on_credentials, NULL) == 0);
+        for (unsigned i = 0; i < CN_CREDENTIALS_MAX + 10; i++) {
+                _cleanup_json_ json_object *ref = json_object_new_object();
+                _cleanup_free_ char *why = NULL;
+                CnProvider *p = NULL;
+
+                snprintf(name, sizeof(name), "s%u", i);
+                assert(cn_json_set_string(ref, name, "name", NULL) == 0);
+                r = cn_credentials_provider(c, "ns", ref, CN_CREDENTIALS_TTL, &p, &why);
+                if (r == 0)
+                        started++;
+                else if (r == -ENOBUFS)
+                        refused++;
+        }
+        TAP_EQ_INT(started, CN_CREDENTIALS_MAX, "as many Secret reads as the cache holds are started");
+        TAP_EQ_INT(refused, 10, "further ones are refused while every entry waits for its answer");
+        TAP_EQ_INT(cn_credentials_size(c), CN_CREDENTIALS_MAX, "the cache is at its bound");
+        for (unsigned i = 0; i < 20000 && credential_answers < CN_CREDENTIALS_MAX; i++)
+                (void) sd_event_run(e, 10 * USEC_PER_MSEC);
+        TAP_EQ_INT(credential_answers, CN_CREDENTIALS_MAX, "every read answered (refused connection)");
+        {
+                _cleanup_json_ json_object *ref = parse("{\"name\":\"late\"}");
+                _cleanup_free_ char *why = NULL;
+                CnProvider *p = NULL;
+
+                TAP_EQ_INT(cn_credentials_provider(c, "ns", ref, CN_CREDENTIALS_TTL, &p, &why), 0,
+                           "then a new Secret makes room from the least recently used");
+        }
+        TAP_EQ_INT(cn_credentials_size(c), CN_CREDENTIALS_MAX, "and the cache stays at its bound");
+        cn_credentials_free(c);
+        cn_kube_client_free(client);
+        cn_http_free(http);
+        sd_event_unref(e);
+}
+
 int main(void) {
+        test_credentials_cache_bound();
         test_steps();
         test_status_patch();
         test_hetzner_failure_domains();

@@ -69,6 +69,18 @@ int main(void) {
         m2 = recv_notify(fd);
         TAP_OK(m2 && strncmp(m2, "RELOADING=1\nMONOTONIC_USEC=", 27) == 0, "RELOADING message with MONOTONIC_USEC sent");
         TAP_OK(cn_notify_stopping() > 0 && (m3 = recv_notify(fd)) && streq(m3, "STOPPING=1"), "STOPPING message");
+        {
+                /* A metadata value in a status line must not add assignments of its own. */
+                _cleanup_free_ char *m4 = NULL, *m5 = NULL;
+
+                TAP_OK(cn_notify_status("Failed to read the instance metadata: %s", "bad\nREADY=1\nMAINPID=1\r\t\x1b") > 0 &&
+                               (m4 = recv_notify(fd)),
+                       "STATUS with control characters sent");
+                TAP_EQ_STR(m4, "STATUS=Failed to read the instance metadata: bad READY=1 MAINPID=1   ",
+                           "control characters in a status become spaces");
+                TAP_OK(cn_notify_ready("node\nMAINPID=1") > 0 && (m5 = recv_notify(fd)), "READY with a hostile status");
+                TAP_EQ_STR(m5, "READY=1\nSTATUS=node MAINPID=1", "only READY=1 and STATUS are assigned");
+        }
 
         unsetenv("NOTIFY_SOCKET");
         TAP_EQ_INT(cn_notify_ready(NULL), 0, "outside systemd notify is a no-op");

@@ -84,6 +84,18 @@ int main(void) {
         check_bad("", "empty input");
         check_bad("{\"a\": \"\xff\"}", "invalid UTF-8");
         check_bad("[1,]", "trailing comma");
+        check_bad("NaN", "NaN");
+        check_bad("{\"a\": [1, NaN]}", "NaN in an array");
+        check_bad("{\"a\": Infinity}", "Infinity");
+        check_bad("{\"a\": -Infinity}", "-Infinity");
+        check_bad("{\"a\": 1e999}", "a number out of the range of a double");
+        check_bad("-1e999", "a bare number out of range");
+        {
+                _cleanup_json_ json_object *small = NULL;
+
+                TAP_EQ_INT(parse("[1e-999, 1.7976931348623157e308]", &small, NULL), 0,
+                           "underflow to zero and the largest double are numbers");
+        }
 
         nested = malloc(2 * 200 + 1);
         memset(nested, '[', 200);

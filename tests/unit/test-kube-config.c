@@ -163,6 +163,17 @@ static void expect_error(const char *what, const char *content, const char *cont
         TAP_OK(!msg || !strstr(msg, "s3cr3t"), "%s: message does not leak the token", what);
 }
 
+/* YAML errors say where; the value, which may be the credential, never shows. */
+static void expect_value_hidden(const char *what, const char *content, const char *needle, const char *value) {
+        _cleanup_kube_config_ CnKubeConfig *c = NULL;
+        _cleanup_free_ char *msg = NULL;
+
+        TAP_EQ_INT(load_str(content, NULL, &c, &msg), -EINVAL, what);
+        printf("# message: %s\n", strna(msg));
+        TAP_OK(msg && strstr(msg, needle), "%s: message names \"%s\"", what, needle);
+        TAP_OK(msg && !strstr(msg, value), "%s: message does not show the value", what);
+}
+
 static void expect_kubeconfig_error(const char *what, const char *cluster_body, const char *user_body,
                                     const char *current, const char *context, int want, const char *needle) {
         _cleanup_free_ char *k = kubeconfig(current, cluster_body, user_body);
@@ -189,6 +200,9 @@ static void test_errors(void) {
                                 "\"token\":\"s3cr3t\"", "main", NULL, -EINVAL, "certificate-authority");
         expect_kubeconfig_error("insecure-skip-tls-verify refused", insecure, "\"token\":\"s3cr3t\"", "main", NULL,
                                 -EPERM, "insecure-skip-tls-verify");
+        expect_kubeconfig_error("plain http server with a password refused",
+                                "\"server\":\"http://u:s3cr3t@127.0.0.1:8080\",\"certificate-authority-data\":\"AAAA\"",
+                                "\"token\":\"x\"", "main", NULL, -EINVAL, "https");
         expect_kubeconfig_error("plain http server refused",
                                 "\"server\":\"http://127.0.0.1:8080\",\"certificate-authority-data\":\"AAAA\"",
                                 "\"token\":\"s3cr3t\"", "main", NULL, -EINVAL, "https");
@@ -275,6 +289,27 @@ static void test_yaml(void) {
         expect_error("invalid YAML indentation", "clusters:\n- name: c\n   cluster: [\n", NULL, -EINVAL,
                      "not valid YAML");
         expect_error("empty file", "", NULL, -ENODATA, "is empty");
+
+        /* A malformed credentials file must not put the credential in the journal: where, not what. */
+        expect_error("token with a wrong explicit tag", "users:\n- name: u\n  user: {token: !!int s3cr3t}\n", NULL,
+                     -EINVAL, "line 3 column");
+        expect_error("token with an unknown tag", "users:\n- name: u\n  user: {token: !<s3cr3t> x}\n", NULL,
+                     -EINVAL, "line 3 column");
+        expect_error("token as an unknown collection tag", "users:\n- name: u\n  user: !s3cr3t {token: x}\n",
+                     NULL, -EINVAL, "line 3 column");
+        {
+                /* 400 digits: beyond a double, so no number at all. */
+                char digits[401];
+                _cleanup_free_ char *doc = NULL;
+
+                for (size_t i = 0; i < 400; i++)
+                        digits[i] = "9876543210"[i % 10];
+                digits[400] = 0;
+                assert(asprintf(&doc, "users:\n- name: u\n  user: {token: %s}\n", digits) >= 0);
+                expect_value_hidden("token that is a number out of range", doc, "line 3 column", digits + 380);
+        }
+        expect_value_hidden("token that is a float out of range", "users:\n- name: u\n  user: {token: 31337e99999}\n",
+                            "line 3 column", "31337e99999");
 }
 
 static void test_relative_paths_and_token_rotation(void) {

@@ -163,6 +163,23 @@ static void test_json(void) {
         TAP_EQ_INT(back.n, 2, "unknown address types are skipped");
 }
 
+/* The Node is anyone's to write who may update its status: nulls and other types are skipped,
+ * never dereferenced. */
+static void test_json_hostile(void) {
+        _cleanup_node_address_list_ CnNodeAddressList l = {};
+        _cleanup_json_ json_object *addrs = json_tokener_parse(
+                "[{\"type\":\"Hostname\",\"address\":null},{\"type\":null,\"address\":\"1.2.3.4\"},"
+                "{\"type\":\"InternalIP\",\"address\":5},{\"type\":\"InternalIP\",\"address\":{}},7,null,"
+                "{\"type\":\"InternalIP\",\"address\":\"10.0.0.1\"}]");
+        _cleanup_json_ json_object *node = json_tokener_parse(
+                "{\"status\":{\"addresses\":[{\"type\":\"Hostname\",\"address\":null},"
+                "{\"type\":\"Hostname\",\"address\":[1]},{\"type\":\"Hostname\",\"address\":\"h\"}]}}");
+
+        TAP_EQ_INT(cn_node_address_list_from_json(addrs, &l), 0, "addresses with null and non-string fields parse");
+        TAP_OK(l.n == 1 && streq(l.items[0].address, "10.0.0.1"), "only the well-formed entry is kept");
+        TAP_EQ_STR(cn_node_get_kubelet_hostname(node), "h", "a null or non-string Hostname is skipped");
+}
+
 int main(void) {
         test_order_and_dedup();
         test_kubelet_hostname_kept();
@@ -170,5 +187,6 @@ int main(void) {
         test_local_confirmation();
         test_no_ip();
         test_json();
+        test_json_hostile();
         return tap_done();
 }

@@ -171,8 +171,49 @@ static void test_classes_and_lifecycle(void) {
         TAP_EQ_INT(cn_provider_instance_metadata(p, &(CnProviderNodeRef) { .provider_id = "aws:///i-1" }, NULL, NULL, NULL),
                    -EINVAL, "a providerID of another cloud is refused at once");
         p = cn_provider_free(p);
+
+        /* A Secret's settings are complete or refused: the process's own are never added. */
+        assert(setenv("HCLOUD_TOKEN", "process-token", 1) == 0);
+        TAP_EQ_INT(cn_provider_new("hetzner", http, NULL, &p, NULL), 0, "hetzner: HCLOUD_TOKEN completes a cloud config");
+        p = cn_provider_free(p);
+        TAP_EQ_INT(cn_provider_new_without_environment("hetzner", http, NULL, &p, NULL), -EINVAL,
+                   "hetzner without the environment: a config without a token is refused");
+        unsetenv("HCLOUD_TOKEN");
+        assert(setenv("OS_AUTH_URL", "https://keystone.invalid/v3", 1) == 0);
+        assert(setenv("OS_APPLICATION_CREDENTIAL_ID", "process-id", 1) == 0);
+        assert(setenv("OS_APPLICATION_CREDENTIAL_SECRET", "process-secret", 1) == 0);
+        TAP_EQ_INT(cn_provider_new_without_environment("openstack", http, NULL, &p, NULL), -EINVAL,
+                   "openstack without the environment: OS_* do not complete a config");
+        unsetenv("OS_AUTH_URL");
+        unsetenv("OS_APPLICATION_CREDENTIAL_ID");
+        unsetenv("OS_APPLICATION_CREDENTIAL_SECRET");
         http = cn_http_free(http);
         sd_event_unref(e);
+}
+
+static bool live_uid(const char *uid, void *userdata) {
+        return streq(uid, userdata);
+}
+
+/* spec.providerID is set by whoever creates the object: the instance it names is relabelled only
+ * when it is provably this object's. */
+static void test_migration_check(void) {
+        tap_ok(cn_provider_migration_check("old", NULL, NULL, "old", "new") == 0,
+               "migration: the recorded UID may be relabelled");
+        tap_ok(cn_provider_migration_check("old", live_uid, (void *) "other", "other", "new") == -CN_PROVIDER_EOWNED,
+               "migration: another UID than the recorded one is refused");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "other", "gone", "new") == 0,
+               "migration: nothing recorded, the UID of no live object may be relabelled");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "owner", "owner", "new") == -CN_PROVIDER_EOWNED,
+               "migration: nothing recorded, a live object's UID is refused");
+        tap_ok(cn_provider_migration_check(NULL, NULL, NULL, "gone", "new") == -CN_PROVIDER_EOWNED,
+               "migration: nothing recorded and no way to tell live UIDs: refused");
+        tap_ok(cn_provider_migration_check(NULL, live_uid, (void *) "x", NULL, "new") == -CN_PROVIDER_EOWNED,
+               "migration: an instance without a UID label (no machine's) is refused");
+        tap_ok(cn_provider_migration_check("old", live_uid, (void *) "new", "new", "new") == 1,
+               "migration: an instance carrying the new UID is done already");
+        tap_ok(cn_provider_error_class(-CN_PROVIDER_EOWNED) == CN_PROVIDER_TERMINAL,
+               "migration: refusal is terminal");
 }
 
 int main(void) {
@@ -188,5 +229,6 @@ int main(void) {
         test_openstack_shapes();
         test_malformed();
         test_classes_and_lifecycle();
+        test_migration_check();
         return tap_done();
 }

@@ -158,7 +158,7 @@ def missing_pieces(stage, role):
         "tests/fake-cloud": os.path.exists(src("tests", "fake-cloud")) and os.path.exists(
             src("tests", "pylib", "fakecloud.py")),
         "tests/fake-kube-apiserver": os.path.exists(src("tests", "fake-kube-apiserver")) and os.path.exists(
-            src("tests", "pylib", "fakekube.py")),
+            src("tests", "pylib", "fakekubeclient.py")),
     }
     return [k for k, p in need.items() if not p]
 
@@ -204,7 +204,7 @@ def guest_kubeconfig(kube, token):
 
 def cloudnode_case(t, base, work, stage, platform, role):
     from fakecloud import FakeCloud
-    from fakekube import FakeKube
+    from fakekubeclient import FakeKube
     name = "%s-%s" % (platform, role)
     cloud_state = os.path.join(work, name + "-cloud")
     kube_state = os.path.join(work, name + "-kube")

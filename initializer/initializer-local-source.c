@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Node mode (--node-name): the instance comes from the local metadata service (like the agent
+/* The instance source of node mode (--node-name, initializer-source.h): the instance comes from the local metadata service (like the agent
  * reads it), the Node from a watch narrowed to metadata.name, and the local addresses from a
  * netlink subscription. After our Node is initialized we tell systemd READY=1 and from then on
  * only patch the addresses, and only when the computed list changes. */
-#include <systemd/sd-daemon.h>
-
 #include <ctype.h>
 
-#include "initializer.h"
+#include "event-util.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "kube-informer.h"
 #include "log.h"
 #include "metadata.h"
@@ -29,7 +30,7 @@ static void notify_ready(Manager *m) {
         if (m->notified_ready)
                 return;
         m->notified_ready = true;
-        (void) sd_notifyf(false, "READY=1\nSTATUS=Node %s initialized", m->config->node_name);
+        (void) cn_notify_ready_status("Node %s initialized", m->config->node_name);
 }
 
 /* What to do with our Node now: initialize it, or (when our inputs changed: local addresses,
@@ -116,7 +117,7 @@ static void on_netlink(CnNetlink *nl, void *userdata) {
         reconsider(m, true);
 }
 
-int node_mode_start(Manager *m) {
+static int start(Manager *m) {
         _cleanup_free_ char *error = NULL;
         int r;
 
@@ -132,10 +133,15 @@ int node_mode_start(Manager *m) {
 
                 if (!n)
                         return log_oom();
-                log_info("Node name %s from the node config (not %s).", n, m->config->node_name);
+                if (!isempty(m->config->node_name))
+                        log_info("Node name %s from the node config (not %s).", n, m->config->node_name);
                 free(m->config->node_name);
                 m->config->node_name = n;
-        } else
+        } else if (isempty(m->config->node_name))
+                return log_error_errno(-EINVAL,
+                                       "No node name: --node-name is empty (the metadata has no host name) and "
+                                       "the node config sets no nodeName.");
+        else
                 for (char *c = m->config->node_name; *c; c++)
                         *c = (char) tolower((unsigned char) *c);
         cn_backoff_init(&m->metadata_backoff, METADATA_BACKOFF_BASE, METADATA_BACKOFF_CAP);
@@ -146,7 +152,7 @@ int node_mode_start(Manager *m) {
         return 0;
 }
 
-void node_mode_get_instance(NodeState *s) {
+static void get_instance(NodeState *s) {
         Manager *m = s->manager;
         CnProviderInstance *copy = NULL;
         int r;
@@ -170,16 +176,25 @@ void node_mode_get_instance(NodeState *s) {
         sync_apply_instance(s, r, 0, r < 0 ? "out of memory" : NULL, copy);
 }
 
-void node_mode_node_changed(Manager *m, json_object *node) {
+static void node_changed(Manager *m, json_object *old, json_object *node) {
         reconsider(m, false);
 }
 
-void node_mode_node_initialized(Manager *m, json_object *node) {
+static void node_initialized(Manager *m, json_object *node) {
         notify_ready(m);
 }
 
-void node_mode_reload(Manager *m) {
+static void reload(Manager *m) {
         log_info("Reloading: reading instance metadata again.");
         m->metadata_retry = sd_event_source_disable_unref(m->metadata_retry);
         start_fetch(m);
 }
+
+const InstanceSource instance_source_local = {
+        .mode = "node",
+        .start = start,
+        .node_changed = node_changed,
+        .get_instance = get_instance,
+        .node_initialized = node_initialized,
+        .reload = reload,
+};

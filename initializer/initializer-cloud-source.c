@@ -1,15 +1,67 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Cluster mode: the cloud provider's API is the source of truth for every Node (looked up by
+/* The instance source of cluster mode (initializer-source.h): the cloud provider's API is the source of truth for every Node (looked up by
  * providerID when the Node has one, else by name), and every --node-status-update-frequency the
  * addresses of initialized Nodes are compared with the cloud's and patched only when they
  * differ. Both go through the work queue, so --concurrent-node-syncs bounds the cloud calls. */
 #include "cloud-config.h"
-#include "initializer.h"
+#include "initializer-lifecycle.h"
+#include "initializer-manager.h"
+#include "initializer-queue.h"
+#include "initializer-sync.h"
 #include "kube-informer.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "metrics.h"
 #include "node-patch.h"
 #include "provider.h"
+
+static int enqueue_reconcile(json_object *node, void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+        const char *name = cn_node_get_name(node);
+        NodeState *s;
+
+        if (!name || cn_node_has_taint(node, CN_TAINT_UNINITIALIZED))
+                return 0;
+        s = node_state_get(m, name, true);
+        if (!s)
+                return log_oom();
+        s->reconcile = true;
+        queue_add(m, name);
+        return 0;
+}
+
+static bool streq_null(const char *a, const char *b) {
+        return a && b ? streq(a, b) : a == b;
+}
+
+/* Whether an update touched what initialization reads. Kubelet heartbeats and condition
+ * changes do not, and must not cut short the backoff of a Node that keeps failing. */
+static bool init_inputs_changed(json_object *old, json_object *node) {
+        return !old || cn_node_has_taint(old, CN_TAINT_UNINITIALIZED) != cn_node_has_taint(node, CN_TAINT_UNINITIALIZED) ||
+               !streq_null(cn_node_get_provided_node_ip(old), cn_node_get_provided_node_ip(node)) ||
+               !streq_null(cn_node_get_provider_id(old), cn_node_get_provider_id(node)) ||
+               !streq_null(cn_node_get_kubelet_hostname(old), cn_node_get_kubelet_hostname(node));
+}
+
+/* A tainted Node is queued for initialization; one whose retry is pending only when what
+ * initialization reads changed. */
+static void node_changed(Manager *m, json_object *old, json_object *node) {
+        const char *name = cn_node_get_name(node);
+
+        if ((m->config->controllers & CONTROLLER_CLOUD_NODE) && cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
+                NodeState *s = node_state_get(m, name, true);
+
+                if (!s) {
+                        log_oom();
+                        return;
+                }
+                if (s->taint_seen == 0)
+                        s->taint_seen = cn_now(CLOCK_MONOTONIC);
+                if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
+                        return;
+                queue_add(m, name);
+        }
+}
 
 static void on_instance(CnProvider *p, const CnProviderResult *res, CnProviderInstance *instance, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
@@ -37,7 +89,7 @@ static void on_reconcile_instance(CnProvider *p, const CnProviderResult *res, Cn
         queue_done(s);
 }
 
-void cluster_mode_get_instance(NodeState *s) {
+static void get_instance(NodeState *s) {
         Manager *m = s->manager;
         json_object *node = cn_kube_informer_lookup(m->nodes, NULL, s->name);
         CnProviderNodeRef ref = {
@@ -72,7 +124,7 @@ static int on_reconcile(sd_event_source *source, uint64_t usec, void *userdata) 
         if (!m->leading)
                 return 0;
         log_debug("Reconciling the addresses of all initialized nodes.");
-        return cn_kube_informer_foreach(m->nodes, manager_enqueue_reconcile, m);
+        return cn_kube_informer_foreach(m->nodes, enqueue_reconcile, m);
 }
 
 static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
@@ -81,7 +133,7 @@ static void count_cloud_request(const char *provider, const char *operation, con
         (void) cn_metric_inc(m->metrics.cloud_requests, CN_LABELS(provider, operation, result));
 }
 
-int cluster_mode_start(Manager *m) {
+static int start(Manager *m) {
         _cleanup_json_ json_object *cfg = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
@@ -111,3 +163,23 @@ int cluster_mode_start(Manager *m) {
         }
         return 0;
 }
+
+static int start_controllers(Manager *m) {
+        if (!(m->config->controllers & CONTROLLER_CLOUD_NODE_LIFECYCLE))
+                return 0;
+        return lifecycle_start(m);
+}
+
+static void reload(Manager *m) {
+        log_info("SIGHUP: cluster mode re-reads its configuration only on restart; ignoring.");
+}
+
+const InstanceSource instance_source_cloud = {
+        .mode = "cluster",
+        .start = start,
+        .start_controllers = start_controllers,
+        .node_changed = node_changed,
+        .get_instance = get_instance,
+        .reconcile_addresses = get_instance,
+        .reload = reload,
+};

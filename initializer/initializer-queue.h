@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cloudnode-initializer: the Node work queue (initializer-queue.c) and the per-Node state its items
+ * carry. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "kube-expectation.h"
+#include "macro.h"
+#include "time-util.h"
+
+typedef struct CnKubeRequest CnKubeRequest;
+typedef struct CnProviderCall CnProviderCall;
+typedef struct CnProviderInstance CnProviderInstance;
+typedef struct CnWorkItem CnWorkItem;
+typedef struct Manager Manager;
+typedef struct NodeState NodeState;
+
+/* Per-Node bookkeeping of the work queue and of initialization. */
+struct NodeState {
+        Manager *manager;
+        CnWorkItem *item;     /* of the work queue, which owns this state */
+        const char *name;     /* the item's key */
+        bool initialized;     /* initialized by us (counts once) */
+        bool reconcile;       /* cluster mode: compare addresses with the cloud's on the next sync */
+        usec_t taint_seen;    /* CLOCK_MONOTONIC, 0 when not tainted */
+        usec_t last_reconcile;/* cluster mode: last periodic address check */
+        CnProviderCall *call;
+        CnKubeRequest *request;
+        CnProviderInstance *instance; /* the instance being applied */
+        unsigned attempt;
+        char *last_warning;   /* to avoid repeating the same Warning event on every retry */
+        /* A provided-node-ip problem being written as a False condition (see sync) */
+        const char *condition_reason;
+        char *condition_message;
+        bool condition_false; /* we set the condition False: clear it when initializing */
+        CnWriteExpectation written; /* our initializing PATCH, until the cache has it */
+};
+
+/* queue (initializer-queue.c) */
+int queue_setup(Manager *m);
+NodeState *node_state_get(Manager *m, const char *name, bool create);
+void node_state_drop(Manager *m, const char *name);
+void queue_add(Manager *m, const char *name);
+/* Retry later with this node's backoff (at least min_delay, e.g. a server's Retry-After). */
+void queue_retry(NodeState *s, usec_t min_delay);
+/* The sync of s is over (success or failure already scheduled): frees a worker slot. */
+void queue_done(NodeState *s);
+void queue_forget_all(Manager *m);
