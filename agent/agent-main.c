@@ -27,7 +27,7 @@ static int help(void) {
                "     --config FILE       Node config (default /etc/cloudnode/cloudnode.yaml)\n"
                "     --root DIR          Prefix of every path read or written\n"
                "     --platform ID       aws, azure, digitalocean, file, gcp, hetzner, openstack, proxmoxve\n"
-               "     --once              One pass, then exit (the unit's default)\n"
+               "     --once              One pass, then exit, without the hand-off\n"
                "     --dry-run           Print what would be written; write nothing\n"
                "     --afterburn-compat  Also write Afterburn's AFTERBURN_* names to the env file\n"
                "     --format env|json   (metadata) Output format, default env\n\n"

@@ -193,8 +193,9 @@ static void on_metadata_run(Manager *m) {
         (void) cn_notify_ready(status);
         m->result = AGENT_EXIT_SUCCESS;
         /* Daemon mode: a node running the bootstrap static pod waits to hand over. Without a static
-         * pod (workers, --dry-run) there is nothing to wait for. */
-        if (!m->args->once && !m->args->dry_run && m->config->role != CN_ROLE_WORKER) {
+         * pod (workers, platforms without a cluster-mode provider, --dry-run) there is nothing to
+         * wait for. */
+        if (!m->args->once && !m->args->dry_run && m->static_pod) {
                 (void) cn_notify_status("Waiting for the in-cluster initializer to hand over");
                 if (agent_handoff_start(m) >= 0)
                         return;

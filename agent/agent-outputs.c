@@ -6,6 +6,7 @@
 #include "agent.h"
 #include "fileio.h"
 #include "log.h"
+#include "provider.h"
 #include "render-cloud-conf.h"
 #include "render-env.h"
 #include "render-kubelet.h"
@@ -51,7 +52,7 @@ int agent_write_outputs(Manager *m, unsigned *ret_written) {
                 { CN_CLOUD_CONF_PATH, 0600, CN_WRITE_MKDIR, true },
                 { CN_STATIC_POD_PATH, 0600, CN_WRITE_MKDIR },
         };
-        size_t n = m->config->role == CN_ROLE_WORKER ? 2 : 4;
+        size_t n = m->config->role == CN_ROLE_WORKER ? 2 : 3;
         _cleanup_json_ json_object *credentials = NULL;
         _cleanup_free_ char *image = NULL, *image_error = NULL;
         CnRenderParams p = {
@@ -90,6 +91,15 @@ int agent_write_outputs(Manager *m, unsigned *ret_written) {
                                         CN_CLOUD_CONF_PATH);
                         goto finish;
                 }
+        }
+        /* Elsewhere the static pod's initializer would exit ("Unknown cloud provider") and crash-loop;
+         * the in-cluster initializer and the node-mode one initialize the Nodes there. */
+        m->static_pod = n > 2 && cn_provider_find(m->metadata->platform);
+        if (n > 2 && !m->static_pod)
+                log_info("Platform %s has no cluster-mode provider in this build: no bootstrap static pod.",
+                         m->metadata->platform);
+        if (m->static_pod) {
+                n = 4;
                 r = cn_render_resolve_image(m->config, m->args->root, &image, &image_error);
                 if (r < 0) {
                         log_error_errno(r, "No image for the bootstrap static pod: %s", strna(image_error));

@@ -39,6 +39,7 @@ typedef struct Manager {
         CnInstanceMetadata *metadata;
         int result;                  /* exit code */
         bool reloading;              /* a SIGHUP pass is running */
+        bool static_pod;             /* the last pass rendered the bootstrap static pod */
         void (*on_metadata)(struct Manager *m);
         void *handoff;               /* daemon mode state (agent-handoff.c) */
 } Manager;
@@ -53,7 +54,9 @@ Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
 /* Renders every output for the role, then writes those whose content changed. Nothing is written
- * when any rendering fails. Returns the number of files changed, or negative errno (logged). */
+ * when any rendering fails. The bootstrap static pod is rendered only on bootstrap/control-plane
+ * nodes of a platform the cluster-mode initializer has a provider for (m->static_pod says so).
+ * Returns the number of files changed, or negative errno (logged). */
 int agent_write_outputs(Manager *m, unsigned *ret_written);
 
 /* Daemon mode on bootstrap/control-plane: wait for the in-cluster initializer, then remove the

@@ -1,9 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Status conditions. See controller-status.h. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "controller-status.h"
 #include "json-util.h"
+
+int cn_status_rollout(json_object *deployment, bool *ret_available, bool *ret_progressing, char **ret_message) {
+        int64_t desired = 1, updated = 0, available = 0, generation = 0, observed = 0;
+        char *message;
+
+        if (!deployment) {
+                message = strdup("the initializer Deployment does not exist yet");
+                if (!message)
+                        return -ENOMEM;
+                *ret_available = false;
+                *ret_progressing = true;
+                *ret_message = message;
+                return 0;
+        }
+        (void) cn_json_get_int64(deployment, &desired, "spec", "replicas", NULL);
+        (void) cn_json_get_int64(deployment, &updated, "status", "updatedReplicas", NULL);
+        (void) cn_json_get_int64(deployment, &available, "status", "availableReplicas", NULL);
+        (void) cn_json_get_int64(deployment, &generation, "metadata", "generation", NULL);
+        (void) cn_json_get_int64(deployment, &observed, "status", "observedGeneration", NULL);
+        if (asprintf(&message, "Deployment %s: %" PRIi64 " of %" PRIi64 " replicas updated, %" PRIi64 " available",
+                     strna(cn_json_string(deployment, "metadata", "name", NULL)), updated, desired, available) < 0)
+                return -ENOMEM;
+        *ret_available = available >= 1 || desired == 0;
+        *ret_progressing = observed < generation || updated < desired || available < desired;
+        *ret_message = message;
+        return 0;
+}
 
 int cn_status_conditions(const CnCondition *conditions, size_t n, json_object *live_conditions, usec_t now,
                          json_object **ret, bool *ret_changed) {

@@ -241,7 +241,7 @@ static int issue_write(OperandController *oc, Write *w) {
 static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions);
 
 static void status_update(OperandController *oc, bool available, bool progressing, bool degraded, const char *message) {
-        const CnCondition conds[] = {
+        CnCondition conds[] = {
                 { "Available", available, available ? CN_REASON_AS_EXPECTED : CN_REASON_SYNCING_FAILED,
                   available ? "all resources are in sync" : message },
                 { "Progressing", progressing,
@@ -251,12 +251,25 @@ static void status_update(OperandController *oc, bool available, bool progressin
                   degraded ? message : "" },
         };
         _cleanup_json_ json_object *conditions = NULL;
+        _cleanup_free_ char *rollout = NULL;
+        bool rollout_available, rollout_progressing;
         json_object *live;
         bool changed;
         int r;
 
         if (!oc->status || !cn_kube_informer_has_synced(oc->status))
                 return;
+        /* Our own writes done, the conditions follow the operand Deployment's rollout (its
+         * informer's events bring us back here), not just our writes. */
+        if (available && !progressing &&
+            cn_status_rollout(cn_kube_informer_lookup(informer_for(oc, &cn_controller_resource_deployments),
+                                                      oc->options.namespace, CN_OPERAND_DEPLOYMENT),
+                              &rollout_available, &rollout_progressing, &rollout) >= 0) {
+                if (!rollout_available)
+                        conds[0] = (CnCondition) { "Available", false, CN_REASON_DEPLOYMENT_UNAVAILABLE, rollout };
+                if (rollout_progressing)
+                        conds[1] = (CnCondition) { "Progressing", true, CN_REASON_DEPLOYMENT_ROLLING_OUT, rollout };
+        }
         live = cn_kube_informer_lookup(oc->status, NULL, STATUS_OBJECT_NAME);
         r = cn_status_conditions(conds, ELEMENTSOF(conds), live ? cn_json_get(live, "status", "conditions", NULL) : NULL,
                                  cn_now(CLOCK_REALTIME), &conditions, &changed);

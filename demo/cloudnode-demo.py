@@ -27,7 +27,9 @@ from cncapi import grant_secrets  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud, netns_argv  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 
-PLATFORMS = ["aws", "openstack", "hetzner", "gcp", "azure", "digitalocean"]
+# The bootstrap node (the first) is on hetzner, which has a cluster-mode provider and so a
+# bootstrap static pod.
+PLATFORMS = ["hetzner", "aws", "openstack", "gcp", "azure", "digitalocean"]
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 NAMESPACE = "cloudnode"
 NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"

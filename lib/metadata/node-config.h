@@ -20,7 +20,7 @@
  *     Global: { region: RegionOne }
  *   credentialsFile: /etc/cloudnode/credentials.yaml  # mapping merged into cloud.conf [Global]
  *   images: /etc/cloudnode/images.json   # or an inline mapping {cloudControllerManager: IMAGE}
- *   healthPort: 10267                # liveness port of the bootstrap static pod */
+ *   healthPort: 10269                # liveness port of the bootstrap static pod */
 #pragma once
 
 #include <stdint.h>
@@ -29,7 +29,9 @@
 
 #define CN_NODE_CONFIG_PATH "/etc/cloudnode/cloudnode.yaml"
 #define CN_IMAGES_PATH "/etc/cloudnode/images.json"
-#define CN_HEALTH_PORT_DEFAULT 10267U
+/* Not the cluster-mode Deployment's 10267: both run with the host network on the same
+ * control-plane node until the hand-off, which waits for the Deployment to be available. */
+#define CN_HEALTH_PORT_DEFAULT 10269U
 
 typedef enum CnRole {
         CN_ROLE_WORKER,

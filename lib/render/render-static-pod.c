@@ -112,6 +112,17 @@ int cn_render_static_pod(const CnRenderParams *p, json_object **ret) {
                                                                        "memory", str("64Mi"),
                                                                        NULL),
                                                        NULL),
+                                      /* The bootstrap kubeconfig and cloud.conf on the host are root's,
+                                       * mode 0600; the image's own user (65532) cannot read them. uid 0
+                                       * with no capabilities reads them as their owner and nothing else. */
+                                      "securityContext", obj("runAsUser", json_object_new_int(0),
+                                                             "runAsNonRoot", json_object_new_boolean(false),
+                                                             "allowPrivilegeEscalation",
+                                                             json_object_new_boolean(false),
+                                                             "readOnlyRootFilesystem", json_object_new_boolean(true),
+                                                             "capabilities", obj("drop", arr(str("ALL"), NULL),
+                                                                                 NULL),
+                                                             NULL),
                                       "volumeMounts", arr(obj("name", str("secrets"),
                                                               "mountPath", str(CN_BOOTSTRAP_SECRETS_DIR),
                                                               "readOnly", json_object_new_boolean(true),

@@ -32,14 +32,14 @@ def deployment(namespace="cloudnode"):
 
 
 def test_handoff(t, tmp, namespace="cloudnode"):
-    with FakeCloud(os.path.join(tmp, "fc"), platform="aws") as c, FakeKube(os.path.join(tmp, "kube")) as k:
+    with FakeCloud(os.path.join(tmp, "fc"), platform="hetzner") as c, FakeKube(os.path.join(tmp, "kube")) as k:
         root = os.path.join(tmp, "root")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
         secrets = os.path.join(root, "etc", "kubernetes", "bootstrap-secrets")
         os.makedirs(secrets)
         shutil.copy(k.kubeconfig, os.path.join(secrets, "kubeconfig"))
         with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            json.dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.url},
+            json.dump({"platform": "hetzner", "role": "bootstrap", "metadata": {"endpoint": c.url},
                        "images": {"cloudControllerManager": "example.com/init:1"}}, f)
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                             "metadata": {"name": namespace}})
@@ -77,14 +77,14 @@ def test_handoff(t, tmp, namespace="cloudnode"):
 
 def test_sigterm(t, tmp):
     """Waiting for a Deployment that never comes: SIGTERM ends the agent cleanly, the pod stays."""
-    with FakeCloud(os.path.join(tmp, "fc2"), platform="aws") as c, FakeKube(os.path.join(tmp, "kube2")) as k:
+    with FakeCloud(os.path.join(tmp, "fc2"), platform="hetzner") as c, FakeKube(os.path.join(tmp, "kube2")) as k:
         root = os.path.join(tmp, "root2")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
         secrets = os.path.join(root, "etc", "kubernetes", "bootstrap-secrets")
         os.makedirs(secrets)
         shutil.copy(k.kubeconfig, os.path.join(secrets, "kubeconfig"))
         with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            json.dump({"platform": "aws", "role": "control-plane", "metadata": {"endpoint": c.url},
+            json.dump({"platform": "hetzner", "role": "control-plane", "metadata": {"endpoint": c.url},
                        "images": {"cloudControllerManager": "example.com/init:1"}}, f)
         p = subprocess.Popen([AGENT, "--root", root], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
@@ -93,13 +93,13 @@ def test_sigterm(t, tmp):
         conf = os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")
         # SIGHUP: a broken config is refused and the files stay; a good one is applied.
         with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            f.write("platform: aws\nrole: control-plane\nbogus: 1\n")
+            f.write("platform: hetzner\nrole: control-plane\nbogus: 1\n")
         before = open(conf).read()
         p.send_signal(signal.SIGHUP)
         time.sleep(1)
         t.ok(p.poll() is None and open(conf).read() == before, "SIGHUP with a broken config: kept running, files kept")
         with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            json.dump({"platform": "aws", "role": "control-plane", "metadata": {"endpoint": c.url},
+            json.dump({"platform": "hetzner", "role": "control-plane", "metadata": {"endpoint": c.url},
                        "images": {"cloudControllerManager": "example.com/init:1"},
                        "cloudConfig": {"Global": {"KubernetesClusterID": "reloaded"}}}, f)
         p.send_signal(signal.SIGHUP)
@@ -115,6 +115,22 @@ def test_sigterm(t, tmp):
         t.ok(os.path.exists(os.path.join(root, POD)), "static pod kept when not handed over")
 
 
+def test_no_provider_no_wait(t, tmp):
+    """aws has no cluster-mode provider: no static pod, so daemon mode has nothing to hand over and
+    ends after its pass (exit 0) without reading any kubeconfig."""
+    with FakeCloud(os.path.join(tmp, "fc3"), platform="aws") as c:
+        root = os.path.join(tmp, "root3")
+        os.makedirs(os.path.join(root, "etc", "cloudnode"))
+        with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+            json.dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.url},
+                       "images": {"cloudControllerManager": "example.com/init:1"}}, f)
+        p = subprocess.run([AGENT, "--root", root], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+        t.ok(p.returncode == 0 and not os.path.exists(os.path.join(root, POD)) and
+             os.path.exists(os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")),
+             "aws bootstrap, daemon mode: no static pod, exit 0 after the pass", p.stderr)
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,6 +138,7 @@ def main():
         # The openshift overlay installs the operand into openshift-cloudnode: followed there too.
         t.run(test_handoff, os.path.join(tmp, "openshift"), "openshift-cloudnode")
         t.run(test_sigterm, tmp)
+        t.run(test_no_provider_no_wait, tmp)
     return t.done()
 
 

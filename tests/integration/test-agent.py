@@ -240,11 +240,11 @@ def test_hostile_keeps_previous(t, tmp):
         root = make_root(tmp, {"role": "control-plane", "metadata": {"endpoint": c.url, "retries": 0}})
         rc, out, err = agent(root, "--platform", "aws", "--once")
         t.eq(rc, 0, "control-plane: good run") or t.diag(err)
-        files = [ENV, DROPIN, CLOUD_CONF, POD]
+        files = [ENV, DROPIN, CLOUD_CONF]
         before = {f: (read(root, f), os.stat(os.path.join(root, f)).st_mtime_ns) for f in files}
-        t.eq((mode(root, CLOUD_CONF), mode(root, POD)), (0o600, 0o600), "cloud.conf and static pod 0600")
-        pod = yaml.safe_load(read(root, POD))
-        t.eq(pod["spec"]["containers"][0]["image"], IMAGE, "static pod image from images.json")
+        t.eq(mode(root, CLOUD_CONF), 0o600, "cloud.conf 0600")
+        t.ok(not os.path.exists(os.path.join(root, POD)) and "no cluster-mode provider" in err,
+             "aws has no cluster-mode provider: no bootstrap static pod that would crash-loop", err)
         t.ok("Zone = " in read(root, CLOUD_CONF), "cloud.conf carries the zone", read(root, CLOUD_CONF))
 
         rc, out, err = agent(root, "--platform", "aws", "--once")
@@ -276,9 +276,22 @@ def test_hostile_keeps_previous(t, tmp):
         conf = read(root, CLOUD_CONF)
         t.ok([l for l in conf.splitlines() if l.startswith("[")] == ["[Global]"],
              "cloud.conf structure unchanged by a hostile zone", conf)
-        pod = yaml.safe_load(read(root, POD))
-        t.eq(pod["spec"]["containers"][0]["name"], "cloud-controller-manager", "static pod still parses")
         c.clear_faults()
+
+
+def test_static_pod_where_a_provider_exists(t, tmp):
+    for platform in ("hetzner", "openstack"):
+        with FakeCloud(os.path.join(tmp, "fc-pod-" + platform), platform=platform) as c:
+            root = make_root(tmp, {"role": "control-plane", "metadata": {"endpoint": c.url, "retries": 0}},
+                             name="root-pod-" + platform)
+            rc, out, err = agent(root, "--platform", platform, "--once")
+            t.eq(rc, 0, "%s control-plane: good run" % platform) or t.diag(err)
+            t.eq((mode(root, CLOUD_CONF), mode(root, POD)), (0o600, 0o600),
+                 "%s: cloud.conf and the bootstrap static pod written, 0600" % platform)
+            pod = yaml.safe_load(read(root, POD))
+            c0 = pod["spec"]["containers"][0]
+            t.ok(c0["image"] == IMAGE and "--cloud-provider=%s" % platform in c0["args"],
+                 "%s: static pod with the images.json image and the platform as provider" % platform, c0)
 
 
 def test_systemd_reads_env_file(t, tmp):
@@ -454,6 +467,7 @@ def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
         for fn in (test_platforms, test_config_drives, test_fetch_policy, test_hostile_keeps_previous,
+                   test_static_pod_where_a_provider_exists,
                    test_systemd_reads_env_file, test_cli, test_journal_fields, test_errors):
             t.run(fn, tempfile.mkdtemp(dir=tmp))
     return t.done()

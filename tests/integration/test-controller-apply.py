@@ -56,7 +56,23 @@ def condition(k, typ):
     return None
 
 
-def converged(k):
+def roll_out(k, path=DEPLOY):
+    """What the deployment controller and the kubelets would write once the operand's pods run:
+    every replica of the current spec updated and available."""
+    dep = get(k, path)
+    if not dep:
+        return
+    want = dep["spec"].get("replicas", 1)
+    status = {"observedGeneration": dep["metadata"].get("generation", 1), "replicas": want,
+              "updatedReplicas": want, "readyReplicas": want, "availableReplicas": want}
+    if all((dep.get("status") or {}).get(f) == v for f, v in status.items()):
+        return
+    k.api("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
+
+
+def converged(k, path=DEPLOY):
+    """Available, not Progressing, not Degraded, once the operand Deployment has rolled out."""
+    roll_out(k, path)
     a, p, d = condition(k, "Available"), condition(k, "Progressing"), condition(k, "Degraded")
     return bool(a and p and d and a["status"] == "True" and p["status"] == "False" and d["status"] == "False")
 
@@ -103,6 +119,13 @@ def setup_cluster(k):
 def test_first_install(t, k, tmp):
     c = Controller(k, tmp)
     try:
+        # Applied, but no replica of the Deployment available yet: not Available, Progressing.
+        before = wait_for(lambda: (lambda a, p: a and p and a["status"] == "False" and
+                                   a["reason"] == "DeploymentUnavailable" and p["status"] == "True" and a)(
+            condition(k, "Available"), condition(k, "Progressing")), 30)
+        t.ok(before and "0 available" in before["message"],
+             "while the Deployment has no available replica: Available=False (DeploymentUnavailable), Progressing",
+             condition(k, "Available"))
         ok = wait_for(lambda: converged(k), 30)
         t.ok(ok, "first install converges (Available, not Progressing, not Degraded)", c.output()[-3000:])
         dep = get(k, DEPLOY)

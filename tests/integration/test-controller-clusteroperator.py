@@ -10,23 +10,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 from cntap import Tap, sibling_test, src  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
+from openshift import openshift_crd  # noqa: E402
 
 # The cluster setup and the controller process of the apply test, shared rather than copied.
 apply = sibling_test("test-controller-apply.py")
 
 CO = "/apis/config.openshift.io/v1/clusteroperators"
 INFRA = "/apis/config.openshift.io/v1/infrastructures"
-
-
-def openshift_crd(kind, plural):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "%s.config.openshift.io" % plural},
-            "spec": {"group": "config.openshift.io", "scope": "Cluster",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                               "listKind": kind + "List"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
 def conditions(k):
@@ -53,8 +43,9 @@ def main():
             # No --cloud-provider and no CloudnodeOperator: the provider is the Infrastructure's.
             c = apply.Controller(k, tmp, cloud_provider=None)
             try:
-                got = apply.wait_for(lambda: (lambda cs: cs if cs.get("Available") == "True" and
-                                              cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
+                got = apply.wait_for(
+                    lambda: apply.roll_out(k) or (lambda cs: cs if cs.get("Available") == "True" and
+                                                  cs.get("Degraded") == "False" else None)(conditions(k)), timeout=60)
                 t.ok(got, "the ClusterOperator reports Available=True, Degraded=False", c.output()[-3000:])
                 t.ok("Progressing" in (got or {}), "and carries a Progressing condition", got)
                 t.eq(apply.provider_args(apply.get(k, apply.DEPLOY)), ["--cloud-provider=openstack"],

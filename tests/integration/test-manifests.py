@@ -120,10 +120,15 @@ def test_variants(t, tmp):
             continue
         ns = "openshift-cloudnode" if variant == "overlays/openshift" else "cloudnode"
         d, pdb = check_common(t, variant, objs, ns)
-        if variant == "overlays/single-node":
-            t.eq(d["spec"]["replicas"], 1, "single-node: one initializer replica")
+        if variant == "operand":
+            t.eq(d["spec"]["replicas"], 2, "operand (what the controller applies): two initializer replicas")
         else:
-            t.eq(d["spec"]["replicas"], 2, "%s: two initializer replicas" % variant)
+            # Without --cloud-provider, which only the controller fills in, its pods would crash-loop.
+            t.eq(d["spec"]["replicas"], 0, "%s: the initializer Deployment is applied scaled to zero, "
+                                           "the controller scales it up" % variant)
+        if variant == "overlays/single-node":
+            t.eq(pdb["spec"]["minAvailable"], 0, "single-node: the PDB does not block draining")
+        else:
             t.eq(pdb["spec"]["minAvailable"], 1, "%s: PDB minAvailable 1" % variant)
         if variant == "operand":
             t.ok(find(objs, "Deployment", "cloudnode-controller") is None,
@@ -153,6 +158,9 @@ def test_variants(t, tmp):
                  any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials"
                      for v in ctl["spec"]["template"]["spec"].get("volumes", [])),
                  "capi: controller runs the machine reconciler with credentials from a Secret")
+            t.eq((ctl["spec"]["template"]["spec"].get("securityContext") or {}).get("fsGroup"), 65532,
+                 "capi: the credentials Secret is readable by the controller's uid/gid 65532 (fsGroup), "
+                 "not only by root")
             for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
                 crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
                 t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==

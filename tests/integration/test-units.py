@@ -83,7 +83,8 @@ def test_unit_content(t, tmp):
     t.ok(re.search(r"^Before=.*kubelet\.service", text, re.M) is not None, "ordered before kubelet")
     t.ok(re.search(r"^Type=notify$", text, re.M) and re.search(r"^RemainAfterExit=yes$", text, re.M),
          "notify with RemainAfterExit")
-    t.ok(re.search(r"^ExecStart=/\S*/cloudnode-agent --once$", text, re.M) is not None, "--once by default")
+    t.ok(re.search(r"^ExecStart=/\S*/cloudnode-agent$", text, re.M) is not None,
+         "daemon mode by default (no --once), so that bootstrap and control-plane nodes hand off", text)
     t.ok("@bindir@" not in text, "install path filled in at build time")
     t.ok(re.search(r"^CapabilityBoundingSet=$", text, re.M) is not None, "no capabilities")
 

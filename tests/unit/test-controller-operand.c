@@ -280,6 +280,41 @@ static void test_conditions(void) {
         TAP_EQ_STR(cn_json_string(json_object_array_get_idx(third, 1), "reason", NULL), "SyncingFailed", "reason");
 }
 
+static void test_rollout(void) {
+        static const struct {
+                const char *json;
+                bool available, progressing;
+                const char *name;
+        } cases[] = {
+                { "{\"metadata\":{\"name\":\"d\",\"generation\":2},\"spec\":{\"replicas\":2},"
+                  "\"status\":{\"observedGeneration\":2,\"updatedReplicas\":2,\"availableReplicas\":0}}",
+                  false, true, "rollout: 0 of 2 available is neither Available nor done" },
+                { "{\"metadata\":{\"name\":\"d\",\"generation\":2},\"spec\":{\"replicas\":2},"
+                  "\"status\":{\"observedGeneration\":2,\"updatedReplicas\":1,\"availableReplicas\":2}}",
+                  true, true, "rollout: 1 of 2 updated is Available and Progressing" },
+                { "{\"metadata\":{\"name\":\"d\",\"generation\":3},\"spec\":{\"replicas\":2},"
+                  "\"status\":{\"observedGeneration\":2,\"updatedReplicas\":2,\"availableReplicas\":2}}",
+                  true, true, "rollout: a spec not yet observed is Progressing" },
+                { "{\"metadata\":{\"name\":\"d\",\"generation\":2},\"spec\":{\"replicas\":2},"
+                  "\"status\":{\"observedGeneration\":2,\"updatedReplicas\":2,\"availableReplicas\":2}}",
+                  true, false, "rollout: all updated and available is done" },
+        };
+        _cleanup_free_ char *message = NULL;
+        bool available = true, progressing = false;
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_json_ json_object *d = json_tokener_parse(cases[i].json);
+                _cleanup_free_ char *msg = NULL;
+
+                TAP_OK(cn_status_rollout(d, &available, &progressing, &msg) == 0 &&
+                       available == cases[i].available && progressing == cases[i].progressing, "%s", cases[i].name);
+                if (i == 0)
+                        TAP_EQ_STR(msg, "Deployment d: 2 of 2 replicas updated, 0 available", "rollout: message counts");
+        }
+        TAP_OK(cn_status_rollout(NULL, &available, &progressing, &message) == 0 && !available && progressing,
+               "rollout: no Deployment yet is unavailable and progressing");
+}
+
 int main(void) {
         test_assets();
         test_substitution();
@@ -287,5 +322,6 @@ int main(void) {
         test_source();
         test_apply();
         test_conditions();
+        test_rollout();
         return tap_done();
 }

@@ -145,6 +145,7 @@ static void test_static_pod(void) {
         _cleanup_free_ char *yaml = NULL, *error = NULL;
         CnRenderParams p = { .platform = "aws", .image = "ghcr.io/cloudnode/cloudnode-initializer:0.1.0" };
         json_object *c, *args;
+        int64_t uid = -1;
         size_t size;
 
         TAP_EQ_INT(cn_render_static_pod(&p, &pod), 0, "pod: renders");
@@ -169,10 +170,13 @@ static void test_static_pod(void) {
                 TAP_OK(ctl && le && kc && cc, "pod: cloud-node only, no leader election, bootstrap kubeconfig and cloud.conf");
         }
         TAP_EQ_STR(cn_json_string(c, "livenessProbe", "httpGet", "path", NULL), "/healthz", "pod: liveness /healthz");
-        TAP_EQ_INT(json_object_get_int(cn_json_get(c, "livenessProbe", "httpGet", "port", NULL)), 10267,
-                   "pod: liveness on the health port");
+        TAP_EQ_INT(json_object_get_int(cn_json_get(c, "livenessProbe", "httpGet", "port", NULL)), 10269,
+                   "pod: liveness on its own health port, not the Deployment's 10267 on the same host network");
         TAP_OK(cn_json_get(c, "resources", "requests", NULL) && !cn_json_get(c, "resources", "limits", NULL),
                "pod: requests, no limits");
+        TAP_OK(cn_json_get_int64(c, &uid, "securityContext", "runAsUser", NULL) >= 0 && uid == 0 &&
+               json_object_array_length(cn_json_get(c, "securityContext", "capabilities", "drop", NULL)) == 1,
+               "pod: runs as uid 0 without capabilities, to read the root-owned 0600 bootstrap files");
         TAP_EQ_INT(json_object_array_length(cn_json_get(pod, "spec", "volumes", NULL)), 2, "pod: two volumes");
         TAP_EQ_STR(cn_json_string(json_object_array_get_idx(cn_json_get(pod, "spec", "volumes", NULL), 0), "hostPath",
                                   "path", NULL),

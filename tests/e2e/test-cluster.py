@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Whole-cluster installs, as a user does them, from the images `make images` built and the
+manifests of the tree: the manifests applied, a bootstrap and a control-plane machine booted with
+their Ignition configs, the bootstrap static pods initializing the first Nodes, the controller
+(its own Deployment) installing the operand, the in-cluster initializer Deployment taking over,
+the agents handing off (static pods removed), workers booted and initialized. Each install fails
+on any container restart, any unavailable Deployment, any static pod left behind and any Node
+left tainted.
+
+Installs: the base manifests (provider from the CloudnodeOperator), the openshift overlay (provider
+from the Infrastructure object) and a Cluster API management cluster (infrastructure-components.yaml
+as clusterctl applies it). CN_E2E_INSTALLS narrows the list."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import cnpodman  # noqa: E402
+from cncluster import Cluster  # noqa: E402
+from capi import install_core_crds  # noqa: E402
+from cntap import Tap, build, src  # noqa: E402
+from openshift import openshift_crd  # noqa: E402
+
+CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+SETTLE = 180
+
+
+def apply(t, c, *args):
+    """kubectl apply, again while the CRDs it just created are not served yet (as a user would)."""
+    r = None
+    for _ in range(10):
+        r = c.kubectl("apply", *args)
+        if r.returncode == 0:
+            break
+        c.wait(lambda: False, 1)
+    t.ok(r.returncode == 0, "kubectl apply %s" % " ".join(args), r.stderr[-1500:])
+
+
+
+def install_base(t, c):
+    apply(t, c, "-k", src("manifests", "base"))
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
+        "data": {"config": c.cloud_conf()}})
+    t.ok(code == 201, "the source cloud config ConfigMap created")
+    code, _ = c.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
+        "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
+        "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": "hetzner"}})
+    t.ok(code == 201, "CloudnodeOperator cloudnode with spec.cloudProvider hetzner created")
+
+
+def install_openshift(t, c):
+    # What an OpenShift cluster already has: the config.openshift.io types, the Infrastructure
+    # object, and the cloud config in openshift-config.
+    for kind, plural in (("ClusterOperator", "clusteroperators"), ("Infrastructure", "infrastructures")):
+        c.kube.api("POST", CRD, openshift_crd(kind, plural))
+    c.wait(lambda: c.kube.api("GET", "/apis/config.openshift.io/v1/infrastructures")[0] == 200, 10)
+    c.kube.api("POST", "/apis/config.openshift.io/v1/infrastructures", {
+        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": {"name": "cluster"},
+        "spec": {"platformSpec": {"type": "External", "external": {"platformName": "hetzner"}}},
+        "status": {"platform": "External", "platformStatus": {"type": "External",
+                                                              "external": {"platformName": "hetzner"}}}})
+    c.kube.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                              "metadata": {"name": "openshift-config"}})
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/openshift-config/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
+        "data": {"config": c.cloud_conf()}})
+    t.ok(code == 201, "openshift-config/cloud-provider-config present")
+    apply(t, c, "-k", src("manifests", "overlays", "openshift"))
+
+
+def install_capi(t, c):
+    """A Cluster API management cluster: Cluster API's own CRDs (as `clusterctl init` installs the
+    core provider), then the infrastructure provider's components file as clusterctl applies it,
+    and the credentials Secret the components' controller reads."""
+    install_core_crds(c.kube)
+    apply(t, c, "--validate=false", "-f", build("manifests", "infrastructure-components.yaml"))
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudnode-machine-credentials"},
+        "stringData": {"cloud.conf": c.cloud_conf()}})
+    t.ok(code == 201, "the machine credentials Secret created")
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
+        "data": {"config": c.cloud_conf()}})
+    code2, _ = c.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
+        "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
+        "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": "hetzner"}})
+    t.ok(code == 201 and code2 == 201, "the source cloud config and the CloudnodeOperator created")
+
+
+def scenario(t, name, install, namespace):
+    t.diag("install: %s" % name)
+    tmp = tempfile.mkdtemp(prefix="cn-e2e-%s-" % name)
+    try:
+        with Cluster(tmp, namespace=namespace) as c:
+            install(t, c)
+            c.boot("%s-bootstrap" % name, "bootstrap")
+            c.boot("%s-master-1" % name, "control-plane")
+            first = c.wait(lambda: not c.tainted(), 90)
+            t.ok(first, "%s: the first Nodes are initialized" % name, c.tainted())
+            operand = "%s/cloudnode-cloud-controller-manager" % namespace
+            took_over = c.wait(lambda: not [u for u in c.unavailable() if u.startswith(operand)] and
+                               any(d["metadata"]["name"] == "cloudnode-cloud-controller-manager"
+                                   for d in c.deployments()), SETTLE)
+            t.ok(took_over, "%s: the controller installed the initializer Deployment and it is available" % name,
+                 c.unavailable())
+            handed = c.wait(lambda: not c.static_pods(), 60)
+            t.ok(handed, "%s: the agents handed off (bootstrap static pods removed)" % name, c.static_pods())
+            agents = [(n.name, n.procs["agent"].poll(), "handed over" in open(n.logs["agent"]).read())
+                      for n in c.nodes]
+            t.ok(c.wait(lambda: all(n.procs["agent"].poll() == 0 for n in c.nodes), 10) and
+                 all(a[2] for a in agents), "%s: each agent logged the hand-off and exited 0" % name, agents)
+            c.boot("%s-worker-1" % name, "worker")
+            c.boot("%s-worker-2" % name, "worker")
+            c.wait(lambda: not c.tainted() and not c.unavailable(), 90)
+            for what, got in (("container restarts", c.restarted()), ("unavailable Deployments", c.unavailable()),
+                              ("static pods left", c.static_pods()), ("tainted Nodes", c.tainted())):
+                t.ok(not got, "%s: no %s" % (name, what), json.dumps(got, indent=1))
+            status = "/apis/config.openshift.io/v1/clusteroperators/cloudnode" if name == "openshift" else \
+                "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators/cloudnode"
+            conds = c.wait(lambda: (lambda cs: cs if cs.get("Available") == "True" and cs.get("Progressing") == "False"
+                                    and cs.get("Degraded") == "False" else None)(
+                {x["type"]: x["status"] for x in ((c.kube.api("GET", status)[1] or {}).get("status") or {})
+                 .get("conditions") or []}), 30)
+            t.ok(conds, "%s: the operator status says Available, not Progressing, not Degraded" % name,
+                 c.kube.api("GET", status)[1])
+            if t.failed:
+                t.diag(c.diagnostics())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    t = Tap()
+    why = cnpodman.usable()
+    if why:
+        t.skip_all(why)
+    if os.geteuid() != 0:
+        t.skip_all("needs root (network namespaces)")
+    refs = cnpodman.built_images()
+    if not refs or not all(cnpodman.inspect(r) for r in refs):
+        t.skip_all("the images are not built (make images)")
+    only = os.environ.get("CN_E2E_INSTALLS", "base openshift capi").split()
+    for name, install, ns in (("base", install_base, "cloudnode"),
+                              ("openshift", install_openshift, "openshift-cloudnode"),
+                              ("capi", install_capi, "cloudnode")):
+        if name in only:
+            scenario(t, name, install, ns)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

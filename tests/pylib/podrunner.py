@@ -1,0 +1,590 @@
+"""A kubelet and deployment controller for the fake API server, running pods with podman.
+
+    nodes = {"n1": PodNode("n1", netns="ns1", root="/tmp/n1", api_host="10.231.1.1")}
+    with PodRunner(kube, workdir, nodes) as r:
+        r.restarts() -> {pod/container: count}; r.pods(); r.logs(pod)
+
+What it plays, as far as cloudnode's manifests use it:
+  - the deployment controller and scheduler: each Deployment gets spec.replicas pods, placed on
+    the Nodes (API objects) that are also simulated nodes here, honouring nodeSelector, taints
+    and tolerations, and required pod anti-affinity on kubernetes.io/hostname; a changed pod
+    template replaces the old pods one at a time (maxSurge 0); Deployment status (replicas,
+    updated, ready, available, observedGeneration, Available/Progressing conditions) is written
+    back; Pod objects carry nodeName, phase and containerStatuses (restartCount, ready).
+  - the kubelet: containers from the pod spec (command/args with $(VAR) expansion, env with
+    value and fieldRef, ports, securityContext user/read-only root/capabilities), volumes
+    (ConfigMap, Secret with defaultMode/mode and fsGroup, hostPath below the node's root, the service-account token, CA and
+    namespace at /var/run/secrets/kubernetes.io/serviceaccount with KUBERNETES_SERVICE_HOST/PORT),
+    hostNetwork; the static pods of each node's /etc/kubernetes/manifests with their mirror Pods;
+    exited containers restarted with back-off and counted; liveness probes (httpGet, tcpSocket)
+    restart the container, readiness probes decide availability.
+
+A pod runs in the network namespace of its node (pod networking is the node's: every pod here
+is hostNetwork in effect), so the API server is reached at the node's api_host. Containers run
+with podman --runtime runc and the tree's containers.conf (cnpodman)."""
+import base64
+import ctypes
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import cnpodman
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+MANIFESTS = "etc/kubernetes/manifests"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class PodNode:
+    """A simulated node: its name, network namespace (None: this host's), root directory (the
+    node's "/" for hostPath volumes and static pods) and the address at which the API server is
+    reached from it."""
+
+    def __init__(self, name, netns=None, root="/", api_host="127.0.0.1"):
+        self.name, self.netns, self.root, self.api_host = name, netns, root, api_host
+
+
+def _in_netns(netns, fn):
+    """fn() in a thread that has entered netns (a thread's namespace is its own)."""
+    if not netns:
+        return fn()
+    out = {}
+
+    def body():
+        fd = os.open("/run/netns/" + netns, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                out["r"] = False
+                return
+        finally:
+            os.close(fd)
+        out["r"] = fn()
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    return out.get("r", False)
+
+
+def probe_ok(probe, netns, pod_ip="127.0.0.1"):
+    """One probe attempt (httpGet or tcpSocket), from the pod's network namespace."""
+    timeout = probe.get("timeoutSeconds", 1)
+    if "httpGet" in probe:
+        g = probe["httpGet"]
+
+        def http_get():
+            try:
+                c = http.client.HTTPConnection(g.get("host") or pod_ip, int(g["port"]), timeout=timeout)
+                c.request("GET", g.get("path", "/"))
+                status = c.getresponse().status
+                c.close()
+                return 200 <= status < 400
+            except (OSError, http.client.HTTPException):
+                return False
+        return _in_netns(netns, http_get)
+    if "tcpSocket" in probe:
+        def tcp():
+            try:
+                socket.create_connection((probe["tcpSocket"].get("host") or pod_ip,
+                                          int(probe["tcpSocket"]["port"])), timeout).close()
+                return True
+            except OSError:
+                return False
+        return _in_netns(netns, tcp)
+    return True
+
+
+def expand(s, env):
+    """Kubernetes $(VAR) expansion: known variables are replaced, $$ escapes, unknown ones stay."""
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), s)
+
+
+def tolerates(tolerations, taint):
+    for t in tolerations or []:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if not t.get("key") and t.get("operator") == "Exists":
+            return True
+        if t.get("key") == taint.get("key") and (t.get("operator") == "Exists" or
+                                                 t.get("value", "") == taint.get("value", "")):
+            return True
+    return False
+
+
+def template_hash(template):
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+class Container:
+    def __init__(self, spec):
+        self.spec = spec
+        self.id = None
+        self.restarts = 0
+        self.next_start = 0.0
+        self.started_at = 0.0
+        self.live_failures = 0
+        self.ready = False
+        self.last_exit = None
+
+
+class Pod:
+    def __init__(self, name, namespace, spec, node, owner=None, thash=None, static_path=None, labels=None):
+        self.name, self.namespace, self.spec, self.node = name, namespace, spec, node
+        self.owner, self.thash, self.static_path = owner, thash, static_path
+        self.labels = dict(labels or {})
+        self.containers = [Container(c) for c in spec.get("containers", [])]
+        self.dir = None
+        self.env_base = {}
+        self.status_sent = None
+
+    @property
+    def key(self):
+        return "%s/%s" % (self.namespace, self.name)
+
+    def ready(self):
+        return all(c.id and c.ready for c in self.containers)
+
+
+class PodRunner:
+    def __init__(self, kube, workdir, nodes, tag=None, backoff=(2.0, 60.0), period=0.5):
+        self.kube, self.workdir = kube, workdir
+        self.nodes = dict(nodes)
+        self.tag = tag or "cnpr%d" % (os.getpid() % 100000)
+        self.backoff = backoff
+        self.period = period
+        self.pods = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = None
+        self.errors = []
+        self.seq = 0
+        self.static_seen = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self):
+        os.makedirs(self.workdir, exist_ok=True)
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        if self.thread:
+            self.thread.join(60)
+        with self.lock:
+            for pod in list(self.pods.values()):
+                self._kill_pod(pod)
+            self.pods.clear()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def add_node(self, node):
+        with self.lock:
+            self.nodes[node.name] = node
+
+    def _loop(self):
+        while not self.stopping.is_set():
+            try:
+                with self.lock:
+                    self.sync()
+            except Exception as e:  # noqa: BLE001 -- a test must see it, not lose the thread
+                self.errors.append(repr(e))
+            self.stopping.wait(self.period)
+
+    # -- observation --------------------------------------------------------------------------
+
+    def restarts(self):
+        with self.lock:
+            return {"%s/%s" % (p.key, c.spec["name"]): c.restarts for p in self.pods.values()
+                    for c in self.containers_of(p)}
+
+    @staticmethod
+    def containers_of(pod):
+        return pod.containers
+
+    def pod_list(self):
+        with self.lock:
+            return [(p.key, p.node.name, p.ready(), [c.restarts for c in p.containers]) for p in self.pods.values()]
+
+    def logs(self):
+        """Every container's output, for a failing test's diagnostics."""
+        out = []
+        with self.lock:
+            for p in self.pods.values():
+                for c in p.containers:
+                    if c.id:
+                        r = cnpodman.podman("logs", c.id)
+                        out.append("--- %s/%s on %s (restarts %d, last exit %s)\n%s%s" % (
+                            p.key, c.spec["name"], p.node.name, c.restarts, c.last_exit, r.stdout, r.stderr))
+        return "\n".join(out)
+
+    # -- one pass -----------------------------------------------------------------------------
+
+    def sync(self):
+        self.sync_static()
+        self.sync_deployments()
+        for pod in list(self.pods.values()):
+            self.sync_pod(pod)
+            self.report_pod(pod)
+
+    def _api_nodes(self):
+        code, body = self.kube.api("GET", "/api/v1/nodes")
+        return (body or {}).get("items", []) if code == 200 else []
+
+    def sync_deployments(self):
+        code, body = self.kube.api("GET", "/apis/apps/v1/deployments")
+        if code != 200:
+            return
+        live = set()
+        api_nodes = None
+        for d in body.get("items", []):
+            meta, spec = d["metadata"], d.get("spec", {})
+            owner = "%s/%s" % (meta["namespace"], meta["name"])
+            live.add(owner)
+            thash = template_hash(spec.get("template", {}))
+            want = spec.get("replicas", 1)
+            mine = [p for p in self.pods.values() if p.owner == owner]
+            old = [p for p in mine if p.thash != thash]
+            strategy = spec.get("strategy", {})
+            max_unavail = 1 if strategy.get("type") != "Recreate" else len(mine)
+            unavailable = sum(1 for p in mine if not p.ready())
+            # An old pod that is not ready goes at once (as the deployment controller scales down
+            # unhealthy old replicas first); a ready one only within maxUnavailable.
+            if old and (strategy.get("type") == "Recreate" or unavailable < max_unavail or
+                        len(mine) > want or any(not p.ready() for p in old)):
+                victim = sorted(old, key=lambda p: p.ready())[0]
+                self._delete_pod(victim)
+                mine.remove(victim)
+            while len(mine) > want:
+                victim = sorted(mine, key=lambda p: (p.thash == thash, p.ready()))[0]
+                self._delete_pod(victim)
+                mine.remove(victim)
+            if len(mine) < want:
+                if api_nodes is None:
+                    api_nodes = self._api_nodes()
+                tmpl = spec.get("template", {})
+                for _ in range(want - len(mine)):
+                    node = self.schedule(tmpl, api_nodes)
+                    if not node:
+                        break
+                    self.seq += 1
+                    pod = Pod("%s-%s-%d" % (meta["name"], thash[:8], self.seq), meta["namespace"],
+                              tmpl.get("spec", {}), node, owner=owner, thash=thash,
+                              labels=tmpl.get("metadata", {}).get("labels"))
+                    self.pods[pod.key] = pod
+                    mine.append(pod)
+            self.report_deployment(d, mine, thash)
+        for pod in list(self.pods.values()):
+            if pod.owner and pod.owner not in live:
+                self._delete_pod(pod)
+
+    def schedule(self, tmpl, api_nodes):
+        spec = tmpl.get("spec", {})
+        anti = (spec.get("affinity", {}).get("podAntiAffinity", {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution", []))
+        for n in sorted(api_nodes, key=lambda n: n["metadata"]["name"]):
+            name = n["metadata"]["name"]
+            if name not in self.nodes:
+                continue
+            nl = n["metadata"].get("labels", {})
+            if any(nl.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+                continue
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(spec.get("tolerations"), t)
+                   for t in n.get("spec", {}).get("taints") or []):
+                continue
+            clash = False
+            for term in anti:
+                sel = term.get("labelSelector", {}).get("matchLabels", {})
+                for p in self.pods.values():
+                    if p.node.name == name and all(p.labels.get(k) == v for k, v in sel.items()):
+                        clash = True
+            if clash:
+                continue
+            return self.nodes[name]
+        return None
+
+    def sync_static(self):
+        for node in list(self.nodes.values()):
+            d = os.path.join(node.root, MANIFESTS)
+            files = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            present = set()
+            for f in files:
+                if not f.endswith((".yaml", ".yml", ".json")):
+                    continue
+                path = os.path.join(d, f)
+                try:
+                    with open(path, "rb") as fh:
+                        digest = hashlib.sha256(fh.read()).hexdigest()
+                except OSError:
+                    continue
+                present.add(path)
+                if self.static_seen.get(path, (None,))[0] == digest:
+                    continue
+                old = self.static_seen.get(path)
+                if old and old[1] in self.pods:
+                    self._delete_pod(self.pods[old[1]])
+                r = self.kube.kubectl("create", "--dry-run=client", "-o", "json", "-f", path)
+                if r.returncode != 0:
+                    self.errors.append("static pod %s: %s" % (path, r.stderr.strip()))
+                    self.static_seen[path] = (digest, None)
+                    continue
+                obj = json.loads(r.stdout)
+                meta = obj["metadata"]
+                pod = Pod("%s-%s" % (meta["name"], node.name), meta.get("namespace", "default"), obj["spec"],
+                          node, static_path=path, labels=meta.get("labels"))
+                self.pods[pod.key] = pod
+                self.static_seen[path] = (digest, pod.key)
+            for path, (_, key) in list(self.static_seen.items()):
+                if path.startswith(d + os.sep) and path not in present:
+                    if key in self.pods:
+                        self._delete_pod(self.pods[key])
+                    del self.static_seen[path]
+
+    # -- the kubelet part ---------------------------------------------------------------------
+
+    def _prepare(self, pod):
+        """The pod's volumes as directories on this host, and the environment every container
+        gets; False while something it needs (a ConfigMap, a Secret) does not exist."""
+        pod.dir = os.path.join(self.workdir, "pods", pod.namespace, pod.name)
+        mounts = {}
+        for v in pod.spec.get("volumes") or []:
+            if "hostPath" in v:
+                mounts[v["name"]] = os.path.join(pod.node.root, v["hostPath"]["path"].lstrip("/"))
+                continue
+            src = v.get("configMap") or v.get("secret")
+            if src is None:
+                mounts[v["name"]] = os.path.join(pod.dir, "empty", v["name"])
+                os.makedirs(mounts[v["name"]], exist_ok=True)
+                continue
+            kind = "configmaps" if "configMap" in v else "secrets"
+            name = src.get("name") or src.get("secretName")
+            code, obj = self.kube.api("GET", "/api/v1/namespaces/%s/%s/%s" % (pod.namespace, kind, name))
+            if code != 200:
+                if src.get("optional"):
+                    obj = {}
+                else:
+                    return False
+            data = dict(obj.get("data") or {})
+            if kind == "secrets":
+                data = {k: base64.b64decode(val) for k, val in data.items()}
+            else:
+                data = {k: val.encode() for k, val in data.items()}
+            items = src.get("items") or [{"key": k, "path": k} for k in data]
+            target = os.path.join(pod.dir, "volumes", v["name"])
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(target)
+            for it in items:
+                if it["key"] not in data:
+                    return False
+                p = os.path.join(target, it["path"])
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "wb") as f:
+                    f.write(data[it["key"]])
+                os.chmod(p, it.get("mode", src.get("defaultMode", 0o644)))
+            fs_group = (pod.spec.get("securityContext") or {}).get("fsGroup")
+            if fs_group is not None:
+                # The kubelet gives the volume's files to the fsGroup and makes them group-readable.
+                for it in items:
+                    p = os.path.join(target, it["path"])
+                    os.chown(p, -1, fs_group)
+                    os.chmod(p, os.stat(p).st_mode | 0o040)
+            mounts[v["name"]] = target
+        pod.mounts = mounts
+        pod.env_base = {}
+        sa = pod.spec.get("serviceAccountName") or pod.spec.get("serviceAccount")
+        if not pod.static_path and pod.spec.get("automountServiceAccountToken", True):
+            sa = sa or "default"
+            d = self.kube.serviceaccount_dir(pod.namespace, sa, os.path.join(pod.dir, "serviceaccount"))
+            for f in os.listdir(d):
+                os.chmod(os.path.join(d, f), 0o644)
+            pod.sa_dir = d
+            pod.env_base = {"KUBERNETES_SERVICE_HOST": pod.node.api_host,
+                            "KUBERNETES_SERVICE_PORT": str(self.kube.port)}
+        else:
+            pod.sa_dir = None
+        return True
+
+    def _field(self, pod, path):
+        return {"metadata.namespace": pod.namespace, "metadata.name": pod.name, "spec.nodeName": pod.node.name,
+                "spec.serviceAccountName": pod.spec.get("serviceAccountName", "default"),
+                "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}.get(path, "")
+
+    def _run(self, pod, c):
+        spec = c.spec
+        env = dict(pod.env_base)
+        for e in spec.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = expand(e["value"], env)
+            elif "fieldRef" in (e.get("valueFrom") or {}):
+                env[e["name"]] = self._field(pod, e["valueFrom"]["fieldRef"]["fieldPath"])
+        argv = ["run", "-d", "--label", "cloudnode.podrunner=" + self.tag,
+                "--name", "%s-%s-%s-%s-%d" % (self.tag, pod.namespace, pod.name, spec["name"], c.restarts),
+                "--network", ("ns:/run/netns/" + pod.node.netns) if pod.node.netns else "host"]
+        sc = dict(pod.spec.get("securityContext") or {}, **(spec.get("securityContext") or {}))
+        if "runAsUser" in sc:
+            argv += ["--user", "%d:%d" % (sc["runAsUser"], sc.get("runAsGroup", sc["runAsUser"]))]
+        if sc.get("readOnlyRootFilesystem"):
+            argv.append("--read-only")
+        caps = sc.get("capabilities") or {}
+        for cap in caps.get("drop") or []:
+            argv += ["--cap-drop", cap]
+        for cap in caps.get("add") or []:
+            argv += ["--cap-add", cap]
+        if sc.get("allowPrivilegeEscalation") is False:
+            argv += ["--security-opt", "no-new-privileges"]
+        for k, val in env.items():
+            argv += ["-e", "%s=%s" % (k, val)]
+        for m in spec.get("volumeMounts") or []:
+            host = pod.mounts.get(m["name"])
+            if host is None:
+                raise RuntimeError("%s: volume %s not defined" % (pod.key, m["name"]))
+            if m.get("subPath"):
+                host = os.path.join(host, m["subPath"])
+            argv += ["-v", "%s:%s:%s" % (host, m["mountPath"], "ro" if m.get("readOnly") else "rw")]
+        if pod.sa_dir:
+            argv += ["-v", "%s:%s:ro" % (pod.sa_dir, SA_DIR)]
+        if spec.get("command"):
+            argv += ["--entrypoint", json.dumps([expand(a, env) for a in spec["command"]])]
+        argv.append(spec["image"])
+        argv += [expand(a, env) for a in spec.get("args") or []]
+        r = cnpodman.podman(*argv)
+        if r.returncode != 0:
+            raise RuntimeError("podman run for %s/%s: %s" % (pod.key, spec["name"], r.stderr.strip()[-400:]))
+        c.id = r.stdout.strip().splitlines()[-1]
+        c.started_at = time.monotonic()
+        c.live_failures = 0
+        c.ready = "readinessProbe" not in spec
+
+    def sync_pod(self, pod):
+        now = time.monotonic()
+        if pod.dir is None or not hasattr(pod, "mounts"):
+            if not self._prepare(pod):
+                pod.dir = None
+                return
+        for c in pod.containers:
+            if c.id is None:
+                if now >= c.next_start:
+                    self._run(pod, c)
+                continue
+            r = cnpodman.podman("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", c.id)
+            running, _, code = r.stdout.strip().partition(" ")
+            if running != "true":
+                # Exited: restart with back-off, as the kubelet does (restartPolicy Always).
+                c.last_exit = code
+                logs = cnpodman.podman("logs", c.id)
+                self.errors.append("%s/%s exited %s: %s" % (pod.key, c.spec["name"], code,
+                                                           (logs.stdout + logs.stderr).strip()[-600:]))
+                cnpodman.podman("rm", "-f", c.id)
+                c.id = None
+                c.ready = False
+                delay = min(self.backoff[0] * 2 ** c.restarts, self.backoff[1])
+                c.restarts += 1
+                c.next_start = now + delay
+                continue
+            age = now - c.started_at
+            lp = c.spec.get("livenessProbe")
+            if lp and age >= lp.get("initialDelaySeconds", 0) and self._due(c, "live", lp, now):
+                if probe_ok(lp, pod.node.netns):
+                    c.live_failures = 0
+                else:
+                    c.live_failures += 1
+                    if c.live_failures >= lp.get("failureThreshold", 3):
+                        self.errors.append("%s/%s liveness probe failed %d times: killed" % (
+                            pod.key, c.spec["name"], c.live_failures))
+                        cnpodman.podman("kill", c.id)
+            rp = c.spec.get("readinessProbe")
+            if rp and age >= rp.get("initialDelaySeconds", 0) and self._due(c, "ready", rp, now, first=1.0):
+                c.ready = probe_ok(rp, pod.node.netns)
+
+    @staticmethod
+    def _due(c, what, probe, now, first=None):
+        """Whether a probe is due: every periodSeconds; a readiness probe first after `first`
+        seconds so that a starting pod becomes ready without waiting a whole period."""
+        attr = "_next_" + what
+        nxt = getattr(c, attr, None)
+        if nxt is None:
+            nxt = c.started_at + (first if first is not None else probe.get("initialDelaySeconds", 0))
+        if now < nxt:
+            setattr(c, attr, nxt)
+            return False
+        setattr(c, attr, now + probe.get("periodSeconds", 10))
+        return True
+
+    def _kill_pod(self, pod):
+        for c in pod.containers:
+            if c.id:
+                cnpodman.podman("rm", "-f", "-t", "2", c.id)
+                c.id = None
+
+    def _delete_pod(self, pod):
+        self._kill_pod(pod)
+        self.pods.pop(pod.key, None)
+        # The kubelet's final delete once the containers are gone: no grace period left.
+        self.kube.api("DELETE", "/api/v1/namespaces/%s/pods/%s" % (pod.namespace, pod.name),
+                      {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+    # -- what is written back -----------------------------------------------------------------
+
+    def report_pod(self, pod):
+        statuses = [{"name": c.spec["name"], "image": c.spec["image"], "restartCount": c.restarts,
+                     "ready": bool(c.id and c.ready), "started": bool(c.id),
+                     "state": {"running": {}} if c.id else {"waiting": {"reason": "CrashLoopBackOff"
+                                                                        if c.restarts else "ContainerCreating"}}}
+                    for c in pod.containers]
+        status = {"phase": "Running" if all(c.id for c in pod.containers) else "Pending",
+                  "hostIP": "127.0.0.1", "containerStatuses": statuses,
+                  "conditions": [{"type": "Ready", "status": "True" if pod.ready() else "False"}]}
+        if status == pod.status_sent:
+            return
+        path = "/api/v1/namespaces/%s/pods" % pod.namespace
+        if pod.status_sent is None:
+            self.kube.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": pod.namespace}})
+            meta = {"name": pod.name, "namespace": pod.namespace, "labels": pod.labels}
+            if pod.static_path:
+                meta["annotations"] = {"kubernetes.io/config.mirror": "static",
+                                       "kubernetes.io/config.source": "file"}
+            self.kube.api("POST", path, {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                                         "spec": dict(pod.spec, nodeName=pod.node.name)})
+        code, _ = self.kube.api("PATCH", "%s/%s/status" % (path, pod.name), {"status": status},
+                                "application/merge-patch+json")
+        if code < 300:
+            pod.status_sent = status
+
+    def report_deployment(self, d, pods, thash):
+        meta, spec = d["metadata"], d.get("spec", {})
+        want = spec.get("replicas", 1)
+        ready = sum(1 for p in pods if p.ready())
+        updated = sum(1 for p in pods if p.thash == thash)
+        available = ready
+        max_unavail = 0 if spec.get("strategy", {}).get("type") == "Recreate" else 1
+        status = {"observedGeneration": meta.get("generation", 1), "replicas": len(pods),
+                  "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
+                  "unavailableReplicas": max(0, want - available),
+                  "conditions": [
+                      {"type": "Available", "status": "True" if available >= want - max_unavail else "False",
+                       "reason": "MinimumReplicasAvailable" if available >= want - max_unavail
+                       else "MinimumReplicasUnavailable"},
+                      {"type": "Progressing", "status": "True",
+                       "reason": "NewReplicaSetAvailable" if updated == want == available
+                       else "ReplicaSetUpdated"}]}
+        old = d.get("status") or {}
+        if all(old.get(k) == v for k, v in status.items() if k != "conditions") and \
+                [(c.get("type"), c.get("status")) for c in old.get("conditions") or []] == \
+                [(c["type"], c["status"]) for c in status["conditions"]]:
+            return
+        self.kube.api("PATCH", "/apis/apps/v1/namespaces/%s/deployments/%s/status" % (meta["namespace"], meta["name"]),
+                      {"status": status}, "application/merge-patch+json")
