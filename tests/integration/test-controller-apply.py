@@ -15,12 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap, metric_value, src, wait_for  # noqa: E402
 from cnproc import Controller  # noqa: E402
 
-try:
-    import yaml  # noqa: E402
-    from fakekubeclient import FakeKube  # noqa: E402
-except ImportError as e:  # the fake API server is part of the tree; without it nothing can run
-    FakeKube = None
-    IMPORT_ERROR = str(e)
+import yaml  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 NS = "cloudnode"
 USER = "system:serviceaccount:%s:cloudnode-controller" % NS
@@ -359,8 +355,6 @@ def test_cloud_provider(t, k, tmp):
 
 def main():
     t = Tap()
-    if FakeKube is None:
-        t.skip_all("tests/pylib/fakekubeclient.py is not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         with FakeKube(os.path.join(tmp, "kube"), rbac=[src("manifests", "controller", "controller-rbac.yaml")],
                       load=[src("manifests", "controller", "controller-guard-policy.yaml")]) as k:

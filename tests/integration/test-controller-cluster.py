@@ -15,14 +15,10 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
-try:
-    from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
-    from capimachines import machine_env  # noqa: E402
-    from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
-    from fakekubeclient import FakeKube  # noqa: E402
-except ImportError as e:
-    FakeKube = None
-    IMPORT_ERROR = str(e)
+from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
+from capimachines import machine_env  # noqa: E402
+from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
+from fakekubeclient import FakeKube  # noqa: E402
 
 FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
 
@@ -266,8 +262,6 @@ def test_rate_limited(t, env):
 
 def main():
     t = Tap()
-    if FakeKube is None:
-        t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
             env = CapiEnv(k, c, tmp)

@@ -11,22 +11,16 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
-try:
-    # Controller, USER and wait_for are also the harness of bench/machines.
-    from capimachines import (USER, Controller, Env, test_invalid_spec, test_kill_points,  # noqa: E402,F401
-                              test_lifecycle, test_out_of_band_delete, test_rate_limited, test_two_replicas,
-                              test_wait_for_bootstrap, wait_for, machine_env)
-    from fakecloud import FakeCloud  # noqa: E402,F401  (bench/machines)
-    from fakekubeclient import FakeKube  # noqa: E402,F401
-except ImportError as e:
-    machine_env = None
-    IMPORT_ERROR = str(e)
+# Controller, USER and wait_for are also the harness of bench/machines.
+from capimachines import (USER, Controller, Env, test_invalid_spec, test_kill_points,  # noqa: E402,F401
+                          test_lifecycle, test_out_of_band_delete, test_rate_limited, test_two_replicas,
+                          test_wait_for_bootstrap, wait_for, machine_env)
+from fakecloud import FakeCloud  # noqa: E402,F401  (bench/machines)
+from fakekubeclient import FakeKube  # noqa: E402,F401
 
 
 def main():
     t = Tap()
-    if machine_env is None:
-        t.skip_all("fake servers not available: %s" % IMPORT_ERROR)
     with tempfile.TemporaryDirectory() as tmp, machine_env(tmp) as env:
         t.run(test_lifecycle, env)
         t.run(test_wait_for_bootstrap, env)
