@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Hetzner Cloud machine lifecycle: servers found by the label cloudnode.io/machine-uid (GET
  * /servers?label_selector=), created with POST /servers (labels, user_data), deleted with
- * DELETE /servers/{id} until the list no longer shows them. See provider-machine.h. */
+ * DELETE /servers/{id} until the list no longer shows them. See the machine lifecycle in provider.h. */
 #include <errno.h>
 
 #include "json-util.h"

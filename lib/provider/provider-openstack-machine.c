@@ -4,7 +4,7 @@
  * filter for non-admin users, so servers are found by listing the exact name
  * (GET /servers/detail?name=^name$) and keeping those whose metadata carries the UID. Created with
  * POST /servers (base64 user_data), deleted with DELETE /servers/{id} until the list no longer
- * shows them. Tokens come from provider-openstack.c. See provider-machine.h. */
+ * shows them. Tokens come from provider-openstack.c. See the machine lifecycle in provider.h. */
 #include <errno.h>
 #include <stdint.h>
 
