@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 
-from cntap import src
+from cntap import root_is_mount, src
 
 
 def env():
@@ -15,12 +15,6 @@ def env():
 def podman(*args, check=False, timeout=120, **kw):
     return subprocess.run(["podman", "--runtime", "runc"] + list(args), env=env(), capture_output=True,
                           text=True, check=check, timeout=timeout, **kw)
-
-
-def root_is_mount():
-    """Whether "/" is a mount point of this process's mount namespace (not so in a chroot)."""
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == "/" for line in f)
 
 
 def usable():

@@ -43,6 +43,13 @@ def wait_for(fn, timeout=30.0, step=0.05):
         time.sleep(step)
 
 
+def root_is_mount():
+    """Whether "/" is a mount point of this process's mount namespace. It is not in a chroot (as a
+    fresh build root is): there "/" cannot be made private, so nothing can be mounted privately."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == "/" for line in f)
+
+
 def sibling_test(name):
     """Another test program of tests/integration loaded as a module, to share its setup and helpers
     rather than copy them (its main() is not run)."""
