@@ -12,6 +12,7 @@ import select
 import signal
 import socket
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -51,7 +52,10 @@ class Faults:
       {"action": "abort-watch", "afterEvents": N}        drop the connection after N events
       {"action": "gone"}                                 next matching watch gets a 410 ERROR event
       {"action": "bookmark", "interval": S}              send BOOKMARKs every S seconds
-    "count": N applies the rule to the next N matching requests (default 1, -1 = forever)."""
+      {"action": "reset-after-commit", "hold": S}        serve the request (the write is done), hold
+                                                         the answer S seconds, then reset the connection
+    "count": N applies the rule to the next N matching requests (default 1, -1 = forever),
+    after passing over the first "skip" matching ones (default 0)."""
 
     KEYS = ("verb", "resource", "subresource", "name", "namespace", "user", "apiGroup", "path")
 
@@ -66,8 +70,11 @@ class Faults:
         rule = dict(rule)
         if "code" not in rule and "latency" not in rule and "action" not in rule:
             raise errors.bad_request("a fault needs code, latency or action")
-        if rule.get("action") not in (None, "conflict", "close-watch", "abort-watch", "gone", "bookmark"):
+        if rule.get("action") not in (None, "conflict", "close-watch", "abort-watch", "gone", "bookmark",
+                                      "reset-after-commit"):
             raise errors.bad_request("unknown fault action %r" % rule.get("action"))
+        if not isinstance(rule.get("skip", 0), int) or rule.get("skip", 0) < 0:
+            raise errors.bad_request("skip must be a non-negative integer")
         rule.setdefault("count", 1)
         with self.lock:
             rule["id"] = self.next_id
@@ -92,6 +99,9 @@ class Faults:
                 if kind not in kinds:
                     continue
                 if not self._matches(r, info, user):
+                    continue
+                if r.get("skip"):
+                    r["skip"] -= 1
                     continue
                 out.append(dict(r))
                 if r["count"] > 0:
@@ -487,6 +497,10 @@ class _Closed(Exception):
     pass
 
 
+class _ResponseDropped(OSError):
+    """A reset-after-commit fault took the answer of a request that was served."""
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
@@ -545,6 +559,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def send_body(self, code, body, ctype="application/json", headers=None):
+        if self.drop_response:
+            self.drop_answer(code)
         self.send_response(code)
         self.send_header("Audit-Id", self.audit_id)
         self.send_header("Cache-Control", "no-cache, private")
@@ -558,6 +574,19 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
         self.code = code
+
+    def drop_answer(self, code):
+        # The audit record says what the server did (code) while the client gets a reset
+        # after the hold, as when the connection or a proxy dies after the write was stored.
+        rule, self.drop_response = self.drop_response, None
+        self.code = code
+        self.response_dropped = True
+        time.sleep(float(rule.get("hold") or 0))
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        raise _ResponseDropped("response dropped by fault %s" % rule.get("id"))
 
     def send_obj(self, code, obj, headers=None):
         if self.want_yaml and _yaml() is not None:
@@ -579,6 +608,8 @@ class Handler(BaseHTTPRequestHandler):
         self.code = 0
         self.want_yaml = False
         self.watch_events = None
+        self.drop_response = None
+        self.response_dropped = False
         u = urlsplit(self.path)
         path = u.path or "/"
         query = parse_qs(u.query, keep_blank_values=True)
@@ -608,6 +639,9 @@ class Handler(BaseHTTPRequestHandler):
                 for r in self.st.faults.take(info, user, ("latency",)):
                     time.sleep(float(r.get("latency", 0)))
                 hits = self.st.faults.take(info, user, ("error", "conflict"))
+                dropped = self.st.faults.take(info, user, ("reset-after-commit",))
+                if dropped and not hits:
+                    injected = self.drop_response = dropped[0]
                 if hits:
                     injected = hits[0]
                     if injected.get("action") == "conflict":
@@ -668,6 +702,8 @@ class Handler(BaseHTTPRequestHandler):
                "duration": round(time.monotonic() - t0, 6)}
         if injected:
             rec["injected"] = injected.get("id")
+        if self.response_dropped:
+            rec["responseDropped"] = True
         if self.watch_events is not None:
             rec["watchEvents"] = self.watch_events
         self.st.audit(rec)
