@@ -15,15 +15,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, condition,  # noqa: E402
-                    events, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
+                    events, expected_addresses, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
-
-
-def expected_addresses(inst):
-    return [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
-            ("ExternalIP", inst["ipv6"]), ("Hostname", inst["name"])]
 
 
 def test_initialize(t, k, c, d):

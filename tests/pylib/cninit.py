@@ -112,6 +112,12 @@ def addresses(node):
     return [(a["type"], a["address"]) for a in (node or {}).get("status", {}).get("addresses") or []]
 
 
+def expected_addresses(inst):
+    """The addresses cluster mode gives the Node of a fake-cloud Hetzner instance, in order."""
+    return [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
+            ("ExternalIP", inst["ipv6"]), ("Hostname", inst["name"])]
+
+
 def initialized(k, name):
     n = get_node(k, name)
     return n if n and not tainted(n) else None
