@@ -73,7 +73,7 @@ struct OperandController {
 
         /* One pass's writes in flight, and what they found. */
         unsigned inflight;
-        bool pass_failed, pass_wrote, dirty;
+        bool pass_failed, pass_wrote, pass_raced, dirty;
         char *last_error;
         char credential_warned[CN_SHA256_HEX_SIZE]; /* hash of the cloud config last warned about */
 
@@ -180,13 +180,14 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                         return;
                 }
                 oc->pass_failed = true;
+        } else if (result->error == -CN_KUBE_ECONFLICT || result->error == -CN_KUBE_EALREADYEXISTS) {
+                /* Someone wrote in between, perhaps our own earlier write whose answer was lost: no
+                 * failure to report. The watch brings the new state and its event another pass; the
+                 * retry timer covers an event that came while this pass was still deciding. */
+                log_debug("%s %s %s raced with another writer: %s", verb, kind, name, strna(result->message));
+                oc->pass_raced = true;
         } else if (result->error < 0) {
-                if (result->error == -CN_KUBE_ECONFLICT || result->error == -CN_KUBE_EALREADYEXISTS)
-                        /* Someone wrote in between: the watch brings the new state, then we decide again. */
-                        log_debug("%s %s %s raced with another writer: %s", verb, kind, name, strna(result->message));
-                else
-                        log_warning_errno(result->error, "Failed to %s %s %s: %s", verb, kind, name,
-                                          strna(result->message));
+                log_warning_errno(result->error, "Failed to %s %s %s: %s", verb, kind, name, strna(result->message));
                 free(oc->last_error);
                 if (asprintf(&oc->last_error, "failed to %s %s %s: %s", verb, kind, name,
                              strna(result->message ?: strerror(-result->error))) < 0)
@@ -342,11 +343,15 @@ static void pass_finished(OperandController *oc) {
                 (void) sd_event_source_set_enabled(oc->retry_source, SD_EVENT_ONESHOT);
         } else {
                 (void) cn_metric_inc(oc->m_reconciles, CN_LABELS(oc->pass_wrote ? "changed" : "unchanged"));
-                cn_backoff_reset(&oc->backoff);
+                if (oc->pass_raced) {
+                        (void) sd_event_source_set_time_relative(oc->retry_source, cn_backoff_next(&oc->backoff, 0));
+                        (void) sd_event_source_set_enabled(oc->retry_source, SD_EVENT_ONESHOT);
+                } else
+                        cn_backoff_reset(&oc->backoff);
                 if (oc->pass_wrote)
                         status_update(oc, true, true, false, NULL);
         }
-        oc->pass_failed = oc->pass_wrote = false;
+        oc->pass_failed = oc->pass_wrote = oc->pass_raced = false;
         if (oc->dirty) {
                 oc->dirty = false;
                 schedule(oc);
@@ -552,7 +557,7 @@ static int reconcile(OperandController *oc) {
         }
         if (--oc->inflight > 0)
                 return 0;
-        if (oc->pass_failed || oc->pass_wrote || waiting > 0) {
+        if (oc->pass_failed || oc->pass_wrote || oc->pass_raced || waiting > 0) {
                 pass_finished(oc);
                 return 0;
         }
