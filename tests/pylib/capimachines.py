@@ -295,9 +295,12 @@ def test_two_replicas(t, env):
         leader = wait_for(lambda: next((x for x in (a, b) if "Became the leader" in x.output()), None), 20)
         t.ok(holder and leader, "one replica leads")
         t.ok(not all("Became the leader" in x.output() for x in (a, b)), "only one")
+        # Kill the leader mid-create: its first create is done by the cloud, the answer held. The
+        # other replica must take over once the lease expires, and adopt that server.
+        rule = env.c.fail({"method": "POST", "path": re.escape(env.profile["create_path"]) + "$", "count": 1,
+                           "reset": True, "after_commit": True, "latency": HOLD_SECONDS})
         uids = [env.machine("ha%d" % i)["metadata"]["uid"] for i in range(3)]
-        time.sleep(0.7)
-        # Kill the leader mid-create; the other must take over once the lease expires.
+        t.ok(_wait_committed(env, rule), "the leader's first create was done by the cloud")
         (leader or a).kill()
         ok = wait_for(lambda: all(env.ready("ha%d" % i) for i in range(3)), 60)
         t.ok(ok, "the surviving replica finishes the machines", a.output()[-1500:] + b.output()[-1500:])
@@ -315,11 +318,18 @@ def test_out_of_band_delete(t, env):
     try:
         cnm = env.machine("oob")
         uid = cnm["metadata"]["uid"]
-        wait_for(lambda: env.ready("oob"), 40)
+        t.ok(wait_for(lambda: env.ready("oob"), 40), "ready", ctl.output()[-2000:])
         srv = env.servers(uid)
+        t.eq(len(srv), 1, "one server to remove")
         for s in srv:
             env.c.remove_instance(s["id"])
-        time.sleep(2.0)
+        # A ready machine is not polled; "not re-created" means something only after a pass over
+        # it, which a change of the object brings.
+        line = "CloudnodeMachine %s/oob: ready" % NS
+        passes = ctl.output().count(line)
+        env.k.api("PATCH", CNM + "/oob", {"metadata": {"annotations": {"touched": "1"}}}, MERGE)
+        t.ok(wait_for(lambda: ctl.output().count(line) > passes, 30), "a pass ran over the machine afterwards",
+             ctl.output()[-2000:])
         t.eq(env.servers(uid), [], "a server removed out of band is not re-created")
         env.delete("oob")
         t.ok(wait_for(lambda: env.gone("oob"), 30), "and the machine can still be deleted")
