@@ -198,7 +198,7 @@ def test_sighup(t, k, tmp):
 def test_drift(t, k, tmp):
     c = Controller(k, tmp)
     try:
-        wait_for(lambda: converged(k), 20)
+        t.ok(wait_for(lambda: converged(k), 20), "converged before the drift", c.output()[-2000:])
         want = get(k, DEPLOY)
         want_image = container(want)["image"]
         want_args = container(want)["args"]
@@ -236,7 +236,7 @@ def test_drift(t, k, tmp):
 def test_rollouts(t, k, tmp):
     c = Controller(k, tmp)
     try:
-        wait_for(lambda: converged(k), 20)
+        t.ok(wait_for(lambda: converged(k), 20), "converged before the rollouts", c.output()[-2000:])
         k.api("PATCH", IMAGES, {"data": {"images.json": json.dumps(
             {"cloudControllerManager": "registry.example/ccm:2", "cloudNodeManager": "registry.example/cnm:2"})}},
             "application/merge-patch+json")

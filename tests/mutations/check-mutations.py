@@ -18,12 +18,14 @@ import argparse
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TEST_TIMEOUT = 900
 
 
 def parse(path):
@@ -51,25 +53,50 @@ def make(scratch, targets, log):
     return p.returncode == 0
 
 
-def run_test(scratch, test, log):
-    """True when the test passed, False when it failed; a skip of the whole test is neither."""
+def run_test(scratch, test, log, stop_at_failure=False):
+    """True when the test passed, False when it failed, None when it skipped as a whole. With
+    stop_at_failure, a failing test is interrupted at its first `not ok` (SIGINT to its process
+    group, so its cleanup runs): the verdict is known, and a planted bug can make every later
+    case wait for its timeout."""
     env = dict(os.environ, CN_TOP_SRCDIR=scratch, CN_TOP_BUILDDIR=scratch, PYTHONDONTWRITEBYTECODE="1",
                CN_FIXTURES=os.environ.get("CN_FIXTURES") or os.path.join(scratch, "tests", "data", "fixtures"))
+    for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(k, None)
     path = os.path.join(scratch, test)
     argv = [sys.executable, path] if test.endswith(".py") else [path]
     t0 = time.monotonic()
+    p = subprocess.Popen(argv, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    lines, failed, interrupted = [], False, False
+    for raw in p.stdout:
+        line = raw.decode(errors="replace").rstrip("\n")
+        lines.append(line)
+        if line.startswith(("not ok", "Bail out!")):
+            failed = True
+            if stop_at_failure and not interrupted:
+                interrupted = True
+                try:
+                    os.killpg(p.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        if time.monotonic() - t0 > TEST_TIMEOUT and not interrupted:
+            interrupted = True
+            lines.append("(timed out after %d s)" % TEST_TIMEOUT)
+            os.killpg(p.pid, signal.SIGINT)
     try:
-        p = subprocess.run(argv, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=900)
-        out, code = p.stdout.decode(errors="replace"), p.returncode
-    except subprocess.TimeoutExpired as e:
-        out, code = (e.stdout or b"").decode(errors="replace") + "\n(timed out)\n", -1
-    log.write("==== %s (exit %d, %.0f s)\n%s\n" % (test, code, time.monotonic() - t0, out))
-    lines = out.splitlines()
-    failed = code != 0 or any(l.startswith(("not ok", "Bail out!")) for l in lines)
-    if not failed and (code == 77 or any(l.startswith("1..0") for l in lines)):
+        code = p.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        code = p.wait()
+    log.write("==== %s (exit %d, %.0f s%s)\n%s\n" % (test, code, time.monotonic() - t0,
+                                                   ", stopped at the first failure" if interrupted else "",
+                                                   "\n".join(lines)))
+    log.flush()
+    if failed or (code != 0 and not interrupted):
+        return False if failed or code != 77 else None
+    if code == 77 or any(l.startswith("1..0") for l in lines):
         return None
-    return not failed
+    return not interrupted
 
 
 def targets_for(tests):
@@ -125,7 +152,7 @@ def main():
                     if not make(scratch, targets_for(m["tests"]), log):
                         rows.append((m, "does not build", []))
                         continue
-                    results = [(test, run_test(scratch, test, log)) for test in m["tests"]]
+                    results = [(test, run_test(scratch, test, log, stop_at_failure=True)) for test in m["tests"]]
                     caught = all(ok is False for _, ok in results)
                     rows.append((m, "caught" if caught else "MISSED", results))
                     print("%-42s %s" % (m["name"], rows[-1][1]), flush=True)

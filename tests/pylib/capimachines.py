@@ -135,7 +135,7 @@ def test_wait_for_bootstrap(t, env):
         env.k.api("PATCH", MACHINES + "/m2", {"spec": {"bootstrap": {"dataSecretName": "m2-bootstrap"}}}, MERGE)
         t.ok(wait_for(lambda: env.ready("m2"), 40), "proceeds once the data is there")
         env.delete("m2")
-        wait_for(lambda: env.gone("m2"), 40)
+        t.ok(wait_for(lambda: env.gone("m2"), 40), "and deletes it")
     finally:
         ctl.stop()
 
@@ -162,11 +162,13 @@ def _lifecycle_points(env):
     try:
         mark = len(env.c.requests())
         env.machine("kref")
-        wait_for(lambda: env.ready("kref"), 40)
+        if not wait_for(lambda: env.ready("kref"), 40):
+            raise AssertionError("the reference machine did not become ready:\n" + ctl.output()[-2000:])
         created = env.c.requests()[mark:]
         mark += len(created)
         env.delete("kref")
-        wait_for(lambda: env.gone("kref"), 40)
+        if not wait_for(lambda: env.gone("kref"), 40):
+            raise AssertionError("the reference machine was not deleted:\n" + ctl.output()[-2000:])
         deleted = env.c.requests()[mark:]
     finally:
         ctl.stop()
@@ -367,7 +369,7 @@ def test_rate_limited(t, env):
         env.machine("rl")
         t.ok(wait_for(lambda: env.ready("rl"), 60), "429 storm: retried until ready", ctl.output()[-2000:])
         env.delete("rl")
-        wait_for(lambda: env.gone("rl"), 30)
+        t.ok(wait_for(lambda: env.gone("rl"), 30), "and deleted", ctl.output()[-2000:])
     finally:
         ctl.stop()
         env.c.clear_faults()
