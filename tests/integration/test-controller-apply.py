@@ -268,7 +268,7 @@ def test_selector_recreate(t, k, tmp):
     # A Deployment left by an older version with another selector: the selector is immutable, so
     # the controller must delete and create it rather than patch.
     k.api("DELETE", DEPLOY)
-    wait_for(lambda: get(k, DEPLOY) is None)
+    t.ok(wait_for(lambda: get(k, DEPLOY) is None), "the Deployment is deleted first")
     old = {"apiVersion": "apps/v1", "kind": "Deployment",
            "metadata": {"name": "cloudnode-cloud-controller-manager", "namespace": NS},
            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old-ccm"}},
@@ -292,7 +292,7 @@ def test_faults(t, k, tmp):
     # Delete everything we applied, then make the API fail the first writes.
     for path in [DEPLOY, CROLE, CLOUD_CONF]:
         k.api("DELETE", path)
-    wait_for(lambda: get(k, DEPLOY) is None)
+    t.ok(wait_for(lambda: get(k, DEPLOY) is None), "the Deployment is deleted first")
     k.inject({"verb": "create", "resource": "deployments", "code": 500, "count": 3})
     k.inject({"verb": "create", "resource": "clusterroles", "code": 503, "count": 2})
     k.inject({"verb": "create", "resource": "configmaps", "code": 429, "retryAfter": 1, "count": 1})
@@ -382,7 +382,7 @@ def test_cloud_provider(t, k, tmp):
     and is substituted like the images: an edit is put back, and with no provider anywhere nothing
     is applied and the status says what to set."""
     k.api("DELETE", DEPLOY)
-    wait_for(lambda: get(k, DEPLOY) is None)
+    t.ok(wait_for(lambda: get(k, DEPLOY) is None), "the Deployment is deleted first")
     c = Controller(k, tmp, cloud_provider=None)
     try:
         deg = wait_for(lambda: (lambda d: d if d and d["status"] == "True" else None)(condition(k, "Degraded")), 20)
