@@ -24,7 +24,7 @@ def applied(k, rule):
 
 
 def test_faults(t, k, c, d):
-    names = ["f%02d" % i for i in range(16)]
+    names = ["f%02d" % i for i in range(17)]
     insts = {n: c.add_instance({"platform": "hetzner", "name": n}) for n in names}
     for n in names[:4]:
         make_node(k, n)
@@ -55,6 +55,8 @@ def test_faults(t, k, c, d):
              names[6:8]),
             ({"verb": "patch", "resource": "nodes", "subresource": "", "action": "conflict", "count": 3}, names[8:10]),
             ({"verb": "patch", "resource": "nodes", "subresource": "", "code": 500, "count": 1}, names[10:11]),
+            # Not retried by the client itself (a 503 with Retry-After is): the sync sees the failure.
+            ({"verb": "patch", "resource": "nodes", "subresource": "status", "code": 500, "count": 1}, names[16:17]),
             # The write is stored and its answer lost (connection reset after the commit).
             ({"verb": "patch", "resource": "nodes", "subresource": "status", "action": "reset-after-commit",
               "count": 1}, names[12:14]),

@@ -29,15 +29,21 @@ TEST_TIMEOUT = 900
 
 
 def parse(path):
-    bug, tests = "", []
+    bug, tests, field = "", [], None
     with open(path) as f:
         for line in f:
             if line.startswith(("--- ", "diff ")):
                 break
             if line.startswith("Bug:"):
-                bug = line[4:].strip()
+                bug, field = line[4:].strip(), "bug"
             elif line.startswith("Tests:"):
-                tests = line[6:].split()
+                tests, field = line[6:].split(), "tests"
+            elif not line.strip():
+                field = None
+            elif field == "bug":
+                bug += " " + line.strip()
+            elif field == "tests":
+                tests += line.split()
     if not tests:
         raise SystemExit("%s: no Tests: line" % path)
     return {"name": os.path.basename(path)[:-len(".patch")], "path": path, "bug": bug, "tests": tests}
