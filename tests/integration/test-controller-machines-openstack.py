@@ -5,7 +5,9 @@ create -> ready -> delete (the server carries the machine's UID in its metadata,
 data as base64 user_data), an invalid spec as a terminal condition without retries, a server
 removed out of band, a 429 storm with Retry-After honoured, a server Nova puts in ERROR, a
 server already carrying the UID adopted instead of created, two servers with one UID refused,
-and SIGKILL pinned to every cloud request of create and delete (and at a random moment), answers lost after the cloud did a create or delete, without duplicate or orphaned servers.
+a create and a delete whose answers were lost after Nova did them, and SIGKILL pinned to every
+cloud request of a create and a delete (and at a random moment), without duplicate or orphaned
+servers.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
 import json

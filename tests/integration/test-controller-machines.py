@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """cloudnode-controller as a Cluster API infrastructure provider (Hetzner) against the fake API
 server (with Cluster API's Cluster and Machine registered as CRDs) and the fake cloud:
-create -> ready -> delete, SIGKILL pinned to every cloud request of create and delete (and at a random moment), answers lost after the cloud did a create or delete, without duplicate or
-orphaned servers, a server removed out of band, an invalid spec as a terminal condition without
-retries, and 429 storms. The scenarios are in tests/pylib/capimachines.py, shared with OpenStack."""
+create -> ready -> delete, a create and a delete whose answers were lost after the cloud did them,
+SIGKILL pinned to every cloud request of a create and a delete (and at a random moment) without
+duplicate or orphaned servers, a server removed out of band, an invalid spec as a terminal
+condition without retries, and 429 storms. The scenarios are in tests/pylib/capimachines.py,
+shared with OpenStack."""
 import os
 import sys
 import tempfile

@@ -2,8 +2,9 @@
 """Fault soak of cloudnode-controller's machine controller, once per provider (Hetzner, then
 OpenStack, each with its own fake API server and cloud): CloudnodeMachines are created and
 deleted while a random mix of faults hits the cloud's API (Hetzner's API, OpenStack's Keystone
-and Nova: 5xx, 429 throttling, TCP resets before and after the cloud did the request, latency) and the fake API server (5xx and 409 conflicts on CloudnodeMachine writes,
-closed watches, 410 Gone). Then: every machine converged (ready, one server carrying its UID),
+and Nova: 5xx, 429 throttling, TCP resets before and after the cloud did the request, latency)
+and the fake API server (5xx and 409 conflicts on CloudnodeMachine writes, closed watches, 410
+Gone). Then: every machine converged (ready, one server carrying its UID),
 no duplicate create, after deletion no orphaned server, the process never exited, RSS at the end
 within a small margin of RSS after warm-up, fds back to their warm-up count.
 
