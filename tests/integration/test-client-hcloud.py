@@ -5,63 +5,21 @@ create SSH keys, networks with subnets, placement groups and load balancers, cre
 an image by name (waiting on its actions), find it by label, describe it, label it, power it off
 and on, snapshot it, and delete everything again. Every step is also checked in the fake's
 inventory, so a client that only prints does not pass. Skipped when hcloud is not installed."""
-import base64
-import json
 import os
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cliclient import Cli, wait_for  # noqa: E402
 from cntap import Tap  # noqa: E402
-from fakecloud import HETZNER_TOKEN, scratch_server  # noqa: E402
+from fakecloud import HETZNER_TOKEN, scratch_server, ssh_public_key  # noqa: E402
 
 
-def wait_for(cond, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def ssh_public_key(comment):
-    """An ed25519 public key line with a well-formed blob (the key itself is random)."""
-    def sshstr(b):
-        return struct.pack(">I", len(b)) + b
-    blob = sshstr(b"ssh-ed25519") + sshstr(os.urandom(32))
-    return "ssh-ed25519 %s %s" % (base64.b64encode(blob).decode(), comment)
-
-
-class Hcloud:
-    def __init__(self, t, url, home):
-        self.t = t
-        self.env = dict(os.environ, HOME=home, HCLOUD_ENDPOINT=url + "/v1", HCLOUD_TOKEN=HETZNER_TOKEN,
-                        HCLOUD_CONFIG=os.path.join(home, "cli.toml"))
-
-    def run(self, *args):
-        p = subprocess.run(["hcloud", "--poll-interval", "100ms"] + list(args), env=self.env,
-                           capture_output=True, text=True, timeout=60)
-        return p.returncode, p.stdout + p.stderr
-
-    def ok(self, name, *args):
-        rc, out = self.run(*args)
-        self.t.ok(rc == 0, name, "hcloud %s: exit %d\n%s" % (" ".join(args), rc, out))
-        return out
-
-    def json(self, name, *args):
-        rc, out = self.run(*args, "-o", "json")
-        try:
-            # The CLI prints an empty list as null.
-            doc = (json.loads(out) if out.strip() != "null" else []) if rc == 0 else None
-        except ValueError:
-            doc = None
-        self.t.ok(doc is not None, name, "hcloud %s -o json: exit %d\n%s" % (" ".join(args), rc, out))
-        return doc
+def hcloud(t, url, home):
+    env = dict(os.environ, HOME=home, HCLOUD_ENDPOINT=url + "/v1", HCLOUD_TOKEN=HETZNER_TOKEN,
+               HCLOUD_CONFIG=os.path.join(home, "cli.toml"))
+    return Cli(t, ["hcloud", "--poll-interval", "100ms"], env, ["-o", "json"], timeout=60)
 
 
 def catalog(t, h, c):
@@ -171,7 +129,7 @@ def main():
         t.skip_all("hcloud (Debian package hcloud-cli) is not installed")
     with tempfile.TemporaryDirectory(prefix="cn-hcloud-") as tmp, \
             scratch_server(prefix="cn-hcloud-cloud-", extra_args=["--action-seconds", "0.2"]) as (c, _):
-        h = Hcloud(t, c.url, tmp)
+        h = hcloud(t, c.url, tmp)
         t.run(catalog, h, c)
         t.run(lifecycle, h, c, tmp)
     return t.done()
