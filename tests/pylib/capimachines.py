@@ -315,6 +315,15 @@ def test_two_replicas(t, env):
         b.stop()
 
 
+def _pass_after_change(env, ctl, name, step):
+    """Changes the object (an annotation) and waits for the controller's next pass over it, seen
+    as its log line for step; what a pass did not do can only be asserted after one ran."""
+    line = "CloudnodeMachine %s/%s: %s\n" % (NS, name, step)
+    passes = ctl.output().count(line)
+    env.k.api("PATCH", CNM + "/" + name, {"metadata": {"annotations": {"touched": str(passes)}}}, MERGE)
+    return wait_for(lambda: ctl.output().count(line) > passes, 30)
+
+
 def test_out_of_band_delete(t, env):
     ctl = env.controller()
     try:
@@ -325,12 +334,8 @@ def test_out_of_band_delete(t, env):
         t.eq(len(srv), 1, "one server to remove")
         for s in srv:
             env.c.remove_instance(s["id"])
-        # A ready machine is not polled; "not re-created" means something only after a pass over
-        # it, which a change of the object brings.
-        line = "CloudnodeMachine %s/oob: ready" % NS
-        passes = ctl.output().count(line)
-        env.k.api("PATCH", CNM + "/oob", {"metadata": {"annotations": {"touched": "1"}}}, MERGE)
-        t.ok(wait_for(lambda: ctl.output().count(line) > passes, 30), "a pass ran over the machine afterwards",
+        # A ready machine is not polled; "not re-created" means something only after a pass over it.
+        t.ok(_pass_after_change(env, ctl, "oob", "ready"), "a pass ran over the machine afterwards",
              ctl.output()[-2000:])
         t.eq(env.servers(uid), [], "a server removed out of band is not re-created")
         env.delete("oob")
@@ -348,6 +353,7 @@ def test_invalid_spec(t, env):
         def failure():
             return ((env.get("bad") or {}).get("status") or {}).get("failureReason")
         t.eq(wait_for(failure, 30), "InvalidConfiguration", "invalid spec is a terminal condition")
+        # A pass over a failed machine logs nothing to wait for: a fixed wait, then nothing more.
         time.sleep(2.0)
         posts = [r for r in env.c.requests()[before:] if env.is_create(r)]
         t.eq(len(posts), 1, "and is not retried")
