@@ -103,7 +103,9 @@ def test_node(t, k):
     n = node_json(k)
     t.eq((n["spec"].get("providerID"), n["spec"].get("taints"), n["metadata"]["labels"].get(
         "node.kubernetes.io/instance-type"), n["metadata"]["labels"].get("topology.kubernetes.io/zone")),
-         ("hetzner://42", None, "cx22", "fsn1-dc14"), "all patches applied")
+         # The not-ready taint is the API server's own (admission plugin TaintNodesByCondition).
+         ("hetzner://42", [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}], "cx22", "fsn1-dc14"),
+         "all patches applied")
     r = k.kubectl("patch", "node", "worker-1", "--type=merge", "-p", json.dumps({"spec": {"providerID": "x://1"}}))
     t.ok(r.returncode != 0 and "node updates may not change providerID" in r.stderr, "providerID change refused",
          r.stderr)

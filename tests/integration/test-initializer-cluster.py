@@ -64,7 +64,9 @@ def test_initialize(t, k, c, d):
                  "%s: exactly two writes, status first" % name)
             t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "%s: Synced event" % name)
         w2 = get_node(k, "w2")
-        t.eq([x["key"] for x in w2["spec"]["taints"]], ["dedicated"], "w2: other taints are kept")
+        # node.kubernetes.io/not-ready: the API server's, added when the Node was created.
+        t.eq(sorted(x["key"] for x in w2["spec"]["taints"]), ["dedicated", "node.kubernetes.io/not-ready"],
+             "w2: other taints are kept")
         t.eq(get_node(k, "w4")["metadata"]["labels"].get("kubernetes.io/hostname"), "w4",
              "labels of the kubelet are untouched")
         t.eq(node_gets(k, CLUSTER_SA), [], "no GET of a single Node: list and watch only")
