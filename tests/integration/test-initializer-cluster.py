@@ -18,7 +18,7 @@ from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer
                     events, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 
 def expected_addresses(inst):
@@ -200,10 +200,10 @@ def main():
     if not os.access(BINARY, os.X_OK):
         t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
-        with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+        with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)
             t.run(test_bad_credentials, k, c, d)
-        with FakeKube(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
+        with kube_server(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
             t.run(test_lifecycle, k, c, d)
     sys.exit(t.done())
 

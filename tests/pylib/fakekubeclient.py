@@ -36,6 +36,10 @@ SERVER = os.path.join(os.path.dirname(_HERE), "fake-kube-apiserver")
 
 
 class FakeKube:
+    # Whether audit() records carry the request's contentType; whether inject() is there.
+    AUDIT_CONTENT_TYPE = True
+    FAULT_INJECTION = True
+
     def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30):
         self.state_dir = state_dir
         self.rbac = list(rbac or [])

@@ -7,8 +7,8 @@ the real API server"). A test picks its server with kube_server() from fakekubec
 CN_KUBE_SERVER=fake|real.
 
     with RealKube(state_dir, rbac=[manifest yaml paths], load=[yaml paths]) as k:
-        the same attributes and methods as FakeKube, except audit(), inject() and clear_faults(),
-        which only the fake has.
+        the same attributes and methods as FakeKube, except inject() and clear_faults(), which
+        only the fake has; audit() reads the real server's audit log.
 
 The server: etcd on loopback with its data in the state directory; kube-apiserver with
 --authorization-mode=Node,RBAC, the default admission plugins plus NodeRestriction (the
@@ -22,6 +22,8 @@ certificate; kubeconfig_for() writes the token or the certificate.
 
 The binaries come from tests/realkube/build.sh (make real-kube), cached per pinned version."""
 import http.client
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -40,6 +42,11 @@ from fakekube.server import kubeconfig as _kubeconfig  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Every request at level Metadata (no bodies: no Secret in the log), once it is answered.
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata"}]}
+_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
+            "delete": "DELETE", "deletecollection": "DELETE"}
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 _CERT_HANDLE = "cn-realkube-client-certificate:"
 
@@ -56,9 +63,9 @@ def bindir():
     raise RuntimeError("the real kube-apiserver and etcd are not built: run make real-kube")
 
 
-def _free_port():
+def _free_port(host="127.0.0.1"):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -68,13 +75,36 @@ def _yaml_docs(path):
         return [d for d in yaml.safe_load_all(f) if d]
 
 
+def _fake_record(ev):
+    """An audit.k8s.io/v1 Event as a record of the fake's audit log; None for the stage the fake
+    does not log (a watch is logged when its stream starts, any other request when it is done)."""
+    watch = ev.get("verb") == "watch"
+    if ev.get("stage") != ("ResponseStarted" if watch else "ResponseComplete"):
+        return None
+    ref = ev.get("objectRef") or {}
+    path, _, query = ev.get("requestURI", "").partition("?")
+    user = ev.get("user") or {}
+    return {"time": ev.get("stageTimestamp"), "auditID": ev.get("auditID"), "stage": ev.get("stage"),
+            "user": user.get("username"), "groups": user.get("groups") or [], "verb": ev.get("verb"),
+            "method": _METHODS.get(ev.get("verb"), ev.get("verb", "").upper()), "apiGroup": ref.get("apiGroup", ""),
+            "apiVersion": ref.get("apiVersion", ""), "resource": ref.get("resource", ""),
+            "subresource": ref.get("subresource", ""), "namespace": ref.get("namespace", ""),
+            "name": ref.get("name", ""), "path": path, "query": query, "userAgent": ev.get("userAgent", ""),
+            "code": (ev.get("responseStatus") or {}).get("code", 0)}
+
+
 class RealKube(FakeKube):
+    AUDIT_CONTENT_TYPE = False
+    FAULT_INJECTION = False
+
     def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30):
         if extra_args:
             raise ValueError("extra_args are options of the fake API server, not of the real one: %r" % extra_args)
-        if listen not in ("127.0.0.1:0",):
-            raise ValueError("the real API server listens on a free loopback port only, not %r" % listen)
+        host, _, port = listen.rpartition(":")
+        if port != "0":
+            raise ValueError("the real API server listens on a free port of an address (ADDRESS:0), not %r" % listen)
         super().__init__(state_dir, rbac=rbac, load=load, timeout=timeout)
+        self.listen_host = host
         self.etcd = None
         self._certs = {}
         self._resources = {}
@@ -85,8 +115,8 @@ class RealKube(FakeKube):
         d = self.state_dir
         ca = certs.ensure_ca(d)
         self._ca = ca
-        certs.issue(d, "apiserver", ca, "kube-apiserver", sans=["127.0.0.1", "localhost", "kubernetes",
-                                                                  "kubernetes.default.svc"], server=True)
+        certs.issue(d, "apiserver", ca, "kube-apiserver", sans=sorted({"127.0.0.1", self.listen_host}) + [
+            "localhost", "kubernetes", "kubernetes.default.svc"], server=True)
         admin_crt, admin_key = certs.issue(d, "admin", ca, "kubernetes-admin", orgs=["system:masters"])
         for args in (["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "sa.key"],
                      ["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]):
@@ -102,11 +132,13 @@ class RealKube(FakeKube):
         os.makedirs(self.state_dir, exist_ok=True)
         admin_crt, admin_key = self._gen_certs()
         d = self.state_dir
+        with open(os.path.join(d, "audit-policy.yaml"), "w") as f:
+            json.dump(AUDIT_POLICY, f)
         self._stderr = open(os.path.join(d, "server.log"), "ab")
         for attempt in range(3):
             # A free port found here may be taken by another test before the server binds it:
             # then the server exits, and another set of ports is tried.
-            etcd_port, peer_port, port = _free_port(), _free_port(), _free_port()
+            etcd_port, peer_port, port = _free_port(), _free_port(), _free_port(self.listen_host)
             etcd_url = "http://127.0.0.1:%d" % etcd_port
             peer_url = "http://127.0.0.1:%d" % peer_port
             data = os.path.join(d, "etcd")
@@ -120,16 +152,19 @@ class RealKube(FakeKube):
             p = lambda name: os.path.join(d, name)  # noqa: E731
             self.proc = subprocess.Popen(
                 [os.path.join(bins, "kube-apiserver"), "--etcd-servers", etcd_url,
-                 "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(port),
+                 "--bind-address", self.listen_host, "--advertise-address", self.listen_host,
+                 "--secure-port", str(port),
                  "--tls-cert-file", p("apiserver.crt"), "--tls-private-key-file", p("apiserver.key"),
                  "--client-ca-file", p("ca.crt"), "--cert-dir", p("certs"),
                  "--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
                  "--service-account-issuer", ISSUER, "--service-account-key-file", p("sa.pub"),
                  "--service-account-signing-key-file", p("sa.key"),
                  "--service-cluster-ip-range", "10.96.0.0/16", "--endpoint-reconciler-type", "none",
-                 "--enable-priority-and-fairness=false", "--profiling=false"],
+                 "--enable-priority-and-fairness=false", "--profiling=false",
+                 "--audit-policy-file", p("audit-policy.yaml"), "--audit-log-path", p("audit-real.jsonl"),
+                 "--audit-log-format", "json", "--audit-log-mode", "blocking"],
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
-            self.url = "https://127.0.0.1:%d" % port
+            self.url = "https://%s:%d" % (self.listen_host, port)
             u = urlsplit(self.url)
             self.host, self.port, self.https = u.hostname, u.port, True
             self._admin_token = None
@@ -283,7 +318,30 @@ class RealKube(FakeKube):
     # --- what only the fake has ----------------------------------------------------------
 
     def audit(self):
-        raise NotImplementedError("the audit log is the fake API server's; this test runs against the real one")
+        """The real server's audit log in the fake's record format (tests/fakekube/README.md, Audit
+        log), without contentType, duration and watchEvents, which it does not record. An event is
+        logged just after its response is sent: a request of our own is made and waited for first,
+        so that what was answered before it is in the log."""
+        self._marks = getattr(self, "_marks", itertools.count(1))
+        mark = "/version?cn-audit-mark=%d" % next(self._marks)
+        self.request("GET", mark)
+        end = time.monotonic() + 10
+        while True:
+            out, seen = [], False
+            with open(os.path.join(self.state_dir, "audit-real.jsonl")) as f:
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    ev = json.loads(line)
+                    if ev.get("requestURI") == mark:
+                        seen = True
+                        continue
+                    rec = _fake_record(ev)
+                    if rec is not None:
+                        out.append(rec)
+            if seen or time.monotonic() > end:
+                return out
+            time.sleep(0.02)
 
     def inject(self, rule):
         raise NotImplementedError("fault injection is the fake API server's; this test runs against the real one")
