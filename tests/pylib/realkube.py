@@ -134,8 +134,9 @@ class RealKube(FakeKube):
         d = self.state_dir
         with open(os.path.join(d, "audit-policy.yaml"), "w") as f:
             json.dump(AUDIT_POLICY, f)
-        self._stderr = open(os.path.join(d, "server.log"), "ab")
-        for attempt in range(3):
+        p = lambda name: os.path.join(d, name)  # noqa: E731
+        for _ in range(3):
+            self._stderr = open(p("server.log"), "ab")
             # A free port found here may be taken by another test before the server binds it:
             # then the server exits, and another set of ports is tried.
             etcd_port, peer_port, port = _free_port(), _free_port(), _free_port(self.listen_host)
@@ -149,7 +150,6 @@ class RealKube(FakeKube):
                  "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
                  "--initial-cluster", "default=" + peer_url, "--unsafe-no-fsync", "--log-level", "error"],
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
-            p = lambda name: os.path.join(d, name)  # noqa: E731
             self.proc = subprocess.Popen(
                 [os.path.join(bins, "kube-apiserver"), "--etcd-servers", etcd_url,
                  "--bind-address", self.listen_host, "--advertise-address", self.listen_host,
@@ -173,12 +173,10 @@ class RealKube(FakeKube):
             if self._wait_ready():
                 break
             self.stop()
-            self._stderr = open(os.path.join(d, "server.log"), "ab")
         else:
-            with open(os.path.join(d, "server.log"), errors="replace") as f:
+            with open(p("server.log"), errors="replace") as f:
                 raise RuntimeError("kube-apiserver did not start: %s" % f.read()[-4000:])
-        with open(self.kubeconfig, "w") as f:
-            f.write(_kubeconfig(self.url, p("ca.crt"), "admin", admin_crt, admin_key))
+        self._write_private(self.kubeconfig, _kubeconfig(self.url, p("ca.crt"), "admin", admin_crt, admin_key))
         for path in self.rbac:
             for doc in _yaml_docs(path):
                 if doc.get("kind") in RBAC_KINDS:
@@ -310,10 +308,15 @@ class RealKube(FakeKube):
         text = _kubeconfig(self.url, os.path.join(self.state_dir, "ca.crt"), safe,
                            cert=cert[0] if cert else None, key=cert[1] if cert else None,
                            token=None if cert else tok)
+        self._write_private(path, text)
+        return path
+
+    @staticmethod
+    def _write_private(path, text):
+        # Kubeconfigs hold a private key or a token: readable by their owner only.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        return path
 
     # --- what only the fake has ----------------------------------------------------------
 
