@@ -99,7 +99,7 @@ done)
 MOD
 printf '//go:build tools\n\npackage realetcd\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$work/etcd/tools.go"
 
-(cd "$work/etcd" && "$go" build -trimpath -ld# Each program is built only when missing. The graph of modules the build selected must not
+# Each program is built only when missing. The graph of modules the build selected must not
 # need a Go newer than 1.23 (Debian 12's): the newest go directive in it is checked.
 build() { # dir package output
 	[ -x "$bindir/$3" ] && return 0
