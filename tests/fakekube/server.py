@@ -920,9 +920,9 @@ class Handler(BaseHTTPRequestHandler):
             if obj["metadata"].get("name") and obj["metadata"]["name"] != info.name:
                 raise errors.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                          % (obj["metadata"]["name"], info.name))
-            res, created = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, info.name, lambda cur: obj),
-                                        info.subresource or None, dry_run,
-                                        put_body=obj, version=v)
+            res, created = store.update(rt, ns, info.name,
+                                        self.escalation_checked(rt, ns, info.name, lambda cur: obj),
+                                        info.subresource or None, dry_run, put_body=obj, version=v)
             self.send_obj(201 if created else 200, self.out(rt, res, v))
         elif info.verb == "patch":
             ct = ctype.split(";")[0].strip().lower()
@@ -949,8 +949,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 meta = patchmod.SMP_META.get((rt.group, rt.kind), {})
                 fn = lambda cur: patchmod.strategic_merge(cur, p, meta)
-            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, info.name, fn), info.subresource or None,
-                                  dry_run, version=v)
+            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, info.name, fn),
+                                  info.subresource or None, dry_run, version=v)
             self.send_obj(200, self.out(rt, res, v))
         elif info.verb == "delete":
             opts = {}

@@ -37,7 +37,6 @@ def deep(o):
 REQ = threading.local()
 
 
-
 def not_ready_taint(node):
     """The node.kubernetes.io/not-ready:NoSchedule taint of node, or None."""
     spec = node.get("spec")
@@ -51,8 +50,8 @@ def not_ready_taint(node):
 def node_ready(node):
     status = node.get("status")
     conds = status.get("conditions") if isinstance(status, dict) else None
-    return isinstance(conds, list) and any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-                                           for c in conds)
+    return isinstance(conds, list) and any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
 def taint_not_ready(node):

@@ -215,7 +215,8 @@ def test_role_by_post(t, k, tok):
 
 def main():
     t = Tap()
-    with tempfile.TemporaryDirectory() as d, kube_server(os.path.join(d, "kube"), rbac=RBAC, load=[GUARD]) as k:
+    with tempfile.TemporaryDirectory() as d, \
+            kube_server(os.path.join(d, "kube"), rbac=RBAC, load=[GUARD]) as k:
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
         tok = k.token_for(USER)
         t.run(test_cannot_escalate, k, tok)

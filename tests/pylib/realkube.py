@@ -59,7 +59,8 @@ def bindir():
     if r.returncode == 0:
         return r.stdout.strip(), None
     if subprocess.run([BUILD, "--go"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 77:
-        return None, "no Go >= 1.23 to build the real kube-apiserver and etcd with (golang-1.23 from bookworm-backports)"
+        return None, ("no Go >= 1.23 to build the real kube-apiserver and etcd with "
+                      "(golang-1.23-go from bookworm-backports)")
     raise RuntimeError("the real kube-apiserver and etcd are not built: run make real-kube")
 
 
@@ -279,7 +280,8 @@ class RealKube(FakeKube):
         key = (user, tuple(groups or ()))
         if key not in self._certs:
             self._n += 1
-            self._certs[key] = certs.issue(self.state_dir, "user-%d" % self._n, self._ca, user, orgs=list(groups or ()))
+            self._certs[key] = certs.issue(self.state_dir, "user-%d" % self._n, self._ca, user,
+                                           orgs=list(groups or ()))
         return _CERT_HANDLE + "%s" % list(self._certs).index(key)
 
     def _cert_of(self, token):
