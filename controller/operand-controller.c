@@ -209,12 +209,25 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                 pass_finished(oc);
 }
 
+/* Roles and ClusterRoles are created with PUT to their name (the RBAC API allows create on update),
+ * never POST: the API server asks whether the writer may `escalate` the role named in the request's
+ * path, and a POST names none. The controller may `escalate` the operand's roles by name only
+ * (controller-rbac.yaml), so a POST of a role granting Node permissions it does not hold is
+ * forbidden where a PUT of the same role is allowed. */
+static bool created_by_name(const CnKubeResource *r) {
+        return streq(r->group, "rbac.authorization.k8s.io") &&
+                (streq(r->resource, "roles") || streq(r->resource, "clusterroles"));
+}
+
 static int issue_write(OperandController *oc, Write *w) {
         const char *ns = w->resource->namespaced ? cn_json_string(w->desired, "metadata", "namespace", NULL) : NULL;
         const char *name = cn_json_string(w->desired, "metadata", "name", NULL);
 
         switch (w->action) {
         case CN_APPLY_CREATE:
+                if (created_by_name(w->resource))
+                        return cn_kube_update(oc->client, w->resource, ns, name, NULL, w->desired, write_done, w,
+                                              NULL);
                 return cn_kube_create(oc->client, w->resource, ns, w->desired, write_done, w, NULL);
         case CN_APPLY_PATCH: {
                 _cleanup_json_ json_object *patch = NULL;

@@ -26,7 +26,7 @@ from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
 from .selection import parse_field_selector, parse_label_selector
-from .store import REQ, Store, deep, now_iso
+from .store import REQ, Store, deep, node_ready, not_ready_taint, now_iso
 
 MAX_BODY = 3 * 1024 * 1024
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -267,6 +267,8 @@ class State:
         elif key == ("", "namespaces"):
             if type_ != "DELETED" and obj["metadata"].get("deletionTimestamp"):
                 _later(lambda: self._ns_cleanup(obj["metadata"]["name"]))
+        elif key == ("", "nodes") and type_ != "DELETED" and node_ready(obj) and not_ready_taint(obj):
+            _later(lambda: self._node_untaint(obj["metadata"]["name"]))
         md0 = (obj or {}).get("metadata") or {}
         fins = md0.get("finalizers") or []
         if type_ == "DELETED" or "foregroundDeletion" in fins or "orphan" in fins:
@@ -284,6 +286,19 @@ class State:
                 nso = self.store.objects[("", "namespaces")].get(("", md["namespace"]))
                 if nso and nso["metadata"].get("deletionTimestamp"):
                     _later(lambda: self._ns_cleanup(md["namespace"]))
+
+    def _node_untaint(self, name):
+        """The node lifecycle controller: once a Node reports Ready, the not-ready taint the API
+        server gave it at creation (store.taint_not_ready) goes."""
+        def fn(o):
+            if node_ready(o):
+                o["spec"]["taints"] = [t for t in o["spec"]["taints"] if t is not not_ready_taint(o)]
+            o["metadata"].pop("resourceVersion", None)
+            return o
+        try:
+            self.store.update(self.registry.lookup("", "v1", "nodes"), "", name, fn)
+        except ApiError:
+            pass
 
     # --- garbage collector: ownerReferences and propagation policies ------------------------
 
@@ -930,7 +945,7 @@ class Handler(BaseHTTPRequestHandler):
                                          ("authorization.k8s.io", "selfsubjectrulesreviews")):
                 self.send_obj(201, self.review(rt, obj))
                 return
-            self.escalation(rt, ns, obj)
+            self.escalation(rt, ns, obj, None)
             created = store.create(rt, ns, obj, dry_run, v)
             self.send_obj(201, self.out(rt, created, v))
         elif info.verb == "update":
@@ -941,9 +956,9 @@ class Handler(BaseHTTPRequestHandler):
             if obj["metadata"].get("name") and obj["metadata"]["name"] != info.name:
                 raise errors.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                          % (obj["metadata"]["name"], info.name))
-            res, created = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, lambda cur: obj),
-                                        info.subresource or None, dry_run,
-                                        put_body=obj, version=v)
+            res, created = store.update(rt, ns, info.name,
+                                        self.escalation_checked(rt, ns, info.name, lambda cur: obj),
+                                        info.subresource or None, dry_run, put_body=obj, version=v)
             self.send_obj(201 if created else 200, self.out(rt, res, v))
         elif info.verb == "patch":
             ct = ctype.split(";")[0].strip().lower()
@@ -970,8 +985,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 meta = patchmod.SMP_META.get((rt.group, rt.kind), {})
                 fn = lambda cur: patchmod.strategic_merge(cur, p, meta)
-            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, fn), info.subresource or None,
-                                  dry_run, version=v)
+            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, info.name, fn),
+                                  info.subresource or None, dry_run, version=v)
             self.send_obj(200, self.out(rt, res, v))
         elif info.verb == "delete":
             opts = {}
@@ -1016,19 +1031,20 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise errors.method_not_allowed()
 
-    def escalation(self, rt, ns, obj):
+    def escalation(self, rt, ns, obj, request_name):
+        """request_name: the name in the request's path, None for a create (POST)."""
         if rt.group == "rbac.authorization.k8s.io" and isinstance(obj, dict):
-            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj)
+            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj, request_name)
             if err is not None:
                 raise err
 
-    def escalation_checked(self, rt, ns, fn):
+    def escalation_checked(self, rt, ns, request_name, fn):
         if rt.group != "rbac.authorization.k8s.io":
             return fn
 
         def wrapped(cur):
             new = fn(cur)
-            self.escalation(rt, ns, new)
+            self.escalation(rt, ns, new, request_name)
             return new
         return wrapped
 

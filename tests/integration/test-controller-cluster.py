@@ -18,7 +18,7 @@ from cntap import Tap  # noqa: E402
 from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
 from capimachines import machine_env  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
 
@@ -264,7 +264,7 @@ def test_rate_limited(t, env):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+        with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
             env = CapiEnv(k, c, tmp)
             env.setup()
             t.run(test_provisioned, env)

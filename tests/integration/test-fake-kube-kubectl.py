@@ -9,7 +9,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
+from cntap import Tap, src, wait_for  # noqa: E402
 from fakekubeclient import kubectl_minor, run_with_server  # noqa: E402
 
 NODE_YAML = """apiVersion: v1
@@ -100,6 +100,9 @@ def test_node(t, k):
     t.eq((r.returncode, r.stdout.strip()), (0, "node/worker-1 labeled"), "kubectl label")
     r = k.kubectl("label", "node", "worker-1", "bad label=x")
     t.ok(r.returncode != 0, "kubectl label with an invalid key fails")
+    # The API server's own not-ready taint (admission plugin TaintNodesByCondition) goes once the
+    # Node is Ready (the node lifecycle controller), after the patches.
+    wait_for(lambda: not node_json(k)["spec"].get("taints"), 10)
     n = node_json(k)
     t.eq((n["spec"].get("providerID"), n["spec"].get("taints"), n["metadata"]["labels"].get(
         "node.kubernetes.io/instance-type"), n["metadata"]["labels"].get("topology.kubernetes.io/zone")),

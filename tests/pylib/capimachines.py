@@ -16,7 +16,7 @@ import time
 import cncapi
 from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
-from fakekubeclient import FakeKube
+from fakekubeclient import kube_server
 
 # What differs between the providers: the cloud config, the spec, what the cloud's inventory and
 # request log look like.
@@ -52,7 +52,7 @@ PROVIDERS = {
 def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
     """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
     tmp, set up for machines of the provider."""
-    with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
         env = Env(k, c, tmp, provider)
         env.setup()

@@ -235,6 +235,11 @@ class Cluster:
         self.kube.api("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "spec": {"taints": [{"key": TAINT, "value": "true", "effect": "NoSchedule"}]}})
+        # The kubelet reports Ready, which lets the API server's not-ready taint go (the
+        # uninitialized taint stays until the initializer removes it).
+        self.kube.api("PATCH", "/api/v1/nodes/%s/status" % name,
+                      {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}},
+                      "application/merge-patch+json")
         unit = units.get("cloudnode-initializer.service")
         if unit and os.path.exists(env_path):
             self._start(node, "initializer", self._argv(node, exec_start(unit), env_file(env_path)))
