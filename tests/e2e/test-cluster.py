@@ -34,27 +34,13 @@ SETTLE = 180
 
 
 def apply(t, c, *args):
-    """kubectl apply, again while the CRDs it just created are not served yet (as a user would)."""
-    r = None
-    for _ in range(10):
-        r = c.kubectl("apply", *args)
-        if r.returncode == 0:
-            break
-        c.wait(lambda: False, 1)
+    r = c.apply(*args)
     t.ok(r.returncode == 0, "kubectl apply %s" % " ".join(args), r.stderr[-1500:])
 
 
-
 def install_base(t, c):
-    apply(t, c, "-k", src("manifests", "base"))
-    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
-        "data": {"config": c.cloud_conf()}})
-    t.ok(code == 201, "the source cloud config ConfigMap created")
-    code, _ = c.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
-        "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
-        "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": "hetzner"}})
-    t.ok(code == 201, "CloudnodeOperator cloudnode with spec.cloudProvider hetzner created")
+    for ok, what in c.install_base():
+        t.ok(ok, what)
 
 
 def install_openshift(t, c):
@@ -124,7 +110,7 @@ def scenario(t, name, install, namespace, check=None):
     t.diag("install: %s" % name)
     tmp = tempfile.mkdtemp(prefix="cn-e2e-%s-" % name)
     try:
-        with Cluster(tmp, namespace=namespace) as c:
+        with Cluster(tmp, namespace=namespace, runtime="podman") as c:
             install(t, c)
             c.boot("%s-bootstrap" % name, "bootstrap")
             c.boot("%s-master-1" % name, "control-plane")
