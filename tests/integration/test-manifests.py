@@ -200,6 +200,10 @@ def test_capi_components(t, tmp):
     t.ok("--operand=false" in args and "--machine-provider=hetzner" in args and "--leader-elect=true" in args,
          "capi: the controller runs only the machine reconcilers, leader-elected, provider hetzner by default",
          args)
+    c0 = spec["containers"][0]
+    t.ok("--port=9440" in args and c0["livenessProbe"]["httpGet"]["port"] == 9440 and
+         c0["readinessProbe"]["httpGet"]["port"] == 9440,
+         "capi: health and metrics on 9440 (Cluster API's provider port), not the base controller's 10260")
     t.ok(any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials" for v in spec.get("volumes", [])),
          "capi: credentials mounted from the Secret cloudnode-machine-credentials")
     t.eq((spec.get("securityContext") or {}).get("fsGroup"), 65532,
