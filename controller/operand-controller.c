@@ -19,6 +19,7 @@
 #include "controller-operand.h"
 #include "controller-render.h"
 #include "controller-status.h"
+#include "controller-waiting.h"
 #include "hash-util.h"
 #include "json-util.h"
 #include "kube-client.h"
@@ -80,6 +81,8 @@ struct OperandController {
         /* key "resource/ns/name" -> our last write to the object, until the cache shows it */
         CnWriteExpectations *expectations;
         char *last_degraded_message;
+        /* what we wait for or go on without, each said once per episode */
+        CnWaiting not_applying, no_images, no_cloud_config;
 };
 
 typedef struct Write {
@@ -271,7 +274,9 @@ static void status_update(OperandController *oc, bool available, bool progressin
         bool changed;
         int r;
 
-        if (!oc->status || !cn_kube_informer_has_synced(oc->status))
+        /* Without its CRD (deleted after we started) there is nothing to write to; the informer
+         * brings us back when it is served again. */
+        if (!oc->status || !cn_kube_informer_has_synced(oc->status) || !cn_kube_informer_is_served(oc->status))
                 return;
         /* Our own writes done, the conditions follow the operand Deployment's rollout (its
          * informer's events bring us back here), not just our writes. */
@@ -308,8 +313,10 @@ static void status_written(CnKubeClient *c, const CnKubeResult *result, void *us
         if (result->error < 0) {
                 log_warning_errno(result->error, "Failed to update %s/%s status: %s", oc->status_resource->resource,
                                   STATUS_OBJECT_NAME, strna(result->message));
-                /* The status informer's next event (or the retry) brings us back here. */
-                schedule(oc);
+                /* The status informer's next event (or the retry) brings us back here; a 404 means
+                 * the CRD went away, and its informer says when it is back. */
+                if (result->error != -CN_KUBE_ENOTFOUND)
+                        schedule(oc);
         }
 }
 
@@ -411,6 +418,12 @@ static int operand_cloud_provider(OperandController *oc, const char **ret, char 
         if (infra)
                 (void) cn_render_infrastructure_platform(infra, &platform, NULL);
         r = cn_operand_cloud_provider(oc->options.cloud_provider, op, platform, ret, &source);
+        if (r == -ENOENT && oc->status_resource == &resource_clusteroperators)
+                return set_last_error(oc, "no cloud provider: OpenShift's Infrastructure cluster %s "
+                                      "(status.platformStatus.type; for External, its platformName), or pass "
+                                      "--cloud-provider to cloudnode-controller",
+                                      !oc->have_infrastructures ? "is not served" :
+                                      !infra ? "does not exist" : "names no platform this build has");
         if (r == -ENOENT)
                 return set_last_error(oc, "no cloud provider: set spec.cloudProvider of %s %s (kubectl patch "
                                       "cloudnodeoperator cloudnode --type=merge -p '{\"spec\":{\"cloudProvider\":"
@@ -460,6 +473,21 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
                 .cloud_config = cn_operand_source_cloud_config(source, oc->options.cloud_config_key),
         };
         warn_credentials(oc, c->cloud_config);
+        /* Neither is waited for: the operand is applied without them, and the lines say so. */
+        if (source)
+                cn_waiting_over(&oc->no_cloud_config, NULL);
+        else
+                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
+                               "ConfigMap %s/%s (key %s) not found: the operand gets an empty cloud.conf until it "
+                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
+                               oc->options.cloud_config_name, oc->options.cloud_config_key);
+        if (images_cm)
+                cn_waiting_over(&oc->no_images, NULL);
+        else
+                cn_waiting_say(&oc->no_images, LOG_NOTICE,
+                               "ConfigMap %s/%s not found: the operand gets the built-in images; apply "
+                               "manifests/controller/images-configmap.yaml to choose them", oc->options.namespace,
+                               oc->options.images_configmap);
         r = operand_cloud_provider(oc, &c->cloud_provider, ret_platform);
         if (r < 0)
                 return r;
@@ -495,11 +523,12 @@ static int reconcile(OperandController *oc) {
         }
         r = build_config(oc, &config, &images, &platform);
         if (r < 0) {
-                log_error("Not applying: %s", strna(oc->last_error));
+                cn_waiting_say(&oc->not_applying, LOG_ERR, "Not applying: %s", strna(oc->last_error));
                 (void) cn_metric_inc(oc->m_reconciles, CN_LABELS("error"));
                 status_update(oc, false, false, true, oc->last_error);
                 return 0;
         }
+        cn_waiting_over(&oc->not_applying, "Applying the operand");
         r = cn_operand_desired(&config, &desired);
         if (r < 0)
                 return log_error_errno(r, "Failed to compute the desired objects: %m");
@@ -607,6 +636,9 @@ static int watch(OperandController *oc, const CnKubeResource *r, const CnKubeInf
         k = cn_kube_informer_add_trigger(i, oc->reconcile_source, NULL);
         if (k < 0)
                 return k;
+        k = cn_waiting_watch_api(i);
+        if (k < 0)
+                return k;
         k = cn_kube_informer_start(i);
         if (k < 0)
                 return log_error_errno(k, "Failed to start the %s informer: %m", r->resource);
@@ -681,7 +713,9 @@ static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *user
                                              discovery_lists(result->object, "validatingadmissionpolicies");
                 if (!oc->have_admission_policies)
                         log_warning("The cluster does not serve admissionregistration.k8s.io/v1 "
-                                    "ValidatingAdmissionPolicy; the node-mode identity is limited by RBAC only");
+                                    "ValidatingAdmissionPolicy (Kubernetes serves it from 1.30 on); the node-mode "
+                                    "identity is limited by RBAC only until cloudnode-controller restarts on a "
+                                    "cluster that serves it");
                 oc->discovery_step = 1;
                 r = cn_kube_request(oc->client, "GET", "/apis/config.openshift.io/v1", NULL, NULL, on_discovery, oc,
                                     &oc->discovery);
@@ -791,6 +825,9 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_write_expectations_free(oc->expectations);
         free(oc->last_error);
         free(oc->last_degraded_message);
+        cn_waiting_done(&oc->not_applying);
+        cn_waiting_done(&oc->no_images);
+        cn_waiting_done(&oc->no_cloud_config);
         free(oc);
         return NULL;
 }

@@ -259,6 +259,8 @@ class State:
         if key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             if type_ == "DELETED":
                 self.registry.unregister_crd(obj)
+                spec = obj.get("spec") or {}
+                self.store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
             else:
                 self.registry.register_crd(obj)
                 _later(lambda: self._crd_status(obj["metadata"]["name"]))
@@ -1217,7 +1219,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise _Closed()
             while True:
                 now = time.monotonic()
-                if now >= deadline:
+                if now >= deadline or w.closed:
                     break
                 try:
                     ch = w.q.get(timeout=min(0.5, deadline - now))

@@ -284,6 +284,13 @@ class Store:
             start = self.rv
         return w, initial, start
 
+    def close_watchers(self, rkey):
+        """Ends every open watch of a resource type, as the API server does when a CRD is
+        deleted: the clients' next watch or list then gets 404."""
+        with self.lock:
+            for w in self.watchers.get(rkey, ()):
+                w.closed = True
+
     def unwatch(self, w):
         with self.lock:
             self.watchers[w.rt.key].discard(w)
