@@ -32,7 +32,7 @@ from fakekubeclient import FakeKube  # noqa: E402
 PLATFORMS = ["hetzner", "aws", "openstack", "gcp", "azure", "digitalocean"]
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 NAMESPACE = "cloudnode"
-NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
+NODE_SA_PREFIX = "system:serviceaccount:cloudnode-nodes:"  # one ServiceAccount per Node
 CONTROLLER_SA = "system:serviceaccount:cloudnode:cloudnode-controller"
 TTY = sys.stdout.isatty()
 
@@ -179,7 +179,7 @@ class Demo:
         return netns_argv(node.netns, argv) if node.netns else argv
 
     def node_kubeconfig(self, node):
-        path = self.kube.kubeconfig_for(NODE_SA)
+        path = self.kube.node_kubeconfig(node.name)  # the node's own ServiceAccount and token
         if not node.netns:
             return path
         # Inside its namespace a node reaches the API server through its veth peer.
@@ -377,7 +377,7 @@ class Demo:
             times = sorted(n.initialized_at - n.registered_at for n in ok)
             say("  time from registration to taint removed: min %.2fs, median %.2fs, max %.2fs"
                 % (times[0], times[len(times) // 2], times[-1]))
-        writes = [a for a in audit if a.get("user") == NODE_SA and a.get("verb") in ("create", "update", "patch", "delete")
+        writes = [a for a in audit if a.get("user", "").startswith(NODE_SA_PREFIX) and a.get("verb") in ("create", "update", "patch", "delete")
                   and "/nodes/" in a.get("path", "")]
         say("  Node writes by the node-mode initializers: %d (%.1f per node)" % (len(writes), len(writes) / max(len(self.nodes), 1)))
         by_user = {}
