@@ -1,6 +1,6 @@
 """Decoding of the Kubernetes protobuf encoding for the request bodies kubectl's typed clients
 send as protobuf: auth can-i / whoami reviews and `kubectl create namespace|configmap|secret|
-serviceaccount`. The real server accepts protobuf for every built-in type; here anything else is
+serviceaccount` and `kubectl create token` (TokenRequest). The real server accepts protobuf for every built-in type; here anything else is
 answered 415 (clients that speak JSON, like cloudnode's, are unaffected)."""
 import base64
 
@@ -52,6 +52,9 @@ def _msg(b, spec):
         if kind == "bool":
             out[name] = bool(v)
             continue
+        if kind == "int":
+            out[name] = v if wt == 0 else None
+            continue
         if wt != 2:
             continue
         if kind in ("map", "bmap"):
@@ -87,6 +90,9 @@ TYPES = {
     ("v1", "Secret"): {1: ("metadata", _META), 2: ("data", "bmap"), 3: ("type", "str"), 4: ("stringData", "map"),
                        5: ("immutable", "bool")},
     ("v1", "ServiceAccount"): {1: ("metadata", _META), 4: ("automountServiceAccountToken", "bool")},
+    ("authentication.k8s.io/v1", "TokenRequest"): {1: ("metadata", _META), 2: ("spec", {
+        1: ("audiences", "strs"), 4: ("expirationSeconds", "int"),
+        3: ("boundObjectRef", {1: ("kind", "str"), 2: ("apiVersion", "str"), 3: ("name", "str"), 4: ("uid", "str")})})},
 }
 
 

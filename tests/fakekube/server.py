@@ -876,7 +876,7 @@ class Handler(BaseHTTPRequestHandler):
             scale.handle(self, rt, ns, info.name, info.verb, body, ctype, dry_run)
             return
         if info.subresource == "token":
-            tokenrequest.handle(self, store, st.bound_tokens, rt, ns, info.name, info.verb, body, dry_run)
+            tokenrequest.handle(self, store, st.bound_tokens, rt, ns, info.name, info.verb, body, ctype, dry_run)
             return
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)

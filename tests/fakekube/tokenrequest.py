@@ -6,7 +6,6 @@ expired and the ServiceAccount it was minted for still exists with the same UID:
 ServiceAccount revokes every token minted for it. The token here is opaque, not a JWT (no client
 of the project reads inside it)."""
 import datetime
-import json
 import secrets
 import threading
 import time
@@ -55,14 +54,11 @@ class BoundTokens:
         return "system:serviceaccount:%s:%s" % (ns, name), []
 
 
-def handle(handler, store, bound, rt, ns, name, verb, body, dry_run):
-    """Answers one request on serviceaccounts/NAME/token."""
+def handle(handler, store, bound, rt, ns, name, verb, body, ctype, dry_run):
+    """Answers one request on serviceaccounts/NAME/token (JSON or, as kubectl sends it, protobuf)."""
     if verb != "create":
         raise errors.method_not_allowed()
-    try:
-        req = json.loads(body) if body.strip() else {}
-    except ValueError:
-        raise errors.bad_request("the body of the request was in an unknown format")
+    req = handler.decode(body, ctype) if body.strip() else {}
     if not isinstance(req, dict) or req.get("kind") not in (None, "TokenRequest") or \
             req.get("apiVersion") not in (None, "authentication.k8s.io/v1"):
         raise errors.bad_request("the body of the request must be an authentication.k8s.io/v1 TokenRequest")
