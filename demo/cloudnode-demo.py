@@ -377,7 +377,8 @@ class Demo:
             times = sorted(n.initialized_at - n.registered_at for n in ok)
             say("  time from registration to taint removed: min %.2fs, median %.2fs, max %.2fs"
                 % (times[0], times[len(times) // 2], times[-1]))
-        writes = [a for a in audit if a.get("user", "").startswith(NODE_SA_PREFIX) and a.get("verb") in ("create", "update", "patch", "delete")
+        writes = [a for a in audit if a.get("user", "").startswith(NODE_SA_PREFIX)
+                  and a.get("verb") in ("create", "update", "patch", "delete")
                   and "/nodes/" in a.get("path", "")]
         say("  Node writes by the node-mode initializers: %d (%.1f per node)" % (len(writes), len(writes) / max(len(self.nodes), 1)))
         by_user = {}

@@ -1,7 +1,8 @@
 """Decoding of the Kubernetes protobuf encoding for the request bodies kubectl's typed clients
 send as protobuf: auth can-i / whoami reviews and `kubectl create namespace|configmap|secret|
-serviceaccount` and `kubectl create token` (TokenRequest). The real server accepts protobuf for every built-in type; here anything else is
-answered 415 (clients that speak JSON, like cloudnode's, are unaffected)."""
+serviceaccount` and `kubectl create token` (TokenRequest). The real server accepts protobuf for
+every built-in type; here anything else is answered 415 (clients that speak JSON, like
+cloudnode's, are unaffected)."""
 import base64
 
 MAGIC = b"k8s\x00"

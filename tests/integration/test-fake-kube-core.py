@@ -384,8 +384,8 @@ def test_token_request(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events, test_gc, test_audit,
-                            test_token_request))
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events,
+                        test_gc, test_audit, test_token_request))
     sys.exit(t.done())
 
 
