@@ -1,5 +1,6 @@
 """Hetzner Cloud API (https://docs.hetzner.cloud/) under /v1: servers, actions, server
-types, locations, datacenters; bearer tokens, RateLimit-* headers on every response, and
+types, locations, datacenters, and (hetzner_resources) images, SSH keys, networks, placement
+groups and load balancers; bearer tokens, RateLimit-* headers on every response, and
 errors as {"error": {"code", "message", "details"}}."""
 import hashlib
 import ipaddress
@@ -8,6 +9,7 @@ import secrets
 import time
 
 from . import state as st_mod
+from .hetzner_resources import Resources
 from .state import StateError
 from .web import iso8601, json_response
 
@@ -213,7 +215,7 @@ def meta(total, page, per_page):
                            "last_page": last, "total_entries": total}}
 
 
-class Api:
+class Api(Resources):
     def __init__(self, state):
         self.state = state
 
@@ -267,7 +269,16 @@ class Api:
             if m == "PUT":
                 return self.update_server(req, parts[1], now)
         if len(parts) == 4 and parts[0] == "servers" and parts[2] == "actions" and m == "POST":
+            more = getattr(self, "server_" + parts[3], None)
+            if more is not None:
+                return more(req, parts[1], now)
             return self.power_action(parts[1], parts[3], now)
+        if len(parts) == 3 and parts[0] == "servers" and parts[2] == "actions" and m == "GET":
+            st = self.state.read()
+            self._server(parts[1], st)
+            acts = [action_json(a, st["settings"], now) for a in st["actions"].values()
+                    if any(r["type"] == "server" and str(r["id"]) == parts[1] for r in a["resources"])]
+            return self._paged(req, "actions", acts)
         if parts == ["actions"] and m == "GET":
             ids = req.query_all.get("id", [])
             st = self.state.read()
@@ -300,6 +311,14 @@ class Api:
             items = [datacenter_json(dc) for dc in DATACENTERS
                      if not req.query.get("name") or dc["name"] == req.query["name"]]
             return self._paged(req, "datacenters", items)
+        if len(parts) == 2 and parts[0] == "datacenters" and m == "GET":
+            dc = datacenter_by(parts[1]) if parts[1].isdigit() else None
+            if dc is None:
+                raise ApiError(404, "not_found", "datacenter with ID '%s' not found" % parts[1])
+            return json_response({"datacenter": datacenter_json(dc)})
+        resp = self.route_resources(req, parts, now)
+        if resp is not None:
+            return resp
         raise ApiError(404, "not_found", "not found")
 
     def _paged(self, req, key, items):
@@ -343,6 +362,8 @@ class Api:
             status = "running"
         ext = inst.get("extra") or {}
         image = ext.get("image") or inst["image"]
+        st = self.state.read()
+        img = self.image_by(st, ext.get("image_id") or image, t["architecture"])
         pub = None
         if inst.get("public_ipv4"):
             pub = {"id": 1000000 + inst["numeric_id"], "ip": inst["public_ipv4"], "blocked": False,
@@ -351,10 +372,12 @@ class Api:
         if inst.get("ipv6"):
             net = ipaddress.ip_network(inst["ipv6"] + "/64", strict=False)
             pub6 = {"id": 2000000 + inst["numeric_id"], "ip": str(net), "blocked": False, "dns_ptr": []}
-        private = []
-        if inst.get("private_ipv4"):
-            private.append({"network": inst.get("network_id") or 4711, "ip": inst["private_ipv4"],
-                            "alias_ips": [], "mac_address": "86:00:00:%s" % inst["mac"][9:]})
+        private = [dict(a, mac_address="86:00:%02x:%s" % (k, inst["mac"][9:]))
+                   for k, a in enumerate(self.attachments(inst))]
+        group = None
+        if ext.get("placement_group"):
+            g = st.get("hetzner", {}).get("placement_groups", {}).get(str(ext["placement_group"]))
+            group = self.placement_group_json(g, st) if g else None
         return {
             "id": int(inst["id"]),
             "name": inst["name"],
@@ -365,12 +388,7 @@ class Api:
             "server_type": server_type_json(t),
             "datacenter": datacenter_json(dc),
             "location": loc,
-            "image": {"id": IMAGES.get(image, 1), "type": "system", "status": "available", "name": image,
-                      "description": image, "image_size": None, "disk_size": 5,
-                      "created": "2024-01-01T00:00:00+00:00", "created_from": None, "bound_to": None,
-                      "os_flavor": image.split("-")[0], "os_version": image.partition("-")[2] or None,
-                      "rapid_deploy": True, "protection": {"delete": False}, "deprecated": None,
-                      "deleted": None, "labels": {}, "architecture": t["architecture"]},
+            "image": img,
             "iso": None,
             "rescue_enabled": False,
             "locked": False,
@@ -383,7 +401,7 @@ class Api:
             "volumes": [],
             "load_balancers": [],
             "primary_disk_size": t["disk"],
-            "placement_group": None,
+            "placement_group": group,
         }
 
     def list_servers(self, req, now):
@@ -434,30 +452,33 @@ class Api:
         ud = body.get("user_data")
         if ud is not None and (not isinstance(ud, str) or len(ud.encode()) > 32768):
             raise invalid_field("user_data", "must be a string of at most 32 KiB")
-        image = body["image"]
-        if isinstance(image, int) or str(image).isdigit():
-            image = next((k for k, v in IMAGES.items() if v == int(image)), None)
-            if image is None:
-                raise invalid_field("image", "image %s not found" % body["image"])
         networks = body.get("networks") or []
+        if not isinstance(networks, list):
+            raise invalid_field("networks", "must be a list of network IDs")
         public_net = body.get("public_net") or {}
         start = body.get("start_after_create", True)
         loc = location_by(dc["location"])
         with self.state.locked() as st:
             st_mod.sweep(st, now)
+            img = self.image_by(st, body["image"], t["architecture"])
+            if img is None or img["architecture"] != t["architecture"]:
+                raise invalid_field("image", "image %s not found for architecture %s" % (body["image"], t["architecture"]))
             if any(i["platform"] == "hetzner" and i["name"] == name for i in st["instances"].values()):
                 raise ApiError(409, "uniqueness_error", "server name is already used",
                                {"fields": [{"name": "name"}]})
             spec = {"platform": "hetzner", "name": name, "type": t["name"], "zone": dc["name"],
                     "region": loc["network_zone"], "labels": labels, "user_data": ud,
-                    "ssh_keys": [str(k) for k in body.get("ssh_keys") or []],
+                    "ssh_keys": self.ssh_key_ids(st, body.get("ssh_keys") or []),
                     "status": "running" if start else "stopped",
-                    "extra": {"image": image}}
+                    "extra": {"image": img["name"] or img["os_flavor"], "image_id": img["id"]}}
             inst = st_mod.add_instance(st, spec, source="hetzner")
-            if not networks:
-                inst["private_ipv4"] = None
-            else:
-                inst["network_id"] = int(networks[0])
+            first_ip, inst["private_ipv4"] = inst["private_ipv4"], None
+            for k, nid in enumerate(networks):
+                net = self.state_network(st, nid)
+                keep = first_ip if k == 0 and net and self.in_network(net, first_ip) else None
+                self.attach(st, inst, nid, keep)
+            if body.get("placement_group"):
+                self.place(st, inst, body["placement_group"])
             if public_net.get("enable_ipv4") is False:
                 inst["public_ipv4"] = None
             if public_net.get("enable_ipv6") is False:

@@ -4,23 +4,32 @@ X-Subject-Token, a service catalog pointing at this server's Nova, token expiry;
 create (base64 user_data, metadata, networks required from microversion 2.37 on), list with a
 name regex, show, delete, server metadata (GET/PUT/POST /servers/{id}/metadata and
 GET/PUT/DELETE /servers/{id}/metadata/{key}), BUILD -> ACTIVE, fault objects for ERROR, and
-X-Auth-Token on every compute call."""
+X-Auth-Token on every compute call; flavors with extra specs, keypairs (imported public keys),
+availability zones as a project member sees them. Glance and Neutron are in openstack_services.
+
+Nova here is more lenient than a real one in one respect: an imageRef, key_name, security group
+or network UUID that Glance or Neutron do not know is accepted (the machine controller tests
+use made-up ones); clients that resolve names first, like openstackclient, send known ones."""
 import base64
 import binascii
 import hashlib
+import ipaddress
 import re
 import secrets
 import time
 
 from . import state as st_mod
+from .openstack_services import PRIVATE_NET, neutron_read, network_names, server_network
 from .web import Response, iso8601z, json_response
 
 FLAVORS = [
     {"id": "1", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1},
     {"id": "2", "name": "m1.small", "vcpus": 1, "ram": 2048, "disk": 20},
     {"id": "3", "name": "m1.medium", "vcpus": 2, "ram": 4096, "disk": 40},
-    {"id": "4", "name": "m1.large", "vcpus": 4, "ram": 8192, "disk": 80},
-    {"id": "5", "name": "m1.xlarge", "vcpus": 8, "ram": 16384, "disk": 160},
+    {"id": "4", "name": "m1.large", "vcpus": 4, "ram": 8192, "disk": 80,
+     "extra_specs": {"hw:cpu_policy": "shared", "hw_rng:allowed": "True"}},
+    {"id": "5", "name": "m1.xlarge", "vcpus": 8, "ram": 16384, "disk": 160,
+     "extra_specs": {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "large"}},
 ]
 MAX_MICROVERSION = "2.96"
 # nova/api/validation/parameter_types.py: metadata keys and values.
@@ -180,9 +189,35 @@ class Keystone:
         return [
             {"endpoints": endpoints(base + "/compute/v2.1", "nova"), "id": _uuid_hex("compute"),
              "type": "compute", "name": "nova"},
+            {"endpoints": endpoints(base + "/image", "glance"), "id": _uuid_hex("image"),
+             "type": "image", "name": "glance"},
+            {"endpoints": endpoints(base + "/network", "neutron"), "id": _uuid_hex("network"),
+             "type": "network", "name": "neutron"},
             {"endpoints": endpoints(base + "/v3", "keystone"), "id": _uuid_hex("identity"),
              "type": "identity", "name": "keystone"},
         ]
+
+
+def allocate_fixed_ips(st, inst):
+    """Addresses of a new server's port from the subnets of its Neutron network: the next free
+    host of the first IPv4 and the first IPv6 subnet (none when the network has no such subnet).
+    A server on the default network keeps what the inventory gave it."""
+    ns = neutron_read(st)
+    net = server_network(inst, ns)
+    if net == PRIVATE_NET:
+        return
+    used = {i.get(k) for i in st["instances"].values() for k in ("private_ipv4", "ipv6")}
+    for version, key in ((4, "private_ipv4"), (6, "ipv6")):
+        inst[key] = None
+        sub = next((x for x in ns["subnets"].values() if x["network_id"] == net and x["ip_version"] == version), None)
+        if sub is None:
+            continue
+        for n, ip in enumerate(ipaddress.ip_network(sub["cidr"]).hosts()):
+            if n > 4096:
+                break
+            if str(ip) != sub["gateway_ip"] and str(ip) not in used:
+                inst[key] = str(ip)
+                break
 
 
 def nova_error(status, message):
@@ -260,6 +295,16 @@ class Nova:
         now = time.time()
         if parts == ["os-availability-zone"] and m == "GET":
             return availability_zones()
+        if parts == ["os-availability-zone", "detail"] and m == "GET":
+            # Admin only under Nova's default policy; clients fall back to the plain list.
+            return nova_error(403, "Policy doesn't allow os_compute_api:os-availability-zone:detail to be performed.")
+        if parts and parts[0] == "os-keypairs":
+            return self.keypairs(req, parts[1:], token, now)
+        if len(parts) == 3 and parts[0] == "flavors" and parts[2] == "os-extra_specs" and m == "GET":
+            f = flavor_by(parts[1])
+            if f is None or f["id"] != parts[1]:
+                return nova_error(404, "Flavor %s could not be found." % parts[1])
+            return json_response({"extra_specs": dict(f.get("extra_specs") or {})})
         if parts == ["servers"] and m == "POST":
             return self.create(req, token, base, now)
         if parts in (["servers"], ["servers", "detail"]) and m == "GET":
@@ -282,16 +327,18 @@ class Nova:
             if len(parts) == 4 and m in ("GET", "PUT", "DELETE"):
                 return self.metadata(req, parts[1], parts[3])
         if parts in (["flavors"], ["flavors", "detail"]) and m == "GET":
-            return json_response({"flavors": [self.flavor_json(f, base, parts[-1] == "detail") for f in FLAVORS]})
+            v261 = self.at_least(self.microversion(req), "2.61")
+            return json_response({"flavors": [self.flavor_json(f, base, parts[-1] == "detail", v261) for f in FLAVORS]})
         if len(parts) == 2 and parts[0] == "flavors" and m == "GET":
             f = flavor_by(parts[1])
             if f is None or f["id"] != parts[1]:
                 return nova_error(404, "Flavor %s could not be found." % parts[1])
-            return json_response({"flavor": self.flavor_json(f, base, True)})
+            return json_response({"flavor": self.flavor_json(f, base, True,
+                                                             self.at_least(self.microversion(req), "2.61"))})
         return nova_error(404, "The resource could not be found.")
 
     @staticmethod
-    def flavor_json(f, base, detail):
+    def flavor_json(f, base, detail, extra_specs=False):
         out = {"id": f["id"], "name": f["name"],
                "links": [{"rel": "self", "href": "%s/flavors/%s" % (base, f["id"])},
                          {"rel": "bookmark", "href": "%s/flavors/%s" % (base, f["id"])}]}
@@ -299,6 +346,8 @@ class Nova:
             out.update({"vcpus": f["vcpus"], "ram": f["ram"], "disk": f["disk"], "OS-FLV-EXT-DATA:ephemeral": 0,
                         "swap": 0, "rxtx_factor": 1.0, "os-flavor-access:is_public": True,
                         "OS-FLV-DISABLED:disabled": False, "description": None})
+            if extra_specs:
+                out["extra_specs"] = dict(f.get("extra_specs") or {})
         return out
 
     def _get(self, sid, st=None):
@@ -335,7 +384,8 @@ class Nova:
                 net.append({"version": 4, "addr": inst["public_ipv4"], "OS-EXT-IPS:type": "floating",
                             "OS-EXT-IPS-MAC:mac_addr": inst["mac"]})
             if net:
-                addresses["private"] = net
+                st = self.state.read()
+                addresses[network_names(st).get(server_network(inst, neutron_read(st)), "private")] = net
         project = inst.get("project_id") or "p-demo"
         image = ext.get("image") or inst["image"]
         out = {
@@ -479,6 +529,7 @@ class Nova:
                               "security_groups": [{"name": g["name"]} for g in groups]}}
             inst = st_mod.add_instance(st, spec, source="openstack")
             inst["public_ipv4"] = None  # Nova allocates no floating IP by itself.
+            allocate_fixed_ips(st, inst)
             inst["ready_at"] = now + float(st["settings"]["build_seconds"])
             errs = st["settings"].get("nova_build_errors") or []
             if errs:
@@ -493,6 +544,69 @@ class Nova:
             "adminPass": secrets.token_urlsafe(9),
         }}, 202)
         return resp.add("Location", "%s/servers/%s" % (base, inst["id"]))
+
+    # -- keypairs (per user) ---------------------------------------------------------------
+
+    @staticmethod
+    def keypair_json(k, full):
+        out = {"name": k["name"], "public_key": k["public_key"], "fingerprint": k["fingerprint"], "type": k["type"]}
+        if full:
+            out.update(user_id=k["user_id"], created_at=k["created_at"], deleted=False, deleted_at=None,
+                       updated_at=None, id=k["id"])
+        return out
+
+    def keypairs(self, req, rest, token, now):
+        m = req.method
+        user = token["u"]
+        if not rest and m == "GET":
+            mine = (self.state.read().get("nova_keypairs") or {}).get(user, {})
+            return json_response({"keypairs": [{"keypair": self.keypair_json(k, False)}
+                                               for k in sorted(mine.values(), key=lambda k: k["name"])]})
+        if not rest and m == "POST":
+            try:
+                body = req.json()["keypair"]
+                name = body["name"]
+            except (ValueError, KeyError, TypeError):
+                return nova_error(400, "Invalid input for field/attribute keypair. 'name' is a required property")
+            if not isinstance(name, str) or not re.match(r"^[a-zA-Z0-9 _.@-]{1,255}$", name):
+                return nova_error(400, "Keypair data is invalid: Keypair name contains unsafe characters")
+            pk = body.get("public_key")
+            if not pk:
+                # Generating a key pair server-side went away in microversion 2.92; this fake only
+                # imports public keys.
+                return nova_error(400, "Invalid input for field/attribute keypair. 'public_key' is a required property")
+            fields = pk.split() if isinstance(pk, str) else []
+            try:
+                blob = base64.b64decode(fields[1], validate=True) if len(fields) >= 2 else b""
+            except (binascii.Error, ValueError):
+                blob = b""
+            if len(blob) < 4 or blob[4:4 + int.from_bytes(blob[:4], "big")] != fields[0].encode():
+                return nova_error(400, "Keypair data is invalid: failed to generate fingerprint")
+            fp = hashlib.md5(blob).hexdigest()
+            kind = body.get("type", "ssh")
+            if kind not in ("ssh", "x509"):
+                return nova_error(400, "Invalid input for field/attribute type.")
+            with self.state.locked() as st:
+                mine = st.setdefault("nova_keypairs", {}).setdefault(user, {})
+                if name in mine:
+                    return nova_error(409, "Key pair '%s' already exists." % name)
+                k = {"name": name, "public_key": pk.strip(), "type": kind, "user_id": user,
+                     "fingerprint": ":".join(fp[i:i + 2] for i in range(0, 32, 2)),
+                     "created_at": iso8601z(now, micro=True)[:-1], "id": st_mod._next(st, "numeric")}
+                mine[name] = k
+            return json_response({"keypair": self.keypair_json(k, False) | {"user_id": user}},
+                                 201 if self.at_least(self.microversion(req), "2.2") else 200)
+        if len(rest) == 1 and m in ("GET", "DELETE"):
+            with self.state.locked() as st:
+                mine = st.setdefault("nova_keypairs", {}).setdefault(user, {})
+                k = mine.get(rest[0])
+                if k is None:
+                    return nova_error(404, "Keypair %s not found for user %s" % (rest[0], user))
+                if m == "DELETE":
+                    del mine[rest[0]]
+                    return Response(202 if not self.at_least(self.microversion(req), "2.2") else 204, b"", None)
+            return json_response({"keypair": self.keypair_json(k, True)})
+        return nova_error(404, "The resource could not be found.")
 
     @staticmethod
     def metadata_ok(meta):

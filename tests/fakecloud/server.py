@@ -7,6 +7,8 @@ Routing on the main port (in this order):
   /v1/...                         Hetzner Cloud API
   /v3, /v3/...                    OpenStack Keystone v3
   /compute/v2.1/...               OpenStack Nova (the Keystone catalog points here)
+  /image/...                      OpenStack Glance v2 (image catalog)
+  /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -342,10 +344,12 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import hetzner, openstack
+    from . import hetzner, openstack, openstack_services
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),
-            ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle)]
+            ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle),
+            ("/image", "openstack", "image", openstack_services.Glance(state).handle),
+            ("/network", "openstack", "network", openstack_services.Neutron(state).handle)]
 
 
 def ensure_default(state, platform):

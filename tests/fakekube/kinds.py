@@ -114,6 +114,10 @@ def builtin_types():
               sub=["status", "scale"], generation=True),
         RType("apps", "v1", "statefulsets", "StatefulSet", True, short=["sts"], categories=["all"],
               sub=["status", "scale"], generation=True),
+        RType("batch", "v1", "jobs", "Job", True, categories=["all"], sub=["status"], generation=True),
+        RType("batch", "v1", "cronjobs", "CronJob", True, short=["cj"], categories=["all"], sub=["status"],
+              generation=True),
+        RType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short=["pc"]),
         RType("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True),
         RType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, create_on_update=True,
               name_check=name_path_segment),
@@ -226,8 +230,31 @@ _SPEC_STRUCT = {("", "Node"), ("", "Namespace"), ("", "Pod"), ("", "Service"), (
                 ("apps", "DaemonSet"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
                 ("policy", "PodDisruptionBudget"), ("coordination.k8s.io", "Lease"),
                 ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding")}
-_STATUS_STRUCT = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")}
+                ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), ("batch", "Job"),
+                ("batch", "CronJob")}
+_STATUS_STRUCT = {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("batch", "Job"),
+                  ("batch", "CronJob")}
+
+
+def _default_job(spec, meta):
+    """batch/v1 Job defaults; with the Job's UID known, the selector and template labels the
+    server generates (manualSelector unset)."""
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    uid = (meta or {}).get("uid")
+    if uid and not spec.get("manualSelector"):
+        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
+        tmeta.setdefault("labels", {}).update({"batch.kubernetes.io/controller-uid": uid,
+                                               "batch.kubernetes.io/job-name": meta.get("name", ""),
+                                               "controller-uid": uid, "job-name": meta.get("name", "")})
+    _default_template(spec)
 
 
 def apply_defaults(rt, obj):
@@ -272,6 +299,20 @@ def apply_defaults(rt, obj):
     elif k in (("apps", "ReplicaSet"), ("apps", "StatefulSet")) and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         _default_template(spec)
+    elif k == ("batch", "Job") and isinstance(spec, dict):
+        _default_job(spec, obj.get("metadata"))
+    elif k == ("batch", "CronJob") and isinstance(spec, dict):
+        spec.setdefault("concurrencyPolicy", "Allow")
+        spec.setdefault("suspend", False)
+        spec.setdefault("successfulJobsHistoryLimit", 3)
+        spec.setdefault("failedJobsHistoryLimit", 1)
+        jt = spec.get("jobTemplate")
+        if isinstance(jt, dict):
+            jt.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+            if isinstance(jt.get("spec"), dict):
+                _default_job(jt["spec"], None)
+    elif k == ("scheduling.k8s.io", "PriorityClass"):
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
     elif k == ("", "Pod"):
         default_podspec(spec)
         obj.setdefault("status", {}).setdefault("phase", "Pending")

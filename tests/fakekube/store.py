@@ -357,6 +357,8 @@ class Store:
                 md.pop(f, None)
             if "status" in rt.sub and (rt.group, rt.kind) != ("", "Node"):
                 obj.pop("status", None)
+            # The UID comes first: a Job's defaults (its generated selector) name it.
+            md["uid"] = str(uuid.uuid4())
             if rt.crd is None:
                 apply_defaults(rt, obj)
             errs = validate(rt, obj, None, True)
@@ -365,7 +367,6 @@ class Store:
             name = md["name"]
             if (ns or "", name) in self.objects[rt.key]:
                 raise errors.already_exists(rt.group, rt.plural, name)
-            md["uid"] = str(uuid.uuid4())
             md["creationTimestamp"] = now_iso()
             if rt.generation:
                 md["generation"] = 1

@@ -212,6 +212,122 @@ def test_scale(t, k):
     t.eq(d["spec"]["replicas"], 1, "the PATCH reached the Deployment")
 
 
+def test_create_builtin(t, k):
+    """kubectl's imperative creates of built-in kinds: kubectl 1.2x and later send these bodies in
+    the protobuf encoding, which the server decodes from the field tables of k8s.io/api; the
+    objects read back as JSON carry what was asked and the server's defaults."""
+    k.api("POST", "/api/v1/namespaces", {"metadata": {"name": "imp"}})
+    mark = len(k.audit())
+    cmds = [
+        ("create deployment", ["create", "deployment", "web", "-n", "imp", "--image=registry.example/web:1.2",
+                               "--replicas=3", "--port=8080"]),
+        ("run", ["run", "p1", "-n", "imp", "--image=registry.example/tool:2", "--labels=a=b,c=d",
+                 "--env=X=1", "--port=9000", "--", "sleep", "10"]),
+        ("create job", ["create", "job", "j1", "-n", "imp", "--image=registry.example/job:1", "--", "echo", "hi"]),
+        ("create cronjob", ["create", "cronjob", "c1", "-n", "imp", "--image=registry.example/job:1",
+                            "--schedule=*/5 * * * *"]),
+        ("create service clusterip", ["create", "service", "clusterip", "s1", "-n", "imp", "--tcp=80:8080"]),
+        ("create priorityclass", ["create", "priorityclass", "pc1", "--value=1000", "--description=batch"]),
+        ("create role", ["create", "role", "r1", "-n", "imp", "--verb=get,list", "--resource=pods"]),
+        ("create poddisruptionbudget", ["create", "pdb", "pdb1", "-n", "imp", "--selector=app=web",
+                                        "--min-available=2"]),
+    ]
+    # kubectl before 1.21 creates CronJobs as batch/v1beta1 and PodDisruptionBudgets as
+    # policy/v1beta1, versions removed from the API in 1.25 (as here).
+    old = {"create cronjob", "create poddisruptionbudget"} if kubectl_minor() < 21 else set()
+    for name, args in cmds:
+        if name in old:
+            t.skip("kubectl " + name, "kubectl 1.%d creates it in an API version removed in 1.25" % kubectl_minor())
+            continue
+        r = k.kubectl(*args)
+        t.ok(r.returncode == 0 and "created" in r.stdout, "kubectl " + name, r.stdout + r.stderr)
+    creates = [a for a in k.audit()[mark:] if a["verb"] == "create" and a["resource"] != "namespaces"]
+    sent = sorted((a["resource"], a["contentType"].split(";")[0]) for a in creates)
+    t.diag("kubectl 1.%d sent: %s" % (kubectl_minor(), ", ".join("%s as %s" % x for x in sent)))
+    if kubectl_minor() >= 26:
+        # kubectl run builds its Pod through the generic client, which sends JSON.
+        t.ok(all(ct == "application/vnd.kubernetes.protobuf" for res, ct in sent if res != "pods") and len(sent) > 1,
+             "kubectl 1.%d sent every typed create as protobuf" % kubectl_minor(), sent)
+    t.eq(sorted(a["code"] for a in creates), [201] * (len(cmds) - len(old)), "every create answered 201")
+
+    _, d = k.api("GET", "/apis/apps/v1/namespaces/imp/deployments/web")
+    c = (d.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}])[0]
+    t.eq((d.get("spec", {}).get("replicas"), d.get("spec", {}).get("selector"), c.get("image"), c.get("ports"),
+          c.get("imagePullPolicy"), d.get("spec", {}).get("strategy", {}).get("type")),
+         (3, {"matchLabels": {"app": "web"}}, "registry.example/web:1.2", [{"containerPort": 8080, "protocol": "TCP"}],
+          "IfNotPresent", "RollingUpdate"), "the Deployment as asked, with defaults")
+    _, p = k.api("GET", "/api/v1/namespaces/imp/pods/p1")
+    c = (p.get("spec", {}).get("containers") or [{}])[0]
+    t.eq((p.get("metadata", {}).get("labels"), c.get("args"), c.get("env"), c.get("ports"), p.get("spec", {}).get("restartPolicy")),
+         ({"a": "b", "c": "d"}, ["sleep", "10"], [{"name": "X", "value": "1"}], [{"containerPort": 9000, "protocol": "TCP"}],
+          "Always"), "the Pod as asked: labels, args, env, port")
+    _, j = k.api("GET", "/apis/batch/v1/namespaces/imp/jobs/j1")
+    js = j.get("spec", {})
+    uid = j.get("metadata", {}).get("uid")
+    t.eq((js.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("command"),
+          js.get("template", {}).get("spec", {}).get("restartPolicy"), js.get("backoffLimit"), js.get("completions"),
+          js.get("selector")),
+         (["echo", "hi"], "Never", 6, 1, {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+         "the Job as asked, with the defaults and the selector the server generates")
+    if not old:
+        _, cj = k.api("GET", "/apis/batch/v1/namespaces/imp/cronjobs/c1")
+        t.eq((cj.get("spec", {}).get("schedule"), cj.get("spec", {}).get("concurrencyPolicy")), ("*/5 * * * *", "Allow"),
+             "the CronJob's schedule and defaults")
+    _, svc = k.api("GET", "/api/v1/namespaces/imp/services/s1")
+    t.eq([(x.get("port"), x.get("targetPort")) for x in svc.get("spec", {}).get("ports", [])], [(80, 8080)],
+         "the Service port and target port (an IntOrString)")
+    _, pc = k.api("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/pc1")
+    t.eq((pc.get("value"), pc.get("description"), pc.get("preemptionPolicy")), (1000, "batch", "PreemptLowerPriority"),
+         "the PriorityClass")
+    if not old:
+        _, pdb = k.api("GET", "/apis/policy/v1/namespaces/imp/poddisruptionbudgets/pdb1")
+        t.eq(pdb.get("spec", {}).get("minAvailable"), 2, "the PodDisruptionBudget's minAvailable")
+
+
+def test_rollout_status(t, k):
+    """kubectl rollout status follows the Deployment's status, as the deployment controller (here:
+    the test) writes it, and returns once the new replicas are updated and available."""
+    k.api("POST", "/api/v1/namespaces", {"metadata": {"name": "roll"}})
+    r = k.kubectl("create", "deployment", "app", "-n", "roll", "--image=registry.example/app:1", "--replicas=2")
+    t.ok(r.returncode == 0, "deployment created", r.stderr)
+    proc = k.kubectl_popen("rollout", "status", "deployment/app", "-n", "roll", "--timeout=30s")
+    out = []
+    reader = threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def said(text):
+        deadline = time.monotonic() + 20
+        while not any(text in line for line in out):
+            if time.monotonic() > deadline or (proc.poll() is not None and not reader.is_alive()):
+                return False
+            time.sleep(0.05)
+        return True
+    path = "/apis/apps/v1/namespaces/roll/deployments/app/status"
+    st, d = k.api("GET", "/apis/apps/v1/namespaces/roll/deployments/app")
+    gen = d["metadata"]["generation"]
+    st, _ = k.api("PATCH", path, {"status": {"observedGeneration": gen, "replicas": 2, "updatedReplicas": 1,
+                                             "availableReplicas": 0, "unavailableReplicas": 2}},
+                  "application/merge-patch+json")
+    t.eq(st, 200, "status: 1 of 2 updated")
+    t.ok(said("1 out of 2 new replicas have been updated"), "rollout status reports 1 of 2 updated and waits",
+         "".join(out))
+    t.ok(proc.poll() is None, "and has not returned")
+    st, _ = k.api("PATCH", path, {"status": {"observedGeneration": gen, "replicas": 2, "updatedReplicas": 2,
+                                             "readyReplicas": 2, "availableReplicas": 2, "unavailableReplicas": None,
+                                             "conditions": [{"type": "Available", "status": "True",
+                                                             "reason": "MinimumReplicasAvailable"}]}},
+                  "application/merge-patch+json")
+    t.eq(st, 200, "status: 2 of 2 updated and available")
+    try:
+        rc = proc.wait(timeout=30)
+    except Exception:
+        proc.kill()
+        rc = None
+    reader.join(5)
+    text = "".join(out)
+    t.ok(rc == 0 and "successfully rolled out" in text, "kubectl rollout status returns: rolled out", text)
+
+
 def test_project_manifests(t, k):
     """The project's own kustomizations apply cleanly, as they must on a real cluster."""
     found = False
@@ -235,7 +351,8 @@ def test_project_manifests(t, k):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_table, test_node, test_apply, test_scale, test_project_manifests))
+    run_with_server(t, (test_table, test_node, test_apply, test_scale, test_create_builtin, test_rollout_status,
+                        test_project_manifests))
     sys.exit(t.done())
 
 

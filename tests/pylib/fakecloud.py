@@ -26,10 +26,12 @@ serves that instance at the standard address inside the namespace.
 
     run_with_server(t, fns, *args, prefix=..., **kwargs) runs fn(t, c, *args) for each test
     function against one FakeCloud(**kwargs) in a temporary state directory."""
+import base64
 import contextlib
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -51,6 +53,15 @@ def netns_argv(name, argv):
     `ip netns exec` and `ip -n` also enter a new mount namespace and make "/" a slave mount, which
     fails where "/" is not a mount point (a chroot, as a fresh build root is)."""
     return ["nsenter", "--net=/run/netns/" + name, "--"] + list(argv)
+
+
+def ssh_public_key(comment):
+    """An ed25519 public key line with a well-formed blob (the key itself is random), as clients
+    upload to the Hetzner and Nova keypair APIs."""
+    def sshstr(b):
+        return struct.pack(">I", len(b)) + b
+    blob = sshstr(b"ssh-ed25519") + sshstr(os.urandom(32))
+    return "ssh-ed25519 %s %s" % (base64.b64encode(blob).decode(), comment)
 
 
 class FakeCloudError(Exception):

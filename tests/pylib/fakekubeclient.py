@@ -266,6 +266,12 @@ class FakeKube:
         return subprocess.run(["kubectl"] + list(args), env=env, input=input, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=timeout)
 
+    def kubectl_popen(self, *args):
+        """kubectl started in the background (stdout and stderr piped together, as text)."""
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig, HOME=self.state_dir)
+        return subprocess.Popen(["kubectl"] + list(args), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
     def kubectl_wait_deleted(self, ref, timeout="10s"):
         """`kubectl wait --for=delete REF`. kubectl 1.20 fails with "no matching resources found"
         when the object is gone before it looks, where later versions succeed; both mean the
