@@ -29,7 +29,7 @@ os.environ.setdefault("CN_TOP_SRCDIR", SRC)
 os.environ.setdefault("CN_TOP_BUILDDIR", BUILD)
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
-from cncluster import NODE_SA, Cluster  # noqa: E402
+from cncluster import NODE_USER_PREFIX, Cluster  # noqa: E402
 
 OPERAND = "cloudnode/cloudnode-cloud-controller-manager"
 TTY = sys.stdout.isatty()
@@ -117,7 +117,8 @@ def story(c, n):
     problems = c.problems()
     s.step(not problems, "nothing broken", problems)
     audit = c.kube.audit()
-    writes = [a for a in audit if a.get("user") == NODE_SA % "cloudnode" and a.get("verb") in ("patch", "update")
+    writes = [a for a in audit if a.get("user", "").startswith(NODE_USER_PREFIX)
+              and a.get("verb") in ("patch", "update")
               and "/nodes/" in a.get("path", "")]
     print(flush=True)
     print("Summary", flush=True)

@@ -102,7 +102,7 @@ def builtin_types():
               fields=["involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                       "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                       "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"]),
-        RType("", "v1", "serviceaccounts", "ServiceAccount", True, short=["sa"]),
+        RType("", "v1", "serviceaccounts", "ServiceAccount", True, short=["sa"], sub=["token"]),
         RType("", "v1", "services", "Service", True, short=["svc"], categories=["all"], sub=["status"],
               name_check=name_1035, verbs=_NO_DC),
         RType("", "v1", "endpoints", "Endpoints", True, short=["ep"], singular="endpoints", create_on_update=True),

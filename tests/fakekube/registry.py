@@ -113,6 +113,10 @@ class Registry:
                     res.append({"name": t.plural + "/scale", "singularName": "", "namespaced": t.namespaced,
                                 "group": "autoscaling", "version": "v1", "kind": "Scale",
                                 "verbs": ["get", "patch", "update"]})
+                elif s == "token":
+                    res.append({"name": t.plural + "/token", "singularName": "", "namespaced": t.namespaced,
+                                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                                "verbs": ["create"]})
                 elif s == "finalize":
                     res.append({"name": t.plural + "/finalize", "singularName": "", "namespaced": t.namespaced,
                                 "kind": t.kind, "verbs": ["update"]})
@@ -148,6 +152,9 @@ def openapi_doc(reg, group, version):
             paths[coll + "/{name}"] = {"get": op("get"), "put": op("put"), "patch": op("patch"),
                                         "delete": op("delete")}
         for s in t.sub:
+            if s == "token":
+                paths[coll + "/{name}/token"] = {"post": op("post")}
+                continue
             paths[coll + "/{name}/" + s] = {"get": op("get"), "put": op("put"), "patch": op("patch")}
         if t.crd is not None:
             from .schema import schema_for

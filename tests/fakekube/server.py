@@ -20,7 +20,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, openapiv2, patch as patchmod, proto, scale, table
+from . import certs, errors, openapiv2, patch as patchmod, proto, scale, table, tokenrequest
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -213,6 +213,7 @@ class State:
         self.faults = Faults()
         self.tokens = {}
         self.tokens_lock = threading.Lock()
+        self.bound_tokens = tokenrequest.BoundTokens()
         self.audit_lock = threading.Lock()
         self.audit_f = None
         self.url = ""
@@ -748,7 +749,9 @@ class Handler(BaseHTTPRequestHandler):
                 ident = self.st.tokens.get(tok)
             if ident:
                 return self.st.identity(*ident)
-            return None
+            bound = self.st.bound_tokens.authenticate(self.st.store,
+                                                      self.st.registry.lookup("", "v1", "serviceaccounts"), tok)
+            return self.st.identity(*bound) if bound else None
         if self.st.opts.insecure_http and not auth:
             # As the real server's old insecure port: no credentials means full access (kubectl
             # will not send a bearer token over plain HTTP).
@@ -924,6 +927,9 @@ class Handler(BaseHTTPRequestHandler):
         ctype = self.headers.get("Content-Type") or ""
         if info.subresource == "scale":
             scale.handle(self, rt, ns, info.name, info.verb, body, ctype, dry_run)
+            return
+        if info.subresource == "token":
+            tokenrequest.handle(self, store, st.bound_tokens, rt, ns, info.name, info.verb, body, ctype, dry_run)
             return
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)

@@ -507,10 +507,12 @@ class Store:
             if not omd.get("finalizers"):
                 omd.pop("finalizers", None)
             out = self._order(out)
-            if out == cur:
-                return cur, False  # a no-op write changes nothing, not even resourceVersion
+            # Validating admission sees every update, a no-op one too (the real registry calls it
+            # inside GuaranteedUpdate before storage finds nothing to write).
             if self.admission:
                 self.admission("UPDATE", rt, subresource, ns, name, out, cur, dry_run)
+            if out == cur:
+                return cur, False  # a no-op write changes nothing, not even resourceVersion
             if dry_run:
                 return out, False
             if cmd.get("deletionTimestamp") and not omd.get("finalizers"):

@@ -143,8 +143,7 @@ def test_first_install(t, k, tmp):
              "cloud-conf synced under the key cloud.conf")
         t.eq(dep["spec"]["template"]["metadata"]["annotations"].get(CONFIG_HASH),
              hashlib.sha256(b"[Global]\nregion = fsn1\n").hexdigest(), "config hash on the pod template")
-        for path in ["/api/v1/namespaces/%s/serviceaccounts/cloudnode-node-initializer" % NS,
-                     "/api/v1/namespaces/%s/serviceaccounts/cloudnode-cloud-controller-manager" % NS,
+        for path in ["/api/v1/namespaces/%s/serviceaccounts/cloudnode-cloud-controller-manager" % NS,
                      CROLE, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cloudnode:node-initializer",
                      "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles/cloudnode:cloud-controller-manager" % NS,
                      "/apis/policy/v1/namespaces/%s/poddisruptionbudgets/cloudnode-cloud-controller-manager" % NS,

@@ -74,11 +74,11 @@ def test_project_policy(t, k):
     k.api("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
           {"metadata": {"name": "ni"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                                    "name": "ni"},
-           "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-node-initializer", "namespace": "cloudnode"}]})
+           "subjects": [{"kind": "ServiceAccount", "name": "w1", "namespace": "cloudnode-nodes"}]})
     k.api("POST", "/api/v1/nodes", {"metadata": {"name": "w1", "annotations": {"x": "y"}},
                                     "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
                                                          "value": "true", "effect": "NoSchedule"}]}})
-    tok = k.token_for("system:serviceaccount:cloudnode:cloudnode-node-initializer")
+    tok = k.token_for("system:serviceaccount:cloudnode-nodes:w1")  # node w1's own identity
     st, r = k.api("PATCH", "/api/v1/nodes/w1", {"spec": {"taints": [
         {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"},
         {"key": "evil", "value": "x", "effect": "NoExecute"}]}}, MP, token=tok)

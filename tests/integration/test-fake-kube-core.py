@@ -350,10 +350,61 @@ def test_audit(t, k):
     t.ok(any(r["code"] == 401 and r["user"] is None for r in recs), "401s are audited too")
 
 
+def test_token_request(t, k):
+    """ServiceAccount tokens from the TokenRequest API, as `kubectl create token` gets them."""
+    k.api("POST", "/api/v1/namespaces", {"metadata": {"name": "tr"}})
+    st, sa = k.api("POST", "/api/v1/namespaces/tr/serviceaccounts", {"metadata": {"name": "n1"}})
+    t.eq(st, 201, "ServiceAccount created")
+    path = "/api/v1/namespaces/tr/serviceaccounts/%s/token"
+    st, r = k.api("POST", path % "n1", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+    t.ok(st == 201 and r.get("kind") == "TokenRequest" and r["spec"]["expirationSeconds"] == 3600
+         and r["status"]["token"] and r["status"]["expirationTimestamp"].endswith("Z"),
+         "TokenRequest: 201, a token, the default hour", r)
+    tok = (r.get("status") or {}).get("token")
+    st, rev = k.api("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, token=tok)
+    ui = (rev.get("status") or {}).get("userInfo") or {}
+    t.eq((ui.get("username"), sorted(ui.get("groups") or [])),
+         ("system:serviceaccount:tr:n1", ["system:authenticated", "system:serviceaccounts",
+                                          "system:serviceaccounts:tr"]), "the token is the ServiceAccount")
+    st, r = k.api("POST", path % "gone", {"spec": {}})
+    t.eq((st, r.get("reason"), r.get("message")), (404, "NotFound", 'serviceaccounts "gone" not found'),
+         "no ServiceAccount: 404 as the real registry")
+    st, r = k.api("POST", path % "n1", {"spec": {"expirationSeconds": 60}})
+    t.ok(st == 422 and "may not specify a duration less than 10 minutes" in r.get("message", ""),
+         "less than 10 minutes: 422", r)
+    st, _ = k.api("GET", path % "n1")
+    t.eq(st, 405, "GET of the token subresource: 405")
+    st, r = k.api("POST", path % "n1", {"spec": {}}, token=tok)
+    t.eq(st, 403, "a ServiceAccount's token mints no token without RBAC")
+    out = k.kubectl("create", "token", "-n", "tr", "n1", "--duration=20m", "-o", "json")
+    t.ok(out.returncode == 0, "kubectl create token works against the fake", out.stderr)
+    try:
+        answer = json.loads(out.stdout)
+    except ValueError:
+        answer = {}
+    t.eq((answer.get("spec") or {}).get("expirationSeconds"), 1200, "kubectl's --duration=20m is read from protobuf")
+    kubectl_token = (answer.get("status") or {}).get("token") or ""
+    st, rev = k.api("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                    token=kubectl_token or "empty")
+    t.eq((st, ((rev.get("status") or {}).get("userInfo") or {}).get("username")), (201, "system:serviceaccount:tr:n1"),
+         "kubectl's token authenticates as the ServiceAccount")
+    req = [a for a in k.audit() if a.get("subresource") == "token" and a.get("userAgent", "").startswith("kubectl")]
+    t.ok(req and req[-1].get("contentType") == "application/vnd.kubernetes.protobuf" and req[-1]["code"] == 201,
+         "kubectl sent the TokenRequest as protobuf, as to a real server", req[-1:])
+    k.api("DELETE", "/api/v1/namespaces/tr/serviceaccounts/n1")
+    st, _ = k.api("GET", "/version", token=tok)
+    t.eq(st, 401, "deleting the ServiceAccount revokes its tokens")
+    k.api("POST", "/api/v1/namespaces/tr/serviceaccounts", {"metadata": {"name": "n1"}})
+    st, _ = k.api("GET", "/version", token=tok)
+    t.eq(st, 401, "a ServiceAccount created again under the name does not revive them (new UID)")
+
+
 def main():
     t = Tap()
-    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events, test_gc,
-                             test_node_not_ready_taint, test_audit))
+    run_with_server(t, (test_auth, test_crud, test_patches, test_status, test_finalizers, test_times, test_events,
+                        test_gc, test_node_not_ready_taint, test_audit, test_token_request))
     sys.exit(t.done())
 
 

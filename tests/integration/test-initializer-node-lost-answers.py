@@ -10,7 +10,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, Initializer, addresses, events, initialized, make_node,  # noqa: E402
+from cninit import (BINARY, node_user, Initializer, addresses, events, initialized, make_node,  # noqa: E402
                     node_namespace, wait_for, writes)
 from fakecloud import FakeCloud  # noqa: E402
 
@@ -20,10 +20,10 @@ def lost_answer(t, d, ns, link, k, inst, name, subresource, action="reset-after-
     with open(cfg, "w") as f:
         f.write("platform: aws\nrole: worker\n")
     what = "status PATCH" if subresource else "Node PATCH"
-    rule = k.inject({"user": NODE_SA, "verb": "patch", "resource": "nodes", "name": name, "subresource": subresource,
-                     "action": action})
+    rule = k.inject({"user": node_user(name), "verb": "patch", "resource": "nodes", "name": name,
+                     "subresource": subresource, "action": action})
     make_node(k, name, addresses=[{"type": "Hostname", "address": "kubelet-name"}])
-    args = ["--node-name=" + name, "--kubeconfig=" + k.kubeconfig_for(NODE_SA), "--config=" + cfg,
+    args = ["--node-name=" + name, "--kubeconfig=" + k.node_kubeconfig(name), "--config=" + cfg,
             "--bind-address=" + link[2], "-v", "4"]
     with Initializer(args, netns=ns.name, state_dir=d, name=name) as i:
         node = wait_for(lambda: initialized(k, name), 30)
@@ -38,7 +38,7 @@ def lost_answer(t, d, ns, link, k, inst, name, subresource, action="reset-after-
         t.eq(addresses(node or {})[:2], [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"])],
              "%s: the Node has the instance's addresses" % name)
         t.ok(wait_for(lambda: any("READY=1" in m for m in i.notify_messages()), 10), "%s: READY=1" % name)
-        w = writes(k, NODE_SA, name)
+        w = writes(k, node_user(name), name)
         t.eq([len([x for x in w if x[1] == sub and x[3] == 200]) for sub in ("status", "")], [1, 1],
              "%s: the addresses and the taint-removing PATCH are each stored once (%r)" % (name, w))
         # The lost answer itself is a failure the initializer reports (it cannot know the write

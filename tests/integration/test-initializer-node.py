@@ -14,8 +14,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, NODE_SA, Initializer, addresses, condition, events, get_node,  # noqa: E402
-                    initialized, make_node, node_gets, node_namespace, request_start, tainted, wait_for, writes)
+from cninit import (BINARY, Initializer, addresses, condition, events, get_node,  # noqa: E402
+                    initialized, make_node, node_gets, node_namespace, node_user, request_start, tainted, wait_for,
+                    writes)
 from fakecloud import FakeCloud  # noqa: E402
 
 COND = "CloudProviderInitialized"
@@ -32,7 +33,8 @@ def test_node_mode(t, d, ns, link, k, c, inst):
     with open(cfg, "w") as f:
         f.write("platform: aws\nrole: worker\n")
     name = "nm1"
-    args = ["--node-name=" + name, "--kubeconfig=" + k.kubeconfig_for(NODE_SA), "--config=" + cfg,
+    user = node_user(name)  # the node's own ServiceAccount
+    args = ["--node-name=" + name, "--kubeconfig=" + k.node_kubeconfig(name), "--config=" + cfg,
             "--bind-address=" + link[2], "-v", "4"]
     private4, public4, v6 = inst["private_ipv4"], inst["public_ipv4"], inst["ipv6"]
 
@@ -57,13 +59,13 @@ def test_node_mode(t, d, ns, link, k, c, inst):
              "zone and region labels", labels)
         # The audit record of a write follows its response (stage ResponseComplete), so the Node
         # can show the second write before the audit log does.
-        wait_for(lambda: len(writes(k, NODE_SA, name)) >= 2, 10)
-        t.eq(writes(k, NODE_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
+        wait_for(lambda: len(writes(k, user, name)) >= 2, 10)
+        t.eq(writes(k, user, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
              "exactly two writes: status, then the Node")
         if not k.AUDIT_CONTENT_TYPE:
             t.skip("no condition involved: the status write is a plain merge patch", NO_CONTENT_TYPE)
         else:
-            t.eq([r.get("contentType") for r in k.audit() if r.get("user") == NODE_SA
+            t.eq([r.get("contentType") for r in k.audit() if r.get("user") == user
                   and r.get("subresource") == "status"],
                  ["application/merge-patch+json"], "no condition involved: the status write is a plain merge patch")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1 once the Node is initialized")
@@ -77,20 +79,20 @@ def test_node_mode(t, d, ns, link, k, c, inst):
         t.eq(addresses(n2 or {}), [("InternalIP", private4), ("InternalIP", v6), ("ExternalIP", public4),
                                     ("Hostname", hostname)], "dual stack: IPv4 before IPv6 within a type")
         time.sleep(1)
-        t.eq(len(writes(k, NODE_SA, name)), 3, "one more write, on the status")
-        if len(writes(k, NODE_SA, name)) != 3:
-            t.diag("writes: %r\n%s" % (writes(k, NODE_SA, name), i.log()[-4000:]))
+        t.eq(len(writes(k, user, name)), 3, "one more write, on the status")
+        if len(writes(k, user, name)) != 3:
+            t.diag("writes: %r\n%s" % (writes(k, user, name), i.log()[-4000:]))
 
         # an address the metadata does not know changes nothing
         ns.run(["ip", "addr", "add", "192.0.2.50/32", "dev", "eth0"], check=True)
         time.sleep(2.5)
-        t.eq(len(writes(k, NODE_SA, name)), 3, "an unrelated address causes no write")
+        t.eq(len(writes(k, user, name)), 3, "an unrelated address causes no write")
         # removing the IPv6 address takes it out again
         ns.run(["ip", "addr", "del", v6 + "/64", "dev", "eth0"], check=True)
         t.ok(wait_for(lambda: ("InternalIP", v6) not in addresses(get_node(k, name)), 15),
              "a removed address is taken out")
-        t.eq(node_gets(k, NODE_SA), [], "no GET of the Node: one watch narrowed to metadata.name")
-        forbidden = [r for r in k.audit() if r.get("user") == NODE_SA and r.get("code") in (401, 403)]
+        t.eq(node_gets(k, user), [], "no GET of the Node: one watch narrowed to metadata.name")
+        forbidden = [r for r in k.audit() if r.get("user") == user and r.get("code") in (401, 403)]
         t.eq([(r["verb"], r["resource"]) for r in forbidden], [], "everything it needs is allowed by the shipped RBAC")
     finally:
         t.eq(i.stop(), 0, "SIGTERM: clean exit")
@@ -101,7 +103,7 @@ def test_node_mode(t, d, ns, link, k, c, inst):
     # the condition turns True, within the usual two writes.
     k.api("DELETE", "/api/v1/nodes/" + name)
     make_node(k, name, annotations={"alpha.kubernetes.io/provided-node-ip": "%s,%s" % (v6, private4)}, ready=True)
-    before = len(writes(k, NODE_SA, name))
+    before = len(writes(k, user, name))
     i = Initializer(args, netns=ns.name, state_dir=d, name="node-pip").start()
     try:
         t.ok(wait_for(lambda: events(k, name, "ProvidedNodeIPMismatch"), 20), "mismatch: Warning event",
@@ -116,7 +118,7 @@ def test_node_mode(t, d, ns, link, k, c, inst):
              "mismatch: the kubelet's Ready condition is kept", node.get("status"))
         t.ok(tainted(node), "mismatch: the Node stays tainted")
         time.sleep(2.5)  # retries happen meanwhile; the condition is written once
-        t.eq(writes(k, NODE_SA, name)[before:], [("patch", "status", name, 200)],
+        t.eq(writes(k, user, name)[before:], [("patch", "status", name, 200)],
              "mismatch: one write, the condition on the status; nothing on the Node")
         t.ok(tainted(get_node(k, name)) and not ready_sent(i), "mismatch: still tainted, no READY=1")
         ns.run(["ip", "addr", "add", v6 + "/64", "dev", "eth0", "nodad"], check=True)
@@ -128,9 +130,9 @@ def test_node_mode(t, d, ns, link, k, c, inst):
         t.ok(cond and cond["status"] == "True" and cond["reason"] == "Initialized",
              "the condition is resolved: True", cond)
         t.ok(condition(n3 or {}, "Ready") == ready, "the kubelet's Ready condition is still as it was")
-        t.eq(writes(k, NODE_SA, name)[before + 1:], [("patch", "status", name, 200), ("patch", "", name, 200)],
+        t.eq(writes(k, user, name)[before + 1:], [("patch", "status", name, 200), ("patch", "", name, 200)],
              "initialized in two writes: status (addresses and condition), then the Node")
-        status_writes = sorted((r for r in k.audit() if r.get("user") == NODE_SA and r.get("name") == name
+        status_writes = sorted((r for r in k.audit() if r.get("user") == user and r.get("name") == name
                                 and r.get("subresource") == "status"), key=request_start)
         if not k.AUDIT_CONTENT_TYPE:
             t.skip("condition writes are strategic merge patches (conditions merge by type)", NO_CONTENT_TYPE)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The ValidatingAdmissionPolicy of the node-mode initializer identity, evaluated by the API
-server: what the initializer does to a freshly registered Node (no annotations, no
+"""The ValidatingAdmissionPolicy of the node-mode identities, evaluated by the API server with the
+shipped RBAC: each node has its own ServiceAccount (cloudnode-nodes/NODE, token from the
+TokenRequest API). What the initializer does to its freshly registered Node (no annotations, no
 unschedulable field, and the CloudProviderInitialized condition) is allowed; anything else it
-might try, such as changing the kubelet's conditions, is denied. Runs against the fake API server
+might try, such as changing the kubelet's conditions, is denied, and so is every write to another
+node's Node (test-reliability-node-identity.py tries them all). Runs against the fake API server
 and, with CN_KUBE_SERVER=real, the real one."""
 import os
 import sys
@@ -12,7 +14,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap, src, wait_for  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
 
-USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 MERGE = "application/merge-patch+json"
 
@@ -31,34 +32,39 @@ def main():
     with kube_server(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
         r = k.kubectl("apply", "-f", src("manifests", "operand", "node-initializer-admission-policy.yaml"))
         t.eq(r.returncode, 0, "the policy and its binding apply") or t.diag(r.stderr)
-        token = k.token_for(USER)
+        tokens = {}
         for i, n in enumerate(("n1", "n2", "n3", "n4", "n5", "n6")):
             k.api("POST", "/api/v1/nodes", node(n))
+            tokens[n] = k.node_identity(n)[1]
 
         # The real API server enforces a new policy once its informer has seen and compiled it,
         # about a second later: wait until a dry run of a denied change is denied.
         def enforced():
             st, _ = k.api("PATCH", "/api/v1/nodes/n2?dryRun=All", {"metadata": {"labels": {"example.com/x": "y"}}},
-                          MERGE, token=token)
+                          MERGE, token=tokens["n2"])
             return st in (403, 422)
         t.ok(wait_for(enforced, timeout=30, step=0.2), "the policy is enforced")
 
-        def patch(name, body, sub=""):
-            st, obj = k.api("PATCH", "/api/v1/nodes/%s%s" % (name, sub), body, MERGE, token=token)
+        def patch(name, body, sub="", token=None):
+            st, obj = k.api("PATCH", "/api/v1/nodes/%s%s" % (name, sub), body, MERGE, token=token or tokens[name])
             return st, obj
 
         st, obj = patch("n1", {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}, "/status")
         t.eq(st, 200, "addresses on nodes/status are allowed")
+        st, obj = patch("n2", {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}, "/status",
+                        token=tokens["n1"])
+        t.ok(st == 403 and "its own Node" in obj.get("message", ""),
+             "node n1 may not write node n2's addresses (HTTP %d)" % st, obj)
         k.api("PATCH", "/api/v1/nodes/n1/status",
               {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}, MERGE)
         st, obj = k.api("PATCH", "/api/v1/nodes/n1/status",
                         {"status": {"conditions": [{"type": "CloudProviderInitialized", "status": "False",
                                                     "reason": "ProvidedNodeIPMismatch"}]}},
-                        "application/strategic-merge-patch+json", token=token)
+                        "application/strategic-merge-patch+json", token=tokens["n1"])
         t.eq(st, 200, "its own CloudProviderInitialized condition is allowed") or t.diag(obj)
         st, obj = k.api("PATCH", "/api/v1/nodes/n1/status",
                         {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Evil"}]}},
-                        "application/strategic-merge-patch+json", token=token)
+                        "application/strategic-merge-patch+json", token=tokens["n1"])
         t.ok(st in (403, 422), "changing the kubelet's Ready condition is denied (HTTP %d)" % st, obj)
         # The Node's taints as the initializer patches them: what is there, less the uninitialized
         # taint (a real API server adds node.kubernetes.io/not-ready when a Node is created).
@@ -83,7 +89,9 @@ def main():
         # view (capacity, allocatable), where the API server reaches the kubelet, garbage
         # collection (ownerReferences), deletion (finalizers), pod networking (podCIDRs).
         k.api("PATCH", "/api/v1/nodes/n6/status", {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"},
-                                                              "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}},
+                                                              "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                                                              "runtimeHandlers": [{"name": "runc"}],
+                                                              "features": {"supplementalGroupsPolicy": True}}},
               MERGE)
         for what, body, sub in (
                 ("status.capacity", {"status": {"capacity": {"cpu": "400"}}}, "/status"),
@@ -91,6 +99,10 @@ def main():
                 ("status.daemonEndpoints", {"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 1}}}},
                  "/status"),
                 ("status.nodeInfo", {"status": {"nodeInfo": {"kubeletVersion": "v0.0.1"}}}, "/status"),
+                ("status.runtimeHandlers", {"status": {"runtimeHandlers": [{"name": "evil"}]}}, "/status"),
+                ("status.features", {"status": {"features": {"supplementalGroupsPolicy": False}}}, "/status"),
+                ("status.images", {"status": {"images": [{"names": ["evil:1"], "sizeBytes": 1}]}}, "/status"),
+                ("status.config", {"status": {"config": {"error": "evil"}}}, "/status"),
                 ("metadata.ownerReferences", {"metadata": {"ownerReferences": [
                     {"apiVersion": "v1", "kind": "Namespace", "name": "gone", "uid": "u-1"}]}}, ""),
                 ("metadata.finalizers", {"metadata": {"finalizers": ["example.com/block"]}}, ""),

@@ -88,7 +88,20 @@ def check_common(t, variant, objs, ns):
          "%s: admission policy for the node identity is bound with Deny" % variant)
     if vap:
         cond = vap["spec"]["matchConditions"][0]["expression"]
-        t.ok("cloudnode-node-initializer" in cond, "%s: policy matches the node identity" % variant)
+        t.ok("'system:serviceaccounts:cloudnode-nodes' in request.userInfo.groups" in cond,
+             "%s: policy matches the node identities (the ServiceAccounts of cloudnode-nodes)" % variant)
+        own = vap["spec"]["validations"][0]["expression"]
+        t.ok("request.userInfo.username == 'system:serviceaccount:cloudnode-nodes:' + object.metadata.name" in own,
+             "%s: policy's first rule: a node identity changes its own Node only" % variant)
+    crb = find(objs, "ClusterRoleBinding", "cloudnode:node-initializer")
+    t.eq((crb or {}).get("subjects"), [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                                         "name": "system:serviceaccounts:cloudnode-nodes"}],
+         "%s: node-mode RBAC is bound to the node identities' group" % variant)
+    if variant != "operand":
+        # What the controller applies has no Namespace; the installation brings this one.
+        t.ok(find(objs, "Namespace", "cloudnode-nodes") is not None, "%s: the node-identity namespace" % variant)
+    t.ok(not find(objs, "ServiceAccount", "cloudnode-node-initializer"),
+         "%s: no ServiceAccount shared by all nodes" % variant)
 
     d = find(objs, "Deployment", "cloudnode-cloud-controller-manager")
     spec = d["spec"]["template"]["spec"]

@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from cninit import NODE_SA, Initializer, addresses, get_node, initialized, make_node, node_namespace, wait_for  # noqa: E402
+from cninit import Initializer, addresses, get_node, initialized, make_node, node_namespace, wait_for  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 
 SERVICE_NET = ipaddress.ip_network("10.96.0.0/16")
@@ -41,7 +41,7 @@ def test_many_addresses(t, d, ns, link, k, inst):
     add_service_ips(d, ns, 0, 5000)
     out = ns.run(["ip", "-o", "address", "show", "dev", "kipvs0"], capture_output=True, text=True).stdout
     t.eq(len(out.splitlines()), 5000, "5000 addresses on the second interface")
-    args = ["--node-name=many", "--kubeconfig=" + k.kubeconfig_for(NODE_SA), "--config=" + cfg,
+    args = ["--node-name=many", "--kubeconfig=" + k.node_kubeconfig("many"), "--config=" + cfg,
             "--bind-address=" + link[2], "-v", "4"]
     i = Initializer(args, netns=ns.name, state_dir=d, name="many").start()
     try:

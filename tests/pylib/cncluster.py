@@ -29,7 +29,6 @@ from podrunner import PodNode, PodRunner
 
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-NODE_SA = "system:serviceaccount:%s:cloudnode-node-initializer"
 PROGRAMS = {"cloudnode-agent": ("agent", "cloudnode-agent"),
             "cloudnode-initializer": ("initializer", "cloudnode-initializer")}
 
@@ -69,6 +68,8 @@ def env_file(path):
                     out[k] = v.strip("\"'")
     return out
 
+# The node-mode identities: one ServiceAccount per Node, named as it (node_credential()).
+NODE_USER_PREFIX = "system:serviceaccount:cloudnode-nodes:"
 
 class SimNode:
     def __init__(self, cluster, index, name, role):
@@ -229,6 +230,12 @@ class Cluster:
         node.procs[name] = subprocess.Popen(netns_argv(node.netns, argv), stdout=log, stderr=subprocess.STDOUT)
         return node.procs[name]
 
+    def node_credential(self, name):
+        """The node-mode initializer's kubeconfig for Node name, as the installer makes it: the
+        node's own ServiceAccount in cloudnode-nodes and a token from the TokenRequest API."""
+        with open(self.kube.node_kubeconfig(name)) as f:
+            return f.read()
+
     def boot(self, name, role):
         """One machine booted with the Ignition config of its role: its files written, the agent
         run as its unit runs it, the kubelet (pod runner) registering the Node with the
@@ -246,10 +253,9 @@ class Cluster:
         with open(os.path.join(node.root, "etc/cloudnode/cloudnode.yaml"), "a") as f:
             f.write("\nplatform: hetzner\ncloudConfig:\n  Global:\n    token: %s\n    endpoint: %s/v1\n"
                     % (HETZNER_TOKEN, self.cloud.url))
-        self._write(node, "/etc/cloudnode/initializer.kubeconfig",
-                    open(self.kube.kubeconfig_for(NODE_SA % self.namespace)).read(), 0o600)
-        self._write(node, "/run/credentials/kubeconfig",
-                    open(self.kube.kubeconfig_for(NODE_SA % self.namespace)).read(), 0o600)
+        credential = self.node_credential(name)
+        self._write(node, "/etc/cloudnode/initializer.kubeconfig", credential, 0o600)
+        self._write(node, "/run/credentials/kubeconfig", credential, 0o600)
         if role != "worker":
             self._write(node, "/etc/cloudnode/images.json", self.images_json())
             self._write(node, "/etc/kubernetes/bootstrap-secrets/kubeconfig", open(self.kube.kubeconfig).read(), 0o600)

@@ -26,7 +26,15 @@ BINARY = os.path.join(BUILD, "initializer", "cloudnode-initializer")
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 SHUTDOWN_TAINT = "node.cloudprovider.kubernetes.io/shutdown"
 CLUSTER_SA = "system:serviceaccount:cloudnode:cloudnode-cloud-controller-manager"
-NODE_SA = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
+NODE_NAMESPACE = "cloudnode-nodes"
+
+
+def node_user(name):
+    """The identity of node name's initializer: its own ServiceAccount (fakekubeclient's
+    node_kubeconfig() mints its credential)."""
+    return "system:serviceaccount:%s:%s" % (NODE_NAMESPACE, name)
+
+
 RBAC = [os.path.join(SRC, "manifests", "operand", "cluster-initializer-rbac.yaml"),
         os.path.join(SRC, "manifests", "operand", "node-initializer-rbac.yaml")]
 NODE_POLICY = os.path.join(SRC, "manifests", "operand", "node-initializer-admission-policy.yaml")

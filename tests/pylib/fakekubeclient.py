@@ -33,6 +33,10 @@ from urllib.parse import urlsplit
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(os.path.dirname(_HERE), "fake-kube-apiserver")
+# Where the per-node ServiceAccounts live (manifests/controller/node-identity-namespace.yaml) and
+# how long the tokens the tests mint for them last (a day: longer than any test).
+NODE_NAMESPACE = "cloudnode-nodes"
+NODE_TOKEN_SECONDS = 86400
 
 
 class FakeKube:
@@ -162,7 +166,34 @@ class FakeKube:
         return r["token"]
 
     def kubeconfig_for(self, user, groups=None):
-        tok = self.token_for(user, groups)
+        return self._write_kubeconfig(user, self.token_for(user, groups))
+
+    def node_identity(self, node, namespace=NODE_NAMESPACE, seconds=NODE_TOKEN_SECONDS):
+        """What the installer does for each node (docs/design.md, Security): the ServiceAccount
+        named after the Node in the node-identity namespace (both created if missing), and a
+        token for it from the TokenRequest API, as `kubectl create token` gets one. Returns
+        (user name, token)."""
+        for path, body in (("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": namespace}}),
+                           ("/api/v1/namespaces/%s/serviceaccounts" % namespace,
+                            {"apiVersion": "v1", "kind": "ServiceAccount",
+                             "metadata": {"name": node, "namespace": namespace}})):
+            st, r = self.api("POST", path, body)
+            if st not in (201, 409):
+                raise RuntimeError("creating %s failed: %s %s" % (path, st, r))
+        st, r = self.api("POST", "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (namespace, node),
+                         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                          "spec": {"expirationSeconds": seconds}})
+        if st != 201:
+            raise RuntimeError("TokenRequest for %s/%s failed: %s %s" % (namespace, node, st, r))
+        return "system:serviceaccount:%s:%s" % (namespace, node), r["status"]["token"]
+
+    def node_kubeconfig(self, node, namespace=NODE_NAMESPACE):
+        """A kubeconfig with node's own credential (node_identity())."""
+        user, tok = self.node_identity(node, namespace)
+        return self._write_kubeconfig(user, tok)
+
+    def _write_kubeconfig(self, user, tok):
         self._n += 1
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
         path = os.path.join(self.state_dir, "kubeconfig-%s-%d" % (safe, self._n))

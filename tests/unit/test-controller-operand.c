@@ -92,9 +92,15 @@ static void test_substitution(void) {
                "spec hash stamped");
         TAP_OK(cn_json_string(d, "spec", "template", "metadata", "annotations", CN_OPERAND_CONFIG_HASH_ANNOTATION, NULL),
                "config hash on the pod template");
-        crb = find(a, "ClusterRoleBinding", "cloudnode:node-initializer");
+        crb = find(a, "ClusterRoleBinding", "cloudnode:cloud-controller-manager");
         TAP_EQ_STR(cn_json_string(json_object_array_get_idx(json_object_object_get(crb, "subjects"), 0), "namespace",
                                   NULL), "other-ns", "ServiceAccount subject namespace substituted");
+        crb = find(a, "ClusterRoleBinding", "cloudnode:node-initializer");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(json_object_object_get(crb, "subjects"), 0), "name",
+                                  NULL), "system:serviceaccounts:cloudnode-nodes",
+                   "the node identities' group is kept as it is");
+        TAP_OK(!cn_json_get(json_object_array_get_idx(json_object_object_get(crb, "subjects"), 0), "namespace",
+                            NULL), "a Group subject gets no namespace");
         TAP_OK(!cn_json_get(crb, "metadata", "namespace", NULL), "cluster-scoped objects get no namespace");
         cm = find(a, "ConfigMap", "cloud-conf");
         TAP_EQ_STR(cn_json_string(cm, "data", "cloud.conf", NULL), "[Global]\nregion = fsn1\n", "cloud-conf content");

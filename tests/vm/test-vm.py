@@ -37,7 +37,6 @@ CLUSTER_PROVIDERS = ("hetzner", "openstack")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
-INITIALIZER_USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 
 
 def unit_props(text):
@@ -210,6 +209,7 @@ def cloudnode_case(t, base, work, stage, platform, role):
     kube_state = os.path.join(work, name + "-kube")
     with FakeCloud(cloud_state) as cloud, \
             FakeKube(kube_state, rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")],
+                     load=[src("manifests", "operand", "node-initializer-admission-policy.yaml")],
                      extra_args=["--san", vmtest.KUBE_API_ADDR]) as kube:
         inst = cloud.add_instance({"platform": platform, "name": "vmtest-" + name,
                                    "private_ipv4": vmtest.GUEST_IP, "mac": vmtest.GUEST_MAC,
@@ -219,9 +219,9 @@ def cloudnode_case(t, base, work, stage, platform, role):
             kube_port = int(kube.url.rstrip("/").rsplit(":", 1)[1])
             kubelet_rbac(kube)
             kubelet_token = kube.token_for(KUBELET_USER, ["system:authenticated"])
-            # cloudnode-initializer's node-mode identity (manifests/operand/node-initializer-*.yaml).
-            node_token = kube.token_for(INITIALIZER_USER, ["system:serviceaccounts", "system:serviceaccounts:cloudnode",
-                                                           "system:authenticated"])
+            # cloudnode-initializer's node-mode identity, as the installer makes it: the node's own
+            # ServiceAccount (named as its Node: the metadata host name) and a TokenRequest token.
+            initializer_user, node_token = kube.node_identity(inst["hostname"])
             kubeconfig, ca = guest_kubeconfig(kube, node_token)
 
             g = vmtest.Guest(base, work, name)
@@ -254,8 +254,8 @@ def cloudnode_case(t, base, work, stage, platform, role):
             writes = [(a.get("user"), a.get("verb"), a.get("path"), a.get("code")) for a in kube.audit()
                       if a.get("verb") in ("create", "update", "patch", "delete") and a.get("resource") == "nodes"
                       and a.get("name") == node_name and a.get("user") != KUBELET_USER]
-            expected = [(INITIALIZER_USER, "patch", "/api/v1/nodes/%s/status" % node_name, 200),
-                        (INITIALIZER_USER, "patch", "/api/v1/nodes/%s" % node_name, 200)]
+            expected = [(initializer_user, "patch", "/api/v1/nodes/%s/status" % node_name, 200),
+                        (initializer_user, "patch", "/api/v1/nodes/%s" % node_name, 200)]
             check_boot(t, g, res)
             check_harness(t, g, res)
             check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected)
