@@ -10,6 +10,7 @@
 #include "backoff.h"
 #include "cluster-controller.h"
 #include "cluster-reconcile.h"
+#include "controller-waiting.h"
 #include "json-util.h"
 #include "kube-informer.h"
 #include "log.h"
@@ -365,6 +366,9 @@ int cluster_controller_start(ClusterController *cc) {
         int r;
 
         r = watch(cc, &resource_cloudnodeclusters, &cc->infra_clusters, &cc->infra_clusters_handlers);
+        /* The Cluster informer is the machine controller's, which says when it is missing. */
+        if (r >= 0)
+                r = cn_waiting_watch_api(cc->infra_clusters);
         if (r >= 0)
                 r = watch(cc, machine_controller_clusters_resource(), &cc->clusters, &cc->clusters_handlers);
         return r;

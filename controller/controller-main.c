@@ -41,7 +41,9 @@ static int help(void) {
                "     --kube-api-qps Q --kube-api-burst B\n"
                "     --machine-provider NAME      Reconcile CloudnodeMachines with this provider\n"
                "                                  (hetzner; Cluster API infrastructure provider)\n"
-               "     --machine-cloud-config FILE  The provider's cloud.conf (credentials)\n\n"
+               "     --machine-cloud-config FILE  The provider's cloud.conf (credentials)\n"
+               "     --operand BOOL               Apply and reconcile the node initializer (default true;\n"
+               "                                  false on a Cluster API management cluster's provider)\n\n"
                "render:\n"
                "     --dest-dir DIR                     Output directory\n"
                "     --cluster-infrastructure-file FILE An Infrastructure object (YAML or JSON)\n"
@@ -67,6 +69,7 @@ enum {
         ARG_CLOUD_CONFIG_FILE,
         ARG_MACHINE_PROVIDER,
         ARG_MACHINE_CLOUD_CONFIG,
+        ARG_OPERAND,
 };
 
 static const struct option options[] = {
@@ -87,6 +90,7 @@ static const struct option options[] = {
         { "cloud-config-file", required_argument, NULL, ARG_CLOUD_CONFIG_FILE },
         { "machine-provider", required_argument, NULL, ARG_MACHINE_PROVIDER },
         { "machine-cloud-config", required_argument, NULL, ARG_MACHINE_CLOUD_CONFIG },
+        { "operand", required_argument, NULL, ARG_OPERAND },
         CN_KUBE_DAEMON_LONG_OPTIONS,
         {},
 };
@@ -181,6 +185,12 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                 case ARG_MACHINE_CLOUD_CONFIG:
                         a->run.machine_cloud_config = optarg;
                         break;
+                case ARG_OPERAND:
+                        r = cn_parse_boolean(optarg);
+                        if (r < 0)
+                                return bad_value(name, optarg);
+                        a->run.no_operand = !r;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -239,6 +249,11 @@ static int run(int argc, char *argv[]) {
         if (isempty(a.run.namespace)) {
                 free(a.source_namespace_buf);
                 log_error("run needs --namespace");
+                return 2;
+        }
+        if (a.run.no_operand && !a.run.machine_provider) {
+                free(a.source_namespace_buf);
+                log_error("--operand=false leaves nothing to do without --machine-provider");
                 return 2;
         }
         if (cn_kube_daemon_options_verify(&a.run.daemon, &why) < 0) {

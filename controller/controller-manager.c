@@ -3,9 +3,9 @@
  *
  * The Manager owns the loop, the Kubernetes client, the Event recorder, the leader election and
  * the health server, and three controllers behind one interface (new, start, synced,
- * set_leading): the operand controller (operand-controller.c) always, the CloudnodeMachine and
- * CloudnodeCluster controllers (machine-controller.c, cluster-controller.c) with
- * --machine-provider. Only the leader's controllers write. */
+ * set_leading): the operand controller (operand-controller.c) unless --operand=false, the
+ * CloudnodeMachine and CloudnodeCluster controllers (machine-controller.c, cluster-controller.c)
+ * with --machine-provider. Only the leader's controllers write. */
 #include <errno.h>
 #include <signal.h>
 
@@ -39,13 +39,14 @@ struct Manager {
         CnMetric *m_leader;
         bool stopping;
 
-        OperandController *operand;
+        OperandController *operand;   /* unless --operand=false */
         MachineController *machines;  /* with --machine-provider */
         ClusterController *clusters;  /* with --machine-provider */
 };
 
 static void set_leading(Manager *m, bool leading) {
-        operand_controller_set_leading(m->operand, leading);
+        if (m->operand)
+                operand_controller_set_leading(m->operand, leading);
         if (m->machines)
                 machine_controller_set_leading(m->machines, leading);
         if (m->clusters)
@@ -90,7 +91,8 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
                 return 0;
         log_info("Received %s, shutting down", si->ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
         m->stopping = true;
-        operand_controller_stop(m->operand);
+        if (m->operand)
+                operand_controller_stop(m->operand);
         (void) cn_notify_stopping();
         if (m->leader && cn_kube_leader_release(m->leader, on_released, m) >= 0)
                 return 0;
@@ -106,7 +108,7 @@ static const char *not_live(void *userdata) {
 static const char *not_ready(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        if (!operand_controller_synced(m->operand) || (m->machines && !machine_controller_synced(m->machines)) ||
+        if ((m->operand && !operand_controller_synced(m->operand)) || (m->machines && !machine_controller_synced(m->machines)) ||
             (m->clusters && !cluster_controller_synced(m->clusters)))
                 return "informers not synced";
         return NULL;
@@ -115,7 +117,8 @@ static const char *not_ready(void *userdata) {
 static void before_scrape(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
-        operand_controller_export_watch_restarts(m->operand);
+        if (m->operand)
+                operand_controller_export_watch_restarts(m->operand);
 }
 
 int manager_new(const ControllerOptions *o, Manager **ret) {
@@ -148,12 +151,14 @@ Manager *manager_free(Manager *m) {
 static int setup_controllers(Manager *m) {
         int r;
 
-        r = operand_controller_new(m->event, m->client, m->recorder, m->metrics, &m->options, &m->operand);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the operand controller: %m");
-        r = operand_controller_start(m->operand);
-        if (r < 0)
-                return log_error_errno(r, "Failed to start API discovery: %m");
+        if (!m->options.no_operand) {
+                r = operand_controller_new(m->event, m->client, m->recorder, m->metrics, &m->options, &m->operand);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the operand controller: %m");
+                r = operand_controller_start(m->operand);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to start API discovery: %m");
+        }
         if (!m->options.machine_provider)
                 return 0;
         /* Failures are logged by the machine controller, which knows what was wrong. */

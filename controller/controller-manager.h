@@ -28,6 +28,7 @@ typedef struct ControllerOptions {
         CnKubeDaemonOptions daemon;       /* the flags shared with cloudnode-initializer */
         const char *machine_provider;     /* NULL: no Cluster API machines */
         const char *machine_cloud_config;
+        bool no_operand;                  /* --operand=false: the machine controllers only */
 } ControllerOptions;
 
 typedef struct Manager Manager;

@@ -16,6 +16,7 @@
 
 #include "backoff.h"
 #include "cloud-config.h"
+#include "controller-waiting.h"
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
@@ -932,6 +933,9 @@ static int watch(MachineController *mc, const CnKubeResource *r, CnKubeInformer 
         if (k < 0)
                 return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
         k = cn_kube_informer_add_handlers(*ret, &handlers, mc, NULL);
+        if (k < 0)
+                return k;
+        k = cn_waiting_watch_api(*ret);
         if (k < 0)
                 return k;
         return cn_kube_informer_start(*ret);

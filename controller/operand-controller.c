@@ -19,6 +19,7 @@
 #include "controller-operand.h"
 #include "controller-render.h"
 #include "controller-status.h"
+#include "controller-waiting.h"
 #include "hash-util.h"
 #include "json-util.h"
 #include "kube-client.h"
@@ -73,13 +74,15 @@ struct OperandController {
 
         /* One pass's writes in flight, and what they found. */
         unsigned inflight;
-        bool pass_failed, pass_wrote, dirty;
+        bool pass_failed, pass_wrote, pass_raced, dirty;
         char *last_error;
         char credential_warned[CN_SHA256_HEX_SIZE]; /* hash of the cloud config last warned about */
 
         /* key "resource/ns/name" -> our last write to the object, until the cache shows it */
         CnWriteExpectations *expectations;
         char *last_degraded_message;
+        /* what we wait for or go on without, each said once per episode */
+        CnWaiting not_applying, no_images, no_cloud_config;
 };
 
 typedef struct Write {
@@ -180,13 +183,14 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                         return;
                 }
                 oc->pass_failed = true;
+        } else if (result->error == -CN_KUBE_ECONFLICT || result->error == -CN_KUBE_EALREADYEXISTS) {
+                /* Someone wrote in between, perhaps our own earlier write whose answer was lost: no
+                 * failure to report. The watch brings the new state and its event another pass; the
+                 * retry timer covers an event that came while this pass was still deciding. */
+                log_debug("%s %s %s raced with another writer: %s", verb, kind, name, strna(result->message));
+                oc->pass_raced = true;
         } else if (result->error < 0) {
-                if (result->error == -CN_KUBE_ECONFLICT || result->error == -CN_KUBE_EALREADYEXISTS)
-                        /* Someone wrote in between: the watch brings the new state, then we decide again. */
-                        log_debug("%s %s %s raced with another writer: %s", verb, kind, name, strna(result->message));
-                else
-                        log_warning_errno(result->error, "Failed to %s %s %s: %s", verb, kind, name,
-                                          strna(result->message));
+                log_warning_errno(result->error, "Failed to %s %s %s: %s", verb, kind, name, strna(result->message));
                 free(oc->last_error);
                 if (asprintf(&oc->last_error, "failed to %s %s %s: %s", verb, kind, name,
                              strna(result->message ?: strerror(-result->error))) < 0)
@@ -208,12 +212,25 @@ static void write_done(CnKubeClient *c, const CnKubeResult *result, void *userda
                 pass_finished(oc);
 }
 
+/* Roles and ClusterRoles are created with PUT to their name (the RBAC API allows create on update),
+ * never POST: the API server asks whether the writer may `escalate` the role named in the request's
+ * path, and a POST names none. The controller may `escalate` the operand's roles by name only
+ * (controller-rbac.yaml), so a POST of a role granting Node permissions it does not hold is
+ * forbidden where a PUT of the same role is allowed. */
+static bool created_by_name(const CnKubeResource *r) {
+        return streq(r->group, "rbac.authorization.k8s.io") &&
+                (streq(r->resource, "roles") || streq(r->resource, "clusterroles"));
+}
+
 static int issue_write(OperandController *oc, Write *w) {
         const char *ns = w->resource->namespaced ? cn_json_string(w->desired, "metadata", "namespace", NULL) : NULL;
         const char *name = cn_json_string(w->desired, "metadata", "name", NULL);
 
         switch (w->action) {
         case CN_APPLY_CREATE:
+                if (created_by_name(w->resource))
+                        return cn_kube_update(oc->client, w->resource, ns, name, NULL, w->desired, write_done, w,
+                                              NULL);
                 return cn_kube_create(oc->client, w->resource, ns, w->desired, write_done, w, NULL);
         case CN_APPLY_PATCH: {
                 _cleanup_json_ json_object *patch = NULL;
@@ -257,7 +274,9 @@ static void status_update(OperandController *oc, bool available, bool progressin
         bool changed;
         int r;
 
-        if (!oc->status || !cn_kube_informer_has_synced(oc->status))
+        /* Without its CRD (deleted after we started) there is nothing to write to; the informer
+         * brings us back when it is served again. */
+        if (!oc->status || !cn_kube_informer_has_synced(oc->status) || !cn_kube_informer_is_served(oc->status))
                 return;
         /* Our own writes done, the conditions follow the operand Deployment's rollout (its
          * informer's events bring us back here), not just our writes. */
@@ -294,8 +313,10 @@ static void status_written(CnKubeClient *c, const CnKubeResult *result, void *us
         if (result->error < 0) {
                 log_warning_errno(result->error, "Failed to update %s/%s status: %s", oc->status_resource->resource,
                                   STATUS_OBJECT_NAME, strna(result->message));
-                /* The status informer's next event (or the retry) brings us back here. */
-                schedule(oc);
+                /* The status informer's next event (or the retry) brings us back here; a 404 means
+                 * the CRD went away, and its informer says when it is back. */
+                if (result->error != -CN_KUBE_ENOTFOUND)
+                        schedule(oc);
         }
 }
 
@@ -342,11 +363,15 @@ static void pass_finished(OperandController *oc) {
                 (void) sd_event_source_set_enabled(oc->retry_source, SD_EVENT_ONESHOT);
         } else {
                 (void) cn_metric_inc(oc->m_reconciles, CN_LABELS(oc->pass_wrote ? "changed" : "unchanged"));
-                cn_backoff_reset(&oc->backoff);
+                if (oc->pass_raced) {
+                        (void) sd_event_source_set_time_relative(oc->retry_source, cn_backoff_next(&oc->backoff, 0));
+                        (void) sd_event_source_set_enabled(oc->retry_source, SD_EVENT_ONESHOT);
+                } else
+                        cn_backoff_reset(&oc->backoff);
                 if (oc->pass_wrote)
                         status_update(oc, true, true, false, NULL);
         }
-        oc->pass_failed = oc->pass_wrote = false;
+        oc->pass_failed = oc->pass_wrote = oc->pass_raced = false;
         if (oc->dirty) {
                 oc->dirty = false;
                 schedule(oc);
@@ -393,6 +418,12 @@ static int operand_cloud_provider(OperandController *oc, const char **ret, char 
         if (infra)
                 (void) cn_render_infrastructure_platform(infra, &platform, NULL);
         r = cn_operand_cloud_provider(oc->options.cloud_provider, op, platform, ret, &source);
+        if (r == -ENOENT && oc->status_resource == &resource_clusteroperators)
+                return set_last_error(oc, "no cloud provider: OpenShift's Infrastructure cluster %s "
+                                      "(status.platformStatus.type; for External, its platformName), or pass "
+                                      "--cloud-provider to cloudnode-controller",
+                                      !oc->have_infrastructures ? "is not served" :
+                                      !infra ? "does not exist" : "names no platform this build has");
         if (r == -ENOENT)
                 return set_last_error(oc, "no cloud provider: set spec.cloudProvider of %s %s (kubectl patch "
                                       "cloudnodeoperator cloudnode --type=merge -p '{\"spec\":{\"cloudProvider\":"
@@ -442,6 +473,21 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
                 .cloud_config = cn_operand_source_cloud_config(source, oc->options.cloud_config_key),
         };
         warn_credentials(oc, c->cloud_config);
+        /* Neither is waited for: the operand is applied without them, and the lines say so. */
+        if (source)
+                cn_waiting_over(&oc->no_cloud_config, NULL);
+        else
+                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
+                               "ConfigMap %s/%s (key %s) not found: the operand gets an empty cloud.conf until it "
+                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
+                               oc->options.cloud_config_name, oc->options.cloud_config_key);
+        if (images_cm)
+                cn_waiting_over(&oc->no_images, NULL);
+        else
+                cn_waiting_say(&oc->no_images, LOG_NOTICE,
+                               "ConfigMap %s/%s not found: the operand gets the built-in images; apply "
+                               "manifests/controller/images-configmap.yaml to choose them", oc->options.namespace,
+                               oc->options.images_configmap);
         r = operand_cloud_provider(oc, &c->cloud_provider, ret_platform);
         if (r < 0)
                 return r;
@@ -477,11 +523,12 @@ static int reconcile(OperandController *oc) {
         }
         r = build_config(oc, &config, &images, &platform);
         if (r < 0) {
-                log_error("Not applying: %s", strna(oc->last_error));
+                cn_waiting_say(&oc->not_applying, LOG_ERR, "Not applying: %s", strna(oc->last_error));
                 (void) cn_metric_inc(oc->m_reconciles, CN_LABELS("error"));
                 status_update(oc, false, false, true, oc->last_error);
                 return 0;
         }
+        cn_waiting_over(&oc->not_applying, "Applying the operand");
         r = cn_operand_desired(&config, &desired);
         if (r < 0)
                 return log_error_errno(r, "Failed to compute the desired objects: %m");
@@ -552,7 +599,7 @@ static int reconcile(OperandController *oc) {
         }
         if (--oc->inflight > 0)
                 return 0;
-        if (oc->pass_failed || oc->pass_wrote || waiting > 0) {
+        if (oc->pass_failed || oc->pass_wrote || oc->pass_raced || waiting > 0) {
                 pass_finished(oc);
                 return 0;
         }
@@ -587,6 +634,9 @@ static int watch(OperandController *oc, const CnKubeResource *r, const CnKubeInf
         if (k < 0)
                 return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
         k = cn_kube_informer_add_trigger(i, oc->reconcile_source, NULL);
+        if (k < 0)
+                return k;
+        k = cn_waiting_watch_api(i);
         if (k < 0)
                 return k;
         k = cn_kube_informer_start(i);
@@ -663,7 +713,9 @@ static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *user
                                              discovery_lists(result->object, "validatingadmissionpolicies");
                 if (!oc->have_admission_policies)
                         log_warning("The cluster does not serve admissionregistration.k8s.io/v1 "
-                                    "ValidatingAdmissionPolicy; the node-mode identity is limited by RBAC only");
+                                    "ValidatingAdmissionPolicy (Kubernetes serves it from 1.30 on); the node-mode "
+                                    "identity is limited by RBAC only until cloudnode-controller restarts on a "
+                                    "cluster that serves it");
                 oc->discovery_step = 1;
                 r = cn_kube_request(oc->client, "GET", "/apis/config.openshift.io/v1", NULL, NULL, on_discovery, oc,
                                     &oc->discovery);
@@ -773,6 +825,9 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_write_expectations_free(oc->expectations);
         free(oc->last_error);
         free(oc->last_degraded_message);
+        cn_waiting_done(&oc->not_applying);
+        cn_waiting_done(&oc->no_images);
+        cn_waiting_done(&oc->no_cloud_config);
         free(oc);
         return NULL;
 }

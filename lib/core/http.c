@@ -374,6 +374,12 @@ int cn_http_request_new(CnHttp *h, const char *method, const char *url, CnHttpRe
                 ok = curl_easy_setopt(r->easy, CURLOPT_NOBODY, 1L) == CURLE_OK;
         else if (!streq(method, "GET"))
                 ok = curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, method) == CURLE_OK;
+        /* libcurl sends a request once more by itself when a reused connection closes before any
+         * answer. The server may have done a POST by then (a cloud creating a server whose answer
+         * was lost): a second one would make a second server or object. A new connection is never
+         * resent, so a POST's failure reaches the caller, whose lookup decides. */
+        if (ok && streq(method, "POST"))
+                ok = curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 1L) == CURLE_OK;
         if (!ok)
                 return -EIO;
         *ret = TAKE_PTR(r);

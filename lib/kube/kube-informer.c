@@ -34,6 +34,7 @@ struct CnKubeInformer {
         json_object *cache;
         char *resource_version;
         bool started, synced;
+        bool not_served; /* the last list or watch answered 404 */
 
         CnKubeRequest *list_req, *watch_req;
         sd_event_source *retry_timer, *replay_defer;
@@ -217,6 +218,11 @@ int cn_kube_informer_get_shared(CnKubeClient *c, const CnKubeResource *r, const 
         return 0;
 }
 
+bool cn_kube_informer_is_served(CnKubeInformer *i) {
+        assert(i);
+        return !i->not_served;
+}
+
 bool cn_kube_informer_has_synced(CnKubeInformer *i) {
         assert(i);
         return i->synced;
@@ -274,6 +280,8 @@ typedef enum Notify {
         NOTIFY_UPDATED,
         NOTIFY_DELETED,
         NOTIFY_SYNCED,
+        NOTIFY_SERVED,
+        NOTIFY_NOT_SERVED,
 } Notify;
 
 /* Tells every live handler set; ones still waiting for their replay see the change then. */
@@ -300,11 +308,24 @@ static void notify(CnKubeInformer *i, Notify what, json_object *old, json_object
                         if (h->h.synced)
                                 h->h.synced(i, h->userdata);
                         break;
+                case NOTIFY_SERVED:
+                case NOTIFY_NOT_SERVED:
+                        if (h->h.served)
+                                h->h.served(i, what == NOTIFY_SERVED, h->userdata);
+                        break;
                 }
         }
         i->dispatching--;
         handlers_gc(i);
         cn_kube_informer_unref(i);
+}
+
+/* 404 on a list or watch: the resource's API is not installed (yet, or any more). */
+static void set_served(CnKubeInformer *i, bool served) {
+        if (i->not_served == !served)
+                return;
+        i->not_served = !served;
+        notify(i, served ? NOTIFY_SERVED : NOTIFY_NOT_SERVED, NULL, NULL);
 }
 
 static int set_resource_version(CnKubeInformer *i, const char *rv) {
@@ -379,11 +400,18 @@ static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *user
         i->list_req = cn_kube_request_free(i->list_req);
         if (result->error < 0) {
                 log_debug_errno(result->error, "Listing %s failed: %s", i->resource_name, strna(result->message));
-                schedule_retry(i, true, result->error);
+                cn_kube_informer_ref(i);
+                if (result->error == -CN_KUBE_ENOTFOUND)
+                        set_served(i, false);
+                /* Unless a handler dropped the last other reference. */
+                if (i->n_ref > 1)
+                        schedule_retry(i, true, result->error);
+                cn_kube_informer_unref(i);
                 return;
         }
 
         cn_kube_informer_ref(i);
+        set_served(i, true);
         k = informer_replace(i, result->object);
         if (k < 0)
                 schedule_retry(i, true, k);
@@ -441,6 +469,15 @@ static void on_watch_end(CnKubeClient *c, const CnKubeResult *result, void *user
                 log_debug("Watch of %s: resourceVersion %s too old, listing again.", i->resource_name,
                           strna(i->resource_version));
                 k = informer_list(i);
+        } else if (result->error == -CN_KUBE_ENOTFOUND) {
+                /* The CRD went away: list again (after a backoff) until it is back. */
+                log_debug("Watch of %s: the resource is not served any more.", i->resource_name);
+                cn_kube_informer_ref(i);
+                set_served(i, false);
+                if (i->n_ref > 1)
+                        schedule_retry(i, true, result->error);
+                cn_kube_informer_unref(i);
+                return;
         } else if (result->error < 0) {
                 log_debug_errno(result->error, "Watch of %s ended: %s", i->resource_name, strna(result->message));
                 schedule_retry(i, false, result->error);
@@ -551,6 +588,8 @@ static int on_replay(sd_event_source *s, void *userdata) {
                 }
                 if (!h->removed && i->synced && h->h.synced)
                         h->h.synced(i, h->userdata);
+                if (!h->removed && i->not_served && h->h.served)
+                        h->h.served(i, false, h->userdata);
         }
         i->dispatching--;
         handlers_gc(i);
@@ -573,7 +612,7 @@ int cn_kube_informer_add_handlers(CnKubeInformer *i, const CnKubeInformerHandler
         h->h = *handlers;
         h->userdata = userdata;
 
-        if (i->synced || json_object_object_length(i->cache) > 0) {
+        if (i->synced || i->not_served || json_object_object_length(i->cache) > 0) {
                 h->replay_pending = true;
                 if (!i->replay_defer) {
                         k = sd_event_add_defer(cn_kube_client_get_event(i->client), &i->replay_defer, on_replay, i);
@@ -620,10 +659,15 @@ static void trigger_synced(CnKubeInformer *i, void *userdata) {
         trigger(userdata);
 }
 
+static void trigger_served(CnKubeInformer *i, bool served, void *userdata) {
+        trigger(userdata);
+}
+
 int cn_kube_informer_add_trigger(CnKubeInformer *i, sd_event_source *source, uint64_t *ret_id) {
         static const CnKubeInformerHandlers handlers = {
                 .added = trigger_added,
                 .updated = trigger_updated,
+                .served = trigger_served,
                 .deleted = trigger_added,
                 .synced = trigger_synced,
         };

@@ -37,6 +37,10 @@ typedef struct CnKubeInformerHandlers {
         void (*deleted)(CnKubeInformer *i, json_object *object, void *userdata);
         /* Once, when the first complete list has been delivered (has_synced becomes true). */
         void (*synced)(CnKubeInformer *i, void *userdata);
+        /* When the API server stops or starts serving the resource: false when a list or watch
+         * answers 404 (its CRD or API is not installed), true when a list succeeds after that.
+         * Called on changes only, so a caller can say "waiting for X" once per episode. */
+        void (*served)(CnKubeInformer *i, bool served, void *userdata);
 } CnKubeInformerHandlers;
 
 /* Create an informer (not started). Reference counted: see cn_kube_informer_get_shared(). */
@@ -56,19 +60,22 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeInformer *, cn_kube_informer_unref);
 #define _cleanup_kube_informer_ _cleanup_(cn_kube_informer_unrefp)
 
 /* Register callbacks. Handler sets added after objects are cached get "added" for each cached
- * object (and "synced" if already synced), from the event loop, not from inside this call. The
- * returned id removes them again. */
+ * object (and "synced" if already synced, "served" false if the resource is not served), from the
+ * event loop, not from inside this call. The returned id removes them again. */
 int cn_kube_informer_add_handlers(CnKubeInformer *i, const CnKubeInformerHandlers *h, void *userdata,
                                   uint64_t *ret_id);
 int cn_kube_informer_remove_handlers(CnKubeInformer *i, uint64_t id);
 /* Handlers for a controller that reconciles everything in one pass: any event (added, updated,
- * deleted, synced) enables `source`, a defer event source of the caller, for one run. */
+ * deleted, synced, served) enables `source`, a defer event source of the caller, for one run. */
 int cn_kube_informer_add_trigger(CnKubeInformer *i, sd_event_source *source, uint64_t *ret_id);
 
 /* Start list+watch (idempotent). */
 int cn_kube_informer_start(CnKubeInformer *i);
 
 bool cn_kube_informer_has_synced(CnKubeInformer *i);
+/* False while the API server answers 404 for the resource (see the "served" handler); the cache
+ * keeps what it last saw. */
+bool cn_kube_informer_is_served(CnKubeInformer *i);
 /* Resource version of the cache (last list or event seen), NULL before the first list. */
 const char *cn_kube_informer_get_resource_version(CnKubeInformer *i);
 const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i);

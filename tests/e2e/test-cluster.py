@@ -8,8 +8,10 @@ on any container restart, any unavailable Deployment, any static pod left behind
 left tainted.
 
 Installs: the base manifests (provider from the CloudnodeOperator), the openshift overlay (provider
-from the Infrastructure object) and a Cluster API management cluster (infrastructure-components.yaml
-as clusterctl applies it). CN_E2E_INSTALLS narrows the list."""
+from the Infrastructure object) and a Cluster API management cluster (the base manifests, then
+infrastructure-components.yaml as `clusterctl init` substitutes and applies it, its controller
+provisioning a CloudnodeCluster). CN_E2E_INSTALLS narrows the list."""
+import base64
 import json
 import os
 import shutil
@@ -19,36 +21,26 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 import cnpodman  # noqa: E402
 from cncluster import Cluster  # noqa: E402
+import clusterctl  # noqa: E402
+import yaml  # noqa: E402
 from capi import install_core_crds  # noqa: E402
 from cntap import Tap, build, src  # noqa: E402
 from openshift import openshift_crd  # noqa: E402
 
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CAPI_NS = "cloudnode-system"
+CLOUD_CONF_VAR = "CLOUDNODE_B64ENCODED_CLOUD_CONF"
 SETTLE = 180
 
 
 def apply(t, c, *args):
-    """kubectl apply, again while the CRDs it just created are not served yet (as a user would)."""
-    r = None
-    for _ in range(10):
-        r = c.kubectl("apply", *args)
-        if r.returncode == 0:
-            break
-        c.wait(lambda: False, 1)
+    r = c.apply(*args)
     t.ok(r.returncode == 0, "kubectl apply %s" % " ".join(args), r.stderr[-1500:])
 
 
-
 def install_base(t, c):
-    apply(t, c, "-k", src("manifests", "base"))
-    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
-        "data": {"config": c.cloud_conf()}})
-    t.ok(code == 201, "the source cloud config ConfigMap created")
-    code, _ = c.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
-        "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
-        "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": "hetzner"}})
-    t.ok(code == 201, "CloudnodeOperator cloudnode with spec.cloudProvider hetzner created")
+    for ok, what in c.install_base():
+        t.ok(ok, what)
 
 
 def install_openshift(t, c):
@@ -72,29 +64,53 @@ def install_openshift(t, c):
 
 
 def install_capi(t, c):
-    """A Cluster API management cluster: Cluster API's own CRDs (as `clusterctl init` installs the
-    core provider), then the infrastructure provider's components file as clusterctl applies it,
-    and the credentials Secret the components' controller reads."""
+    """A Cluster API management cluster: its own cloud integration from the base manifests (as any
+    cluster on this cloud), then `clusterctl init --infrastructure cloudnode` step by step: Cluster
+    API's own CRDs (the core provider), then the provider's infrastructure-components.yaml with
+    clusterctl's variable substitution (refused while a required variable is unset) and its labels,
+    applied."""
+    install_base(t, c)
     install_core_crds(c.kube)
-    apply(t, c, "--validate=false", "-f", build("manifests", "infrastructure-components.yaml"))
-    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/secrets", {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudnode-machine-credentials"},
-        "stringData": {"cloud.conf": c.cloud_conf()}})
-    t.ok(code == 201, "the machine credentials Secret created")
-    code, _ = c.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
-        "data": {"config": c.cloud_conf()}})
-    code2, _ = c.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
-        "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
-        "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": "hetzner"}})
-    t.ok(code == 201 and code2 == 201, "the source cloud config and the CloudnodeOperator created")
+    path = build("manifests", "infrastructure-components.yaml")
+    try:
+        clusterctl.components(path, {})
+        t.ok(False, "clusterctl init refuses the components without %s" % CLOUD_CONF_VAR)
+    except clusterctl.MissingVariables as e:
+        t.eq(e.names, [CLOUD_CONF_VAR], "clusterctl init refuses the components without %s" % CLOUD_CONF_VAR)
+    env = {CLOUD_CONF_VAR: base64.b64encode(c.cloud_conf().encode()).decode()}
+    rendered = os.path.join(c.dir, "infrastructure-components.yaml")
+    with open(rendered, "w") as f:
+        yaml.safe_dump_all(clusterctl.components(path, env), f)
+    apply(t, c, "--validate=false", "-f", rendered)
 
 
-def scenario(t, name, install, namespace):
+def capi_provider_works(t, c):
+    """The provider's own controller (cloudnode-system) is available and provisions a
+    CloudnodeCluster of a Cluster from the cloud's locations."""
+    ns = "/apis/apps/v1/namespaces/%s/deployments/cloudnode-controller" % CAPI_NS
+    t.ok(c.wait(lambda: (c.kube.api("GET", ns)[1] or {}).get("status", {}).get("availableReplicas") == 1, 60),
+         "capi: the provider's controller in %s is available" % CAPI_NS, c.kube.api("GET", ns)[1])
+    code, cluster = c.kube.api("POST", "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/clusters", {
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "w1"}, "spec": {}})
+    cnc = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/default/cloudnodeclusters"
+    code2, _ = c.kube.api("POST", cnc, {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeCluster",
+        "metadata": {"name": "w1", "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                                         "name": "w1", "uid": cluster["metadata"]["uid"]}]},
+        "spec": {"provider": "hetzner"}})
+    t.ok(code == 201 and code2 == 201, "capi: a Cluster and its CloudnodeCluster created")
+    st = c.wait(lambda: (lambda s: s if (s.get("initialization") or {}).get("provisioned") and
+                         s.get("failureDomains") else None)((c.kube.api("GET", cnc + "/w1")[1] or {}).get("status") or {}),
+                60)
+    t.ok(st, "capi: the provider provisioned the CloudnodeCluster with failure domains from the cloud",
+         c.kube.api("GET", cnc + "/w1")[1])
+
+
+def scenario(t, name, install, namespace, check=None):
     t.diag("install: %s" % name)
     tmp = tempfile.mkdtemp(prefix="cn-e2e-%s-" % name)
     try:
-        with Cluster(tmp, namespace=namespace) as c:
+        with Cluster(tmp, namespace=namespace, runtime="podman") as c:
             install(t, c)
             c.boot("%s-bootstrap" % name, "bootstrap")
             c.boot("%s-master-1" % name, "control-plane")
@@ -126,6 +142,9 @@ def scenario(t, name, install, namespace):
                  .get("conditions") or []}), 30)
             t.ok(conds, "%s: the operator status says Available, not Progressing, not Degraded" % name,
                  c.kube.api("GET", status)[1])
+            if check:
+                check(t, c)
+                t.ok(not c.restarted(), "%s: still no container restarts" % name, c.restarted())
             if t.failed:
                 t.diag(c.diagnostics())
     finally:
@@ -143,11 +162,11 @@ def main():
     if not refs or not all(cnpodman.inspect(r) for r in refs):
         t.skip_all("the images are not built (make images)")
     only = os.environ.get("CN_E2E_INSTALLS", "base openshift capi").split()
-    for name, install, ns in (("base", install_base, "cloudnode"),
-                              ("openshift", install_openshift, "openshift-cloudnode"),
-                              ("capi", install_capi, "cloudnode")):
+    for name, install, ns, check in (("base", install_base, "cloudnode", None),
+                                     ("openshift", install_openshift, "openshift-cloudnode", None),
+                                     ("capi", install_capi, "cloudnode", capi_provider_works)):
         if name in only:
-            scenario(t, name, install, ns)
+            scenario(t, name, install, ns, check)
     return t.done()
 
 

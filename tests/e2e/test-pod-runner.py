@@ -69,6 +69,10 @@ def main():
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         k.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": "pr-node", "labels": {"kubernetes.io/hostname": "pr-node"}}})
+        # As a kubelet: Ready, so that the API server's not-ready taint goes.
+        k.api("PATCH", "/api/v1/nodes/pr-node/status",
+              {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}},
+              "application/merge-patch+json")
         k.api("POST", "/api/v1/namespaces/%s/configmaps" % NS, {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-conf"},
             "data": {"cloud.conf": "[Global]\ntoken = t\nendpoint = http://127.0.0.1:9/v1\n"}})

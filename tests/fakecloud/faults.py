@@ -9,8 +9,8 @@ from . import metadata
 from .state import StateError
 from .web import json_response, text
 
-FAULT_KEYS = {"method", "path", "platform", "service", "instance", "count", "status", "body", "headers",
-              "latency", "reset", "throttle", "content_type"}
+FAULT_KEYS = {"method", "path", "platform", "service", "instance", "count", "skip", "status", "body", "headers",
+              "latency", "reset", "throttle", "content_type", "after_commit"}
 
 
 def new_rule(spec):
@@ -25,6 +25,12 @@ def new_rule(spec):
                 raise StateError(400, "%s is not a regular expression: %s" % (key, e))
     if spec.get("count") is not None and (not isinstance(spec["count"], int) or spec["count"] < 1):
         raise StateError(400, "count must be a positive integer (omit it for every request)")
+    if spec.get("skip") is not None and (not isinstance(spec["skip"], int) or spec["skip"] < 0):
+        raise StateError(400, "skip must be a non-negative integer")
+    if spec.get("after_commit") and not spec.get("reset"):
+        # The write was done; all that can go wrong now is the answer (a timeout is a long
+        # latency before the reset).
+        raise StateError(400, "after_commit goes with reset (and optionally latency)")
     if spec.get("status") is not None and not (isinstance(spec["status"], int) and 100 <= spec["status"] <= 599):
         raise StateError(400, "status must be an HTTP status code")
     if not any(spec.get(k) for k in ("status", "latency", "reset", "throttle")):
@@ -53,6 +59,10 @@ def take(state, req):
             if rule.get("service") and rule["service"] != req.service:
                 continue
             if rule.get("instance") and str(rule["instance"]) != str(req.instance_id):
+                continue
+            if rule.get("skip"):
+                # Passes over the first N matching requests: a fault pinned to the Nth one.
+                rule["skip"] -= 1
                 continue
             rule["hits"] += 1
             if rule.get("count") is not None:

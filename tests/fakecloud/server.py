@@ -95,6 +95,9 @@ class App:
             if inst is None:
                 return text("no such instance\n", 404), None, True
         rule = faults.take(self.state, req)
+        if rule and rule.get("after_commit"):
+            # Served (and committed) as usual; the caller then loses the answer.
+            return self.serve(kind, arg, req, inst), rule, True
         if rule:
             if rule.get("latency"):
                 time.sleep(float(rule["latency"]))
@@ -102,13 +105,17 @@ class App:
                 return None, rule, True
             if rule.get("status") or rule.get("throttle"):
                 return faults.rule_response(rule, req, self.state.read()), rule, True
+        return self.serve(kind, arg, req, inst), rule, True
+
+    @staticmethod
+    def serve(kind, arg, req, inst):
         if kind == "metadata":
-            return metadata.serve(req, inst, arg[1]), rule, True
-        return arg(req), rule, True
+            return metadata.serve(req, inst, arg[1])
+        return arg(req)
 
     # -- request log ---------------------------------------------------------------
 
-    def log(self, req, status, rule, remote):
+    def log(self, req, status, rule, remote, dropped=False):
         now = time.time()
         headers = {}
         for name in LOGGED_HEADERS:
@@ -130,6 +137,8 @@ class App:
             entry["url"] = req.raw_path
         if rule:
             entry["fault"] = rule["id"]
+        if dropped:
+            entry["responseDropped"] = True
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
         with self.log_lock:
             fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -267,6 +276,13 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             resp, rule, logged = text("fake-cloud internal error: %s\n" % e, 500), None, True
         remote = self.client_address[0]
+        if resp is not None and rule and rule.get("after_commit"):
+            # Logged with the status the server meant to send before the answer is held and
+            # dropped, so a test sees the commit while the client still waits.
+            app.log(req, resp.status, rule, remote, dropped=True)
+            time.sleep(float(rule.get("latency") or 0))
+            self._reset()
+            return
         if resp is None:
             if logged:
                 app.log(req, 0, rule, remote)

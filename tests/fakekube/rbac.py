@@ -251,10 +251,15 @@ def compact(rule):
     return "{" + ", ".join(parts) + "}"
 
 
-def check_escalation(authz, user, groups, kind, ns, obj):
+def check_escalation(authz, user, groups, kind, ns, obj, request_name):
     """The RBAC API's escalation prevention: a Role/ClusterRole may only grant what its writer
     holds (unless the writer may 'escalate'); a binding only to a role whose permissions the
-    writer holds (unless the writer may 'bind' it). Returns None or an ApiError."""
+    writer holds (unless the writer may 'bind' it). Returns None or an ApiError.
+
+    'escalate' is asked for the name in the request's path (request_name), as the real API server
+    does: a create (POST) has none, so 'escalate' limited by resourceNames does not let a POST
+    grant more than the writer holds, while a PUT to the name (roles allow create on update) or a
+    patch does. 'bind' is asked for the name of the role referred to."""
     from . import errors
     if "system:masters" in groups:
         return None
@@ -265,7 +270,7 @@ def check_escalation(authz, user, groups, kind, ns, obj):
     scope_ns = ns if kind in ("Role", "RoleBinding") else ""
     if kind in ("Role", "ClusterRole"):
         ok, _ = authz.authorize(Attrs(user, groups, "escalate", True, "rbac.authorization.k8s.io", plural, "",
-                                      scope_ns, name))
+                                      scope_ns, request_name or ""))
         if ok:
             return None
         wanted = obj.get("rules") or []

@@ -12,6 +12,7 @@ import select
 import signal
 import socket
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
 from .registry import Registry, openapi_doc, openapi_index
 from .selection import parse_field_selector, parse_label_selector
-from .store import REQ, Store, deep, now_iso
+from .store import REQ, Store, deep, node_ready, not_ready_taint, now_iso
 
 MAX_BODY = 3 * 1024 * 1024
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -51,7 +52,10 @@ class Faults:
       {"action": "abort-watch", "afterEvents": N}        drop the connection after N events
       {"action": "gone"}                                 next matching watch gets a 410 ERROR event
       {"action": "bookmark", "interval": S}              send BOOKMARKs every S seconds
-    "count": N applies the rule to the next N matching requests (default 1, -1 = forever)."""
+      {"action": "reset-after-commit", "hold": S}        serve the request (the write is done), hold
+                                                         the answer S seconds, then reset the connection
+    "count": N applies the rule to the next N matching requests (default 1, -1 = forever),
+    after passing over the first "skip" matching ones (default 0)."""
 
     KEYS = ("verb", "resource", "subresource", "name", "namespace", "user", "apiGroup", "path")
 
@@ -66,8 +70,11 @@ class Faults:
         rule = dict(rule)
         if "code" not in rule and "latency" not in rule and "action" not in rule:
             raise errors.bad_request("a fault needs code, latency or action")
-        if rule.get("action") not in (None, "conflict", "close-watch", "abort-watch", "gone", "bookmark"):
+        if rule.get("action") not in (None, "conflict", "close-watch", "abort-watch", "gone", "bookmark",
+                                      "reset-after-commit"):
             raise errors.bad_request("unknown fault action %r" % rule.get("action"))
+        if not isinstance(rule.get("skip", 0), int) or rule.get("skip", 0) < 0:
+            raise errors.bad_request("skip must be a non-negative integer")
         rule.setdefault("count", 1)
         with self.lock:
             rule["id"] = self.next_id
@@ -92,6 +99,9 @@ class Faults:
                 if kind not in kinds:
                     continue
                 if not self._matches(r, info, user):
+                    continue
+                if r.get("skip"):
+                    r["skip"] -= 1
                     continue
                 out.append(dict(r))
                 if r["count"] > 0:
@@ -249,6 +259,8 @@ class State:
         if key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             if type_ == "DELETED":
                 self.registry.unregister_crd(obj)
+                spec = obj.get("spec") or {}
+                self.store.close_watchers((spec.get("group", ""), (spec.get("names") or {}).get("plural", "")))
             else:
                 self.registry.register_crd(obj)
                 _later(lambda: self._crd_status(obj["metadata"]["name"]))
@@ -257,6 +269,8 @@ class State:
         elif key == ("", "namespaces"):
             if type_ != "DELETED" and obj["metadata"].get("deletionTimestamp"):
                 _later(lambda: self._ns_cleanup(obj["metadata"]["name"]))
+        elif key == ("", "nodes") and type_ != "DELETED" and node_ready(obj) and not_ready_taint(obj):
+            _later(lambda: self._node_untaint(obj["metadata"]["name"]))
         md0 = (obj or {}).get("metadata") or {}
         fins = md0.get("finalizers") or []
         if type_ == "DELETED" or "foregroundDeletion" in fins or "orphan" in fins:
@@ -274,6 +288,19 @@ class State:
                 nso = self.store.objects[("", "namespaces")].get(("", md["namespace"]))
                 if nso and nso["metadata"].get("deletionTimestamp"):
                     _later(lambda: self._ns_cleanup(md["namespace"]))
+
+    def _node_untaint(self, name):
+        """The node lifecycle controller: once a Node reports Ready, the not-ready taint the API
+        server gave it at creation (store.taint_not_ready) goes."""
+        def fn(o):
+            if node_ready(o):
+                o["spec"]["taints"] = [t for t in o["spec"]["taints"] if t is not not_ready_taint(o)]
+            o["metadata"].pop("resourceVersion", None)
+            return o
+        try:
+            self.store.update(self.registry.lookup("", "v1", "nodes"), "", name, fn)
+        except ApiError:
+            pass
 
     # --- garbage collector: ownerReferences and propagation policies ------------------------
 
@@ -487,6 +514,10 @@ class _Closed(Exception):
     pass
 
 
+class _ResponseDropped(OSError):
+    """A reset-after-commit fault took the answer of a request that was served."""
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-kube-apiserver"
@@ -545,6 +576,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n else b""
 
     def send_body(self, code, body, ctype="application/json", headers=None):
+        if self.drop_response:
+            self.drop_answer(code)
         self.send_response(code)
         self.send_header("Audit-Id", self.audit_id)
         self.send_header("Cache-Control", "no-cache, private")
@@ -558,6 +591,19 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
         self.code = code
+
+    def drop_answer(self, code):
+        # The audit record says what the server did (code) while the client gets a reset
+        # after the hold, as when the connection or a proxy dies after the write was stored.
+        rule, self.drop_response = self.drop_response, None
+        self.code = code
+        self.response_dropped = True
+        time.sleep(float(rule.get("hold") or 0))
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        raise _ResponseDropped("response dropped by fault %s" % rule.get("id"))
 
     def send_obj(self, code, obj, headers=None):
         if self.want_yaml and _yaml() is not None:
@@ -579,6 +625,8 @@ class Handler(BaseHTTPRequestHandler):
         self.code = 0
         self.want_yaml = False
         self.watch_events = None
+        self.drop_response = None
+        self.response_dropped = False
         u = urlsplit(self.path)
         path = u.path or "/"
         query = parse_qs(u.query, keep_blank_values=True)
@@ -608,6 +656,9 @@ class Handler(BaseHTTPRequestHandler):
                 for r in self.st.faults.take(info, user, ("latency",)):
                     time.sleep(float(r.get("latency", 0)))
                 hits = self.st.faults.take(info, user, ("error", "conflict"))
+                dropped = self.st.faults.take(info, user, ("reset-after-commit",))
+                if dropped and not hits:
+                    injected = self.drop_response = dropped[0]
                 if hits:
                     injected = hits[0]
                     if injected.get("action") == "conflict":
@@ -668,6 +719,8 @@ class Handler(BaseHTTPRequestHandler):
                "duration": round(time.monotonic() - t0, 6)}
         if injected:
             rec["injected"] = injected.get("id")
+        if self.response_dropped:
+            rec["responseDropped"] = True
         if self.watch_events is not None:
             rec["watchEvents"] = self.watch_events
         self.st.audit(rec)
@@ -894,7 +947,7 @@ class Handler(BaseHTTPRequestHandler):
                                          ("authorization.k8s.io", "selfsubjectrulesreviews")):
                 self.send_obj(201, self.review(rt, obj))
                 return
-            self.escalation(rt, ns, obj)
+            self.escalation(rt, ns, obj, None)
             created = store.create(rt, ns, obj, dry_run, v)
             self.send_obj(201, self.out(rt, created, v))
         elif info.verb == "update":
@@ -905,9 +958,9 @@ class Handler(BaseHTTPRequestHandler):
             if obj["metadata"].get("name") and obj["metadata"]["name"] != info.name:
                 raise errors.bad_request("the name of the object (%s) does not match the name on the URL (%s)"
                                          % (obj["metadata"]["name"], info.name))
-            res, created = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, lambda cur: obj),
-                                        info.subresource or None, dry_run,
-                                        put_body=obj, version=v)
+            res, created = store.update(rt, ns, info.name,
+                                        self.escalation_checked(rt, ns, info.name, lambda cur: obj),
+                                        info.subresource or None, dry_run, put_body=obj, version=v)
             self.send_obj(201 if created else 200, self.out(rt, res, v))
         elif info.verb == "patch":
             ct = ctype.split(";")[0].strip().lower()
@@ -934,8 +987,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 meta = patchmod.SMP_META.get((rt.group, rt.kind), {})
                 fn = lambda cur: patchmod.strategic_merge(cur, p, meta)
-            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, fn), info.subresource or None,
-                                  dry_run, version=v)
+            res, _ = store.update(rt, ns, info.name, self.escalation_checked(rt, ns, info.name, fn),
+                                  info.subresource or None, dry_run, version=v)
             self.send_obj(200, self.out(rt, res, v))
         elif info.verb == "delete":
             opts = {}
@@ -980,19 +1033,20 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise errors.method_not_allowed()
 
-    def escalation(self, rt, ns, obj):
+    def escalation(self, rt, ns, obj, request_name):
+        """request_name: the name in the request's path, None for a create (POST)."""
         if rt.group == "rbac.authorization.k8s.io" and isinstance(obj, dict):
-            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj)
+            err = check_escalation(self.st.authz, self.ident[0], self.ident[1], rt.kind, ns, obj, request_name)
             if err is not None:
                 raise err
 
-    def escalation_checked(self, rt, ns, fn):
+    def escalation_checked(self, rt, ns, request_name, fn):
         if rt.group != "rbac.authorization.k8s.io":
             return fn
 
         def wrapped(cur):
             new = fn(cur)
-            self.escalation(rt, ns, new)
+            self.escalation(rt, ns, new, request_name)
             return new
         return wrapped
 
@@ -1165,7 +1219,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise _Closed()
             while True:
                 now = time.monotonic()
-                if now >= deadline:
+                if now >= deadline or w.closed:
                     break
                 try:
                     ch = w.q.get(timeout=min(0.5, deadline - now))

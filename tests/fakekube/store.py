@@ -37,6 +37,32 @@ def deep(o):
 REQ = threading.local()
 
 
+def not_ready_taint(node):
+    """The node.kubernetes.io/not-ready:NoSchedule taint of node, or None."""
+    spec = node.get("spec")
+    taints = spec.get("taints") if isinstance(spec, dict) else None
+    for t in taints if isinstance(taints, list) else []:
+        if isinstance(t, dict) and t.get("key") == "node.kubernetes.io/not-ready" and t.get("effect") == "NoSchedule":
+            return t
+    return None
+
+
+def node_ready(node):
+    status = node.get("status")
+    conds = status.get("conditions") if isinstance(status, dict) else None
+    return isinstance(conds, list) and any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def taint_not_ready(node):
+    """The admission plugin TaintNodesByCondition (on by default): a Node is created with the
+    node.kubernetes.io/not-ready:NoSchedule taint, which the node lifecycle controller removes once
+    the kubelet reports Ready (no such controller runs here)."""
+    spec = node.setdefault("spec", {})
+    taints = spec.setdefault("taints", []) if isinstance(spec, dict) else None
+    if isinstance(taints, list) and not_ready_taint(node) is None:
+        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+
 class Change:
     __slots__ = ("rv", "type", "rkey", "okey", "obj", "prev")
 
@@ -258,6 +284,13 @@ class Store:
             start = self.rv
         return w, initial, start
 
+    def close_watchers(self, rkey):
+        """Ends every open watch of a resource type, as the API server does when a CRD is
+        deleted: the clients' next watch or list then gets 404."""
+        with self.lock:
+            for w in self.watchers.get(rkey, ()):
+                w.closed = True
+
     def unwatch(self, w):
         with self.lock:
             self.watchers[w.rt.key].discard(w)
@@ -361,6 +394,8 @@ class Store:
             md["uid"] = str(uuid.uuid4())
             if rt.crd is None:
                 apply_defaults(rt, obj)
+            if rt.key == ("", "nodes"):
+                taint_not_ready(obj)
             errs = validate(rt, obj, None, True)
             if errs:
                 raise errors.invalid(rt.group, rt.kind, md.get("name", ""), errs)

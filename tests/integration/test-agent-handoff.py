@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build, wait_for  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 AGENT = build("agent", "cloudnode-agent")
 POD = "etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
@@ -32,7 +32,7 @@ def deployment(namespace="cloudnode"):
 
 
 def test_handoff(t, tmp, namespace="cloudnode"):
-    with FakeCloud(os.path.join(tmp, "fc"), platform="hetzner") as c, FakeKube(os.path.join(tmp, "kube")) as k:
+    with FakeCloud(os.path.join(tmp, "fc"), platform="hetzner") as c, kube_server(os.path.join(tmp, "kube")) as k:
         root = os.path.join(tmp, "root")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
         secrets = os.path.join(root, "etc", "kubernetes", "bootstrap-secrets")
@@ -77,7 +77,7 @@ def test_handoff(t, tmp, namespace="cloudnode"):
 
 def test_sigterm(t, tmp):
     """Waiting for a Deployment that never comes: SIGTERM ends the agent cleanly, the pod stays."""
-    with FakeCloud(os.path.join(tmp, "fc2"), platform="hetzner") as c, FakeKube(os.path.join(tmp, "kube2")) as k:
+    with FakeCloud(os.path.join(tmp, "fc2"), platform="hetzner") as c, kube_server(os.path.join(tmp, "kube2")) as k:
         root = os.path.join(tmp, "root2")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
         secrets = os.path.join(root, "etc", "kubernetes", "bootstrap-secrets")

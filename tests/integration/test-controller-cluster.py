@@ -18,7 +18,7 @@ from cntap import Tap  # noqa: E402
 from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
 from capimachines import machine_env  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
 
@@ -92,8 +92,9 @@ def test_provisioned(t, env):
     ctl = hetzner(env)
     try:
         mark = len(env.c.requests())
-        wait_for(lambda: "CloudnodeCluster default/c1: provision" in ctl.output(), 30)
-        time.sleep(0.5)
+        t.ok(wait_for(lambda: "CloudnodeCluster default/c1: provision" in ctl.output(), 30),
+             "the restarted controller passed over c1", ctl.output()[-2000:])
+        time.sleep(0.5)  # the calls of that pass, if it made any, come after its log line
         t.eq(location_requests(env, mark), [], "a restart reuses the failure domains of this generation")
         env.k.api("PATCH", CNC + "/c1", {"spec": {"region": "us-east"}}, MERGE)
         t.ok(wait_for(lambda: [fd["name"] for fd in env.obj(CNC, "c1")["status"]["failureDomains"]] == ["ash"], 30),
@@ -168,7 +169,7 @@ def test_delete(t, env):
     try:
         c = env.cluster("c6")
         make_cnc(env, "c6", owner=c)
-        wait_for(lambda: provisioned(env, "c6"), 30)
+        t.ok(wait_for(lambda: provisioned(env, "c6"), 30), "c6 provisioned")
         env.k.api("DELETE", CLUSTERS + "/c6")
         env.k.api("DELETE", CNC + "/c6")
         t.ok(wait_for(lambda: env.obj(CNC, "c6") is None, 30), "deleted: the finalizer is removed",
@@ -185,7 +186,7 @@ def test_other_provider(t, env):
         c8 = env.cluster("c8")
         make_cnc(env, "c8", owner=c8)
         # c8 provisioned means the reconciler has passed over c7 too.
-        wait_for(lambda: provisioned(env, "c8"), 30)
+        t.ok(wait_for(lambda: provisioned(env, "c8"), 30), "c8 provisioned")
         o = env.obj(CNC, "c7")
         t.ok(not o.get("status") and not o["metadata"].get("finalizers"),
              "a cluster of another provider is left to that provider's controller", o)
@@ -263,7 +264,7 @@ def test_rate_limited(t, env):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
-        with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+        with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
             env = CapiEnv(k, c, tmp)
             env.setup()
             t.run(test_provisioned, env)

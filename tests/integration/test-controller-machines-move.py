@@ -19,7 +19,8 @@ def move(env, name, keep_status):
     old = env.get(name)
     env.k.api("PATCH", CNM + "/" + name, {"metadata": {"finalizers": None}}, MERGE)
     env.k.api("DELETE", CNM + "/" + name)
-    wait_for(lambda: env.gone(name), 10)
+    if not wait_for(lambda: env.gone(name), 10):
+        raise AssertionError("%s was not deleted before its move" % name)
     meta = {k: old["metadata"][k] for k in ("name", "labels", "ownerReferences", "annotations")
             if k in old["metadata"]}
     code, new = env.k.api("POST", CNM, {"apiVersion": old["apiVersion"], "kind": old["kind"], "metadata": meta,

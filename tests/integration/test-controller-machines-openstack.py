@@ -5,7 +5,9 @@ create -> ready -> delete (the server carries the machine's UID in its metadata,
 data as base64 user_data), an invalid spec as a terminal condition without retries, a server
 removed out of band, a 429 storm with Retry-After honoured, a server Nova puts in ERROR, a
 server already carrying the UID adopted instead of created, two servers with one UID refused,
-and SIGKILL at random points of create and delete without duplicate or orphaned servers.
+a create and a delete whose answers were lost after Nova did them, and SIGKILL pinned to every
+cloud request of a create and a delete (and at a random moment), without duplicate or orphaned
+servers.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
 import json
@@ -18,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
 
-from capimachines import (Env, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
+from capimachines import (Env, test_invalid_spec, test_kill_points, test_post_commit, test_lifecycle,  # noqa: E402
                           test_out_of_band_delete, test_rate_limited, test_two_replicas,
                           test_wait_for_bootstrap, machine_env, wait_for)
 
@@ -212,6 +214,7 @@ def main():
         t.run(test_provider_calls, env)
         t.run(test_wait_for_bootstrap, env)
         t.run(test_two_replicas, env)
+        t.run(test_post_commit, env)
         t.run(test_kill_points, env)
     return t.done()
 

@@ -42,15 +42,42 @@ def test_latency_and_reset(t, c):
     c.fail({"path": "local-ipv4", "count": 1, "reset": True})
     u = urllib.parse.urlsplit(c.url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    t.eq(answer(conn, "GET", "/latest/meta-data/local-ipv4"), "dropped", "reset: the client sees the connection dropped")
+    t.eq(c.get("/latest/meta-data/local-ipv4")[0], 200, "after the reset requests work again")
+
+
+def answer(conn, method, path, body=None, headers=None):
+    """The status the client got, or "dropped" when the connection went away instead."""
     try:
-        conn.request("GET", "/latest/meta-data/local-ipv4")
-        conn.getresponse().read()
-        t.ok(False, "reset: the client sees the connection dropped")
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        r.read()
+        return r.status
     except (ConnectionResetError, http.client.RemoteDisconnected, BrokenPipeError):
-        t.ok(True, "reset: the client sees the connection dropped")
+        return "dropped"
     finally:
         conn.close()
-    t.eq(c.get("/latest/meta-data/local-ipv4")[0], 200, "after the reset requests work again")
+
+
+def test_after_commit(t, c):
+    """A create whose answer is lost after the server was made, pinned by skip to the 2nd create."""
+    u = urllib.parse.urlsplit(c.url)
+    rule = c.fail({"method": "POST", "path": "^/v1/servers$", "skip": 1, "count": 1, "reset": True,
+                   "after_commit": True, "latency": 0.3})
+    got = []
+    for name in ("ac-1", "ac-2"):
+        body = json.dumps({"name": name, "server_type": "cx22", "image": "ubuntu-24.04", "location": "fsn1"})
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        got.append(answer(conn, "POST", "/v1/servers", body, dict(AUTH, **{"Content-Type": "application/json"})))
+    t.eq(got, [201, "dropped"], "the first create is answered, the second (skip 1) loses its answer")
+    st, _, body = c.api("GET", "/v1/servers?name=ac-2", headers=AUTH)
+    t.eq([s["name"] for s in body.get("servers", [])], ["ac-2"], "but the second server exists")
+    logged = [(r["path"], r["status"], r.get("responseDropped")) for r in c.requests() if r.get("fault") == rule["id"]]
+    t.eq(logged, [("/v1/servers", 201, True)], "the log has the status that was not sent and responseDropped")
+    st, _, err = c._admin("POST", "/faults", {"after_commit": True, "status": 500})
+    t.ok(st == 400 and "reset" in err["error"], "after_commit without reset is refused", err)
+    st, _, err = c._admin("POST", "/faults", {"reset": True, "skip": -1})
+    t.eq(st, 400, "a negative skip is refused")
 
 
 def test_throttle(t, c):
@@ -106,7 +133,7 @@ def test_log(t, c):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_fail_n, test_latency_and_reset, test_throttle, test_log), prefix="cn-fake-faults-",
+    run_with_server(t, (test_fail_n, test_latency_and_reset, test_after_commit, test_throttle, test_log), prefix="cn-fake-faults-",
                     platform="aws")
     return t.done()
 

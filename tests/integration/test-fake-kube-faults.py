@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tests/fake-kube-apiserver: fault injection does what it says (status codes with
-Retry-After, counts, matching by verb/resource/name/user, latency, conflicts, closed and
-dropped watches, forced 410) and is reachable only as admin."""
+Retry-After, counts, skip, matching by verb/resource/name/user, latency, conflicts, answers lost
+after the commit, closed and dropped watches, forced 410) and is reachable only as admin."""
+import http.client
 import json
 import os
 import shutil
@@ -72,9 +73,49 @@ def test_conflict_and_latency(t, k):
     st, _ = k.api("GET", CM + "/b")
     el = time.monotonic() - t0
     t.ok(st == 200 and el >= 0.6, "latency delays then serves", el)
-    t0 = time.monotonic()
     k.api("GET", CM + "/b")
-    t.ok(time.monotonic() - t0 < 0.5, "latency rule used up")
+    t.eq([r for r in k.api("GET", "/fakekube/faults")[1]["faults"] if "latency" in r], [], "latency rule used up")
+
+
+def test_reset_after_commit(t, k):
+    """The write is stored, the client gets no answer; skip pins a rule to the Nth request."""
+    rule = k.inject({"action": "reset-after-commit", "verb": "create", "resource": "configmaps"})
+    try:
+        st, _ = k.api("POST", CM, {"metadata": {"name": "pc"}, "data": {"v": "1"}})
+        got = "answer %d" % st
+    except (OSError, http.client.HTTPException) as e:
+        got = "no answer (%s)" % type(e).__name__
+    t.ok(got.startswith("no answer"), "reset-after-commit: the client gets no answer to its create", got)
+    st, r = k.api("GET", CM + "/pc")
+    t.eq((st, (r.get("data") or {}).get("v")), (200, "1"), "but the object was created")
+    st, r = k.api("POST", CM, {"metadata": {"name": "pc"}, "data": {"v": "1"}})
+    t.eq((st, r.get("reason")), (409, "AlreadyExists"), "so a blind retry gets AlreadyExists")
+    rec = [a for a in k.audit() if a.get("injected") == rule["id"]]
+    t.eq([(a["verb"], a["code"], a.get("responseDropped")) for a in rec], [("create", 201, True)],
+         "the audit record has the code that was not sent and responseDropped")
+
+    st, cur = k.api("GET", CM + "/pc")
+    k.inject({"action": "reset-after-commit", "verb": "patch", "name": "pc", "skip": 1})
+    outcomes = []
+    for v in ("2", "3"):
+        p = {"metadata": {"resourceVersion": cur["metadata"]["resourceVersion"]}, "data": {"v": v}}
+        try:
+            st, cur = k.api("PATCH", CM + "/pc", p, "application/merge-patch+json")
+            outcomes.append(st)
+        except (OSError, http.client.HTTPException):
+            outcomes.append("reset")
+    st, r = k.api("GET", CM + "/pc")
+    t.eq((outcomes, r["data"]["v"]), ([200, "reset"], "3"),
+         "skip 1: the first patch is answered, the second is stored and its answer lost")
+    k.inject({"action": "reset-after-commit", "verb": "delete", "name": "pc"})
+    try:
+        k.api("DELETE", CM + "/pc")
+    except (OSError, http.client.HTTPException):
+        pass
+    st, r = k.api("DELETE", CM + "/pc")
+    t.eq(st, 404, "a delete whose answer was lost happened: the retry finds nothing")
+    st, r = k.api("POST", "/fakekube/faults", {"action": "reset-after-commit", "skip": -1})
+    t.eq(st, 400, "a negative skip is refused")
 
 
 def test_watch_faults(t, k):
@@ -121,7 +162,7 @@ def test_fault_file(t):
 
 def main():
     t = Tap()
-    run_with_server(t, (test_codes, test_conflict_and_latency, test_watch_faults))
+    run_with_server(t, (test_codes, test_conflict_and_latency, test_reset_after_commit, test_watch_faults))
     t.run(test_fault_file)
     sys.exit(t.done())
 

@@ -15,15 +15,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, condition,  # noqa: E402
-                    events, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
+                    events, expected_addresses, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
-
-
-def expected_addresses(inst):
-    return [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
-            ("ExternalIP", inst["ipv6"]), ("Hostname", inst["name"])]
+from fakekubeclient import kube_server  # noqa: E402
 
 
 def test_initialize(t, k, c, d):
@@ -64,7 +59,9 @@ def test_initialize(t, k, c, d):
                  "%s: exactly two writes, status first" % name)
             t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "%s: Synced event" % name)
         w2 = get_node(k, "w2")
-        t.eq([x["key"] for x in w2["spec"]["taints"]], ["dedicated"], "w2: other taints are kept")
+        # node.kubernetes.io/not-ready: the API server's, added when the Node was created.
+        t.eq(sorted(x["key"] for x in w2["spec"]["taints"]), ["dedicated", "node.kubernetes.io/not-ready"],
+             "w2: other taints are kept")
         t.eq(get_node(k, "w4")["metadata"]["labels"].get("kubernetes.io/hostname"), "w4",
              "labels of the kubelet are untouched")
         t.eq(node_gets(k, CLUSTER_SA), [], "no GET of a single Node: list and watch only")
@@ -198,10 +195,10 @@ def main():
     if not os.access(BINARY, os.X_OK):
         t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
-        with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+        with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)
             t.run(test_bad_credentials, k, c, d)
-        with FakeKube(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
+        with kube_server(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
             t.run(test_lifecycle, k, c, d)
     sys.exit(t.done())
 

@@ -15,7 +15,7 @@ from cntap import Tap  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
                     wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 
 def metric(i, name):
@@ -91,7 +91,7 @@ def main():
     if not os.access(BINARY, os.X_OK):
         t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
-        with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+        with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_leader, k, c, d)
     sys.exit(t.done())
 

@@ -19,6 +19,7 @@ from cninit import (BINARY, NODE_SA, Initializer, addresses, condition, events, 
 from fakecloud import FakeCloud  # noqa: E402
 
 COND = "CloudProviderInitialized"
+NO_CONTENT_TYPE = "the real API server's audit log does not record a request's Content-Type"
 
 
 def ready_sent(i):
@@ -59,8 +60,12 @@ def test_node_mode(t, d, ns, link, k, c, inst):
         wait_for(lambda: len(writes(k, NODE_SA, name)) >= 2, 10)
         t.eq(writes(k, NODE_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
              "exactly two writes: status, then the Node")
-        t.eq([r.get("contentType") for r in k.audit() if r.get("user") == NODE_SA and r.get("subresource") == "status"],
-             ["application/merge-patch+json"], "no condition involved: the status write is a plain merge patch")
+        if not k.AUDIT_CONTENT_TYPE:
+            t.skip("no condition involved: the status write is a plain merge patch", NO_CONTENT_TYPE)
+        else:
+            t.eq([r.get("contentType") for r in k.audit() if r.get("user") == NODE_SA
+                  and r.get("subresource") == "status"],
+                 ["application/merge-patch+json"], "no condition involved: the status write is a plain merge patch")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1 once the Node is initialized")
         t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "Synced event, created by the node-mode identity")
         t.ok("Initialized node %s" % name in i.log(), "one log line says the Node is initialized")
@@ -127,8 +132,11 @@ def test_node_mode(t, d, ns, link, k, c, inst):
              "initialized in two writes: status (addresses and condition), then the Node")
         status_writes = sorted((r for r in k.audit() if r.get("user") == NODE_SA and r.get("name") == name
                                 and r.get("subresource") == "status"), key=request_start)
-        t.eq([r.get("contentType") for r in status_writes][-2:], ["application/strategic-merge-patch+json"] * 2,
-             "condition writes are strategic merge patches (conditions merge by type)")
+        if not k.AUDIT_CONTENT_TYPE:
+            t.skip("condition writes are strategic merge patches (conditions merge by type)", NO_CONTENT_TYPE)
+        else:
+            t.eq([r.get("contentType") for r in status_writes][-2:], ["application/strategic-merge-patch+json"] * 2,
+                 "condition writes are strategic merge patches (conditions merge by type)")
         t.ok(wait_for(lambda: ready_sent(i), 5), "READY=1")
     finally:
         i.stop()

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 
@@ -74,7 +74,7 @@ def main():
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="cn-init-nodename-")
     try:
-        with FakeKube(os.path.join(tmp, "kube")) as k, FakeCloud(os.path.join(tmp, "cloud"), platform="aws") as c:
+        with kube_server(os.path.join(tmp, "kube")) as k, FakeCloud(os.path.join(tmp, "cloud"), platform="aws") as c:
             case(t, k, c, tmp, "upper-case host name", "Worker-Upper", None, "worker-upper")
             case(t, k, c, tmp, "nodeName in the node config", "ip-10-0-0-13", "custom-node", "custom-node")
             case(t, k, c, tmp, "empty --node-name (no metadata host name) with nodeName", "", "named-by-config",

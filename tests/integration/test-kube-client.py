@@ -209,12 +209,12 @@ def test_transport_errors(t, k):
     t.ok(rc == 1 and r["errno"] == "EBADE" and r["status"] == 0, "server certificate not signed by the CA: EBADE", r)
     t.eq(len(audit(k)) - before, 0, "no request reached the server without verification")
 
-    # Nobody listening: connection refused, retried, then reported.
+    # Nobody listening: connection refused, retried, then reported. The port stays bound (and not
+    # listening) for the whole case, so that no one else can take it meanwhile.
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-    s.close()
     closed = json.loads(json.dumps(cfg))
     closed["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:%d" % port
     p = os.path.join(k.state_dir, "closed.kubeconfig")
@@ -224,6 +224,7 @@ def test_transport_errors(t, k):
     r = result(lines)
     t.ok(rc == 1 and r["errno"] == "ECONNREFUSED", "connection refused is reported after retries", r)
     t.eq(request_counts(lines), {("GET", "<error>"): 3}, "the refused connection was tried three times")
+    s.close()
 
     # A kubeconfig problem is one clear line, not a request.
     broken = json.loads(json.dumps(cfg))

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""The ValidatingAdmissionPolicy of the node-mode initializer identity, evaluated by the fake API
+"""The ValidatingAdmissionPolicy of the node-mode initializer identity, evaluated by the API
 server: what the initializer does to a freshly registered Node (no annotations, no
 unschedulable field, and the CloudProviderInitialized condition) is allowed; anything else it
-might try, such as changing the kubelet's conditions, is denied."""
+might try, such as changing the kubelet's conditions, is denied. Runs against the fake API server
+and, with CN_KUBE_SERVER=real, the real one."""
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from cntap import Tap, src, wait_for  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 USER = "system:serviceaccount:cloudnode:cloudnode-node-initializer"
 TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -27,12 +28,20 @@ def node(name, **spec):
 def main():
     t = Tap()
     d = tempfile.mkdtemp(prefix="cn-vap-")
-    with FakeKube(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
+    with kube_server(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
         r = k.kubectl("apply", "-f", src("manifests", "operand", "node-initializer-admission-policy.yaml"))
         t.eq(r.returncode, 0, "the policy and its binding apply") or t.diag(r.stderr)
         token = k.token_for(USER)
         for i, n in enumerate(("n1", "n2", "n3", "n4", "n5", "n6")):
             k.api("POST", "/api/v1/nodes", node(n))
+
+        # The real API server enforces a new policy once its informer has seen and compiled it,
+        # about a second later: wait until a dry run of a denied change is denied.
+        def enforced():
+            st, _ = k.api("PATCH", "/api/v1/nodes/n2?dryRun=All", {"metadata": {"labels": {"example.com/x": "y"}}},
+                          MERGE, token=token)
+            return st in (403, 422)
+        t.ok(wait_for(enforced, timeout=30, step=0.2), "the policy is enforced")
 
         def patch(name, body, sub=""):
             st, obj = k.api("PATCH", "/api/v1/nodes/%s%s" % (name, sub), body, MERGE, token=token)
@@ -51,8 +60,11 @@ def main():
                         {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Evil"}]}},
                         "application/strategic-merge-patch+json", token=token)
         t.ok(st in (403, 422), "changing the kubelet's Ready condition is denied (HTTP %d)" % st, obj)
-        st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1",
-                                        "taints": [{"key": "example.com/other", "effect": "NoSchedule"}]},
+        # The Node's taints as the initializer patches them: what is there, less the uninitialized
+        # taint (a real API server adds node.kubernetes.io/not-ready when a Node is created).
+        st, cur = k.api("GET", "/api/v1/nodes/n1")
+        kept = [x for x in cur["spec"]["taints"] if x["key"] != TAINT]
+        st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1", "taints": kept},
                                "metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large",
                                                        "topology.kubernetes.io/zone": "us-east-1a"}}})
         t.eq(st, 200, "providerID from empty, well-known labels and removing the uninitialized taint are allowed",) \

@@ -2,6 +2,7 @@
 """manifests/: every kustomize variant renders with the real `kubectl kustomize`, and the rendered
 objects have the properties the rest of cloudnode relies on (identities, least privilege, the
 cluster-mode initializer's scheduling and availability rules)."""
+import base64
 import json
 import os
 import shutil
@@ -11,9 +12,12 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 import yaml  # noqa: E402
+import clusterctl  # noqa: E402
 from cntap import Tap, src  # noqa: E402
 
-VARIANTS = ["base", "overlays/single-node", "overlays/openshift", "overlays/capi", "operand"]
+VARIANTS = ["base", "overlays/single-node", "overlays/openshift", "operand"]
+CAPI_NS = "cloudnode-system"
+CLOUD_CONF_VAR = "CLOUDNODE_B64ENCODED_CLOUD_CONF"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
@@ -153,18 +157,78 @@ def test_variants(t, tmp):
                  "openshift: cloud config from openshift-config")
             r = find(objs, "Role", "cloudnode:controller:cloud-config-reader")
             t.eq(r["metadata"]["namespace"], "openshift-config", "openshift: reader Role in openshift-config")
-        if variant == "overlays/capi":
-            t.ok("--machine-provider=hetzner" in args and
-                 any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials"
-                     for v in ctl["spec"]["template"]["spec"].get("volumes", [])),
-                 "capi: controller runs the machine reconciler with credentials from a Secret")
-            t.eq((ctl["spec"]["template"]["spec"].get("securityContext") or {}).get("fsGroup"), 65532,
-                 "capi: the credentials Secret is readable by the controller's uid/gid 65532 (fsGroup), "
-                 "not only by root")
-            for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
-                crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
-                t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==
-                     "infrastructure-cloudnode", "capi: CRD %s with the provider label" % n)
+
+
+def test_capi_components(t, tmp):
+    """overlays/capi is what `clusterctl init --infrastructure cloudnode` installs: the provider's
+    CRDs, its controller running only the machine reconcilers and their RBAC, in cloudnode-system;
+    the variables clusterctl substitutes are the documented ones."""
+    root = os.path.join(tmp, "manifests")
+    p = subprocess.run(["kubectl", "kustomize", os.path.join(root, "overlays", "capi")], capture_output=True, text=True)
+    t.ok(p.returncode == 0, "kubectl kustomize overlays/capi renders", p.stderr)
+    if p.returncode != 0:
+        return
+    required, defaults = clusterctl.variables(p.stdout)
+    t.eq((sorted(required), defaults), ([CLOUD_CONF_VAR], {"CLOUDNODE_PROVIDER": "hetzner"}),
+         "capi: clusterctl variables: the credentials required, the provider defaulting to hetzner")
+    try:
+        clusterctl.substitute(p.stdout, {})
+        t.ok(False, "capi: without the credentials variable clusterctl refuses")
+    except clusterctl.MissingVariables as e:
+        t.eq(e.names, [CLOUD_CONF_VAR], "capi: without the credentials variable clusterctl refuses, naming it")
+    conf = base64.b64encode(b"[Global]\ntoken = x\n").decode()
+    objs = [d for d in yaml.safe_load_all(clusterctl.substitute(p.stdout, {CLOUD_CONF_VAR: conf})) if d]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
+        crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
+        t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==
+             "infrastructure-cloudnode", "capi: CRD %s with the provider label" % n)
+    t.eq(sorted(k for k in kinds if k[0] in ("Deployment", "ValidatingAdmissionPolicy", "ConfigMap") or
+                (k[0] == "CustomResourceDefinition" and "cloudnode.io" in k[1])),
+         [("Deployment", "cloudnode-controller")],
+         "capi: nothing but the provider: no operand, no admission policy, no images ConfigMap, no "
+         "CloudnodeOperator CRD")
+    for o in objs:
+        if o["kind"] not in CLUSTER_SCOPED:
+            t.eq(o["metadata"].get("namespace"), CAPI_NS, "capi: %s/%s in %s" % (o["kind"], o["metadata"]["name"],
+                                                                                  CAPI_NS))
+        for s in o.get("subjects", []) if o["kind"].endswith("Binding") else []:
+            t.eq(s.get("namespace"), CAPI_NS, "capi: %s binds the provider's ServiceAccount" % o["metadata"]["name"])
+    ctl = find(objs, "Deployment", "cloudnode-controller")
+    spec = ctl["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    t.ok("--operand=false" in args and "--machine-provider=hetzner" in args and "--leader-elect=true" in args,
+         "capi: the controller runs only the machine reconcilers, leader-elected, provider hetzner by default",
+         args)
+    c0 = spec["containers"][0]
+    t.ok("--port=9440" in args and c0["livenessProbe"]["httpGet"]["port"] == 9440 and
+         c0["readinessProbe"]["httpGet"]["port"] == 9440,
+         "capi: health and metrics on 9440 (Cluster API's provider port), not the base controller's 10260")
+    t.ok(any(v.get("secret", {}).get("secretName") == "cloudnode-machine-credentials" for v in spec.get("volumes", [])),
+         "capi: credentials mounted from the Secret cloudnode-machine-credentials")
+    t.eq((spec.get("securityContext") or {}).get("fsGroup"), 65532,
+         "capi: the credentials Secret is readable by the controller's uid/gid 65532 (fsGroup), not only by root")
+    t.eq(find(objs, "Secret", "cloudnode-machine-credentials")["data"], {"cloud.conf": conf},
+         "capi: the Secret holds the substituted cloud.conf")
+    other = [d for d in yaml.safe_load_all(clusterctl.substitute(p.stdout, {CLOUD_CONF_VAR: conf,
+                                                                         "CLOUDNODE_PROVIDER": "openstack"})) if d]
+    t.ok("--machine-provider=openstack" in find(other, "Deployment", "cloudnode-controller")["spec"]["template"]
+         ["spec"]["containers"][0]["args"], "capi: CLOUDNODE_PROVIDER chooses the provider")
+    role = rules_of(find(objs, "ClusterRole", "cloudnode:controller:capi"))
+    t.ok(not any(r[1] in ("secrets", "nodes", "*") or r[2] == "*" for r in role),
+         "capi: the provider's cluster-wide role grants no Secrets, Nodes or wildcards")
+
+    # clusterctl metadata: the release series of this version, the contract of the CRDs.
+    with open(src("manifests", "clusterctl", "metadata.yaml")) as f:
+        meta = yaml.safe_load(f)
+    tag = spec["containers"][0]["image"].rsplit(":", 1)[1]
+    major, minor = (int(x) for x in tag.split(".")[:2])
+    series = [r for r in meta["releaseSeries"] if (r["major"], r["minor"]) == (major, minor)]
+    contracts = {crd["metadata"]["labels"].get("cluster.x-k8s.io/v1beta2") for crd in objs
+                 if crd["kind"] == "CustomResourceDefinition"}
+    t.ok(len(series) == 1 and contracts == {series[0]["contract"]},
+         "capi: metadata.yaml has the release series of the image version %s with the CRDs' contract" % tag,
+         (meta, contracts))
 
 
 def test_bootstrap_pod(t, tmp):
@@ -184,6 +248,7 @@ def main():
         t.skip_all("kubectl is not installed (make installs Debian's kubernetes-client)")
     with tempfile.TemporaryDirectory() as tmp:
         t.run(test_variants, tmp)
+        t.run(test_capi_components, tmp)
         t.run(test_bootstrap_pod, tmp)
     return t.done()
 

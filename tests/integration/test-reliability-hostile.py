@@ -3,9 +3,9 @@
 zone, region) to values with newlines, quotes, NUL, control characters, huge lengths, YAML and INI
 syntax, label-syntax violations; an OpenStack config drive carries invalid UTF-8. For each value
 cloudnode-agent (control-plane role: env file, kubelet drop-in, cloud.conf, and the static pod on
-OpenStack, which has a cluster-mode provider) either
-refuses (non-zero exit, every previous file byte-identical and not rewritten) or writes outputs
-that read back, through sh, systemd's env-file parser, a systemd-quoting parser, configparser and
+OpenStack, which has a cluster-mode provider) refuses (non-zero exit, every previous file
+byte-identical and not rewritten) what it must (control characters, invalid UTF-8, values over
+1 KiB: MUST_REFUSE), and refuses or writes outputs for the others that read back, through sh, systemd's env-file parser, a systemd-quoting parser, configparser and
 YAML, with the same structure as a clean run and the value unchanged.
 
 CN_RELIABILITY_STATS=FILE appends the figures as one JSON line (tests/reliability/report.py)."""
@@ -52,6 +52,10 @@ VALUES = {
     "huge": "x" * 200000,
     "empty": "",
 }
+# What every field must refuse, whatever else a field's syntax allows: control characters, and
+# values over the 1 KiB cap of a metadata value (lib/metadata/metadata.c). The other values may
+# be refused by a field's own syntax or accepted, and then must read back unchanged.
+MUST_REFUSE = {"newline", "cr", "nul", "tab", "escape", "del", "long", "huge"}
 
 
 def make_root(tmp, endpoint):
@@ -219,7 +223,7 @@ def good_view(root):
             "pod": pod}
 
 
-def check_case(t, tmp, root, good, name, field, value, run, stats):
+def check_case(t, tmp, root, good, name, field, value, run, stats, must_refuse):
     before = state(root)
     p = run()
     stats["cases"] += 1
@@ -234,6 +238,10 @@ def check_case(t, tmp, root, good, name, field, value, run, stats):
              (field, name, p.returncode), (err[-300:], sorted(k for k in after if after[k] != before.get(k))))
         return
     stats["accepted"] += 1
+    if must_refuse:
+        t.ok(False, "%s = %s: must be refused (a control character, invalid UTF-8 or over 1 KiB), "
+             "was accepted" % (field, name))
+        return
     problems = reads_back(root, tmp, good, field, value)
     t.ok(not problems, "%s = %s: accepted, every output reads back with its structure and the value" %
          (field, name), problems)
@@ -255,7 +263,7 @@ def main():
                 for name, value in VALUES.items():
                     c.update_instance(inst["id"], {field: value})
                     check_case(t, tmp, root, good, name, field, value,
-                               lambda: run_agent(root, "--platform", "aws"), stats)
+                               lambda: run_agent(root, "--platform", "aws"), stats, name in MUST_REFUSE)
                     c.update_instance(inst["id"], clean)
 
             # Invalid UTF-8 cannot travel through the fake cloud's JSON admin API: an OpenStack
@@ -284,7 +292,7 @@ def main():
                     with open(path, "wb") as f:
                         f.write(doc.replace(key, key + bad, 1))
                 check_case(t, tmp, oroot, ogood, "invalid UTF-8 %r" % bad, field, None, lambda: run_agent(oroot),
-                           stats)
+                           stats, True)
                 for path, doc in originals.items():
                     with open(path, "wb") as f:
                         f.write(doc)

@@ -11,9 +11,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap, src  # noqa: E402
+from cntap import Tap, src, wait_for  # noqa: E402
 from cncapi import grant_secrets  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
 
 import yaml  # noqa: E402
 
@@ -73,6 +73,14 @@ def test_cannot_escalate(t, k, tok):
                 s["namespace"] = "cloudnode"
             st, r = k.api("POST", path_of(o), o)
             assert st == 201, (st, r)
+
+    # The real API server enforces the guard policy once its informer has seen and compiled it,
+    # about a second after the start: wait until a dry run of what it denies is denied.
+    def guarded():
+        st, _ = k.api("PATCH", CR + "/cloudnode:node-initializer?dryRun=All",
+                      {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}, MERGE, token=tok)
+        return st == 403
+    t.ok(wait_for(guarded, timeout=30, step=0.2), "the guard policy is enforced")
     st, r = k.api("POST", CRB, binding("ClusterRoleBinding", "take-over", "cluster-admin"), token=tok)
     t.eq(st, 403, "cannot bind cluster-admin to itself with a new ClusterRoleBinding")
     st, r = k.api("PATCH", CRB + "/cloudnode:node-initializer",
@@ -163,7 +171,13 @@ def test_operand_still_writable(t, k, tok):
             s["namespace"] = "cloudnode"
     bad = []
     for o in objs:
-        st, r = k.api("POST", path_of(o), o, token=tok)
+        if o["kind"] in ("Role", "ClusterRole"):
+            # As the controller creates them: PUT to the name, which its `escalate` is limited to
+            # (a POST names no role, see test_role_by_post).
+            st, r = k.api("PUT", path_of(o) + "/" + o["metadata"]["name"], o, token=tok)
+            st = 201 if st == 200 else st
+        else:
+            st, r = k.api("POST", path_of(o), o, token=tok)
         if st not in (201, 409):  # 409: created as the operand above
             bad.append(("create", o["kind"], o["metadata"]["name"], st))
             continue
@@ -184,15 +198,32 @@ def test_operand_still_writable(t, k, tok):
     t.eq(bad, [], "every operand object can still be created, patched and deleted by name")
 
 
+def test_role_by_post(t, k, tok):
+    # The real API server asks for `escalate` on the name in the request's path: a POST has none,
+    # so the operand's roles, which grant Node permissions the controller does not hold, cannot be
+    # created by POST; the controller PUTs them to their names.
+    for o in operand():
+        if o["kind"] not in ("Role", "ClusterRole"):
+            continue
+        o["metadata"]["namespace"] = "cloudnode"
+        k.api("DELETE", path_of(o) + "/" + o["metadata"]["name"])
+        st, r = k.api("POST", path_of(o), o, token=tok)
+        t.eq(st, 403, "a POST of %s %s is refused as an escalation" % (o["kind"], o["metadata"]["name"]))
+        st, r = k.api("PUT", path_of(o) + "/" + o["metadata"]["name"], o, token=tok)
+        t.eq(st, 201, "a PUT of %s %s to its name creates it" % (o["kind"], o["metadata"]["name"]))
+
+
 def main():
     t = Tap()
-    with tempfile.TemporaryDirectory() as d, FakeKube(os.path.join(d, "kube"), rbac=RBAC, load=[GUARD]) as k:
+    with tempfile.TemporaryDirectory() as d, \
+            kube_server(os.path.join(d, "kube"), rbac=RBAC, load=[GUARD]) as k:
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
         tok = k.token_for(USER)
         t.run(test_cannot_escalate, k, tok)
         t.run(test_foreign_objects, k, tok)
         t.run(test_secrets, k, tok)
         t.run(test_operand_still_writable, k, tok)
+        t.run(test_role_by_post, k, tok)
     return t.done()
 
 

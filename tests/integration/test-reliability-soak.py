@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
 from relutil import fd_count, record, rss_check, rss_kb  # noqa: E402
 from cntap import Tap  # noqa: E402
-from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, hetzner_conf, initialized, make_node,  # noqa: E402
-                    wait_for, writes)
+from cninit import (BINARY, CLUSTER_SA, RBAC, Initializer, addresses, events, get_node, hetzner_conf,  # noqa: E402
+                    initialized, make_node, wait_for, writes)
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 
@@ -42,6 +42,9 @@ KUBE_FAULTS = [
     {"verb": "watch", "resource": "nodes", "action": "close-watch", "afterEvents": 1},
     {"verb": "watch", "resource": "nodes", "action": "abort-watch", "afterEvents": 2},
     {"verb": "create", "resource": "events", "code": 500},
+    # Stored, and the answer lost.
+    {"verb": "patch", "resource": "nodes", "subresource": "status", "action": "reset-after-commit"},
+    {"verb": "patch", "resource": "nodes", "subresource": "", "action": "reset-after-commit"},
 ]
 CLOUD_FAULTS = [
     {"platform": "hetzner", "service": "api", "status": 500},
@@ -103,13 +106,16 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         # The informer caches every Node, so the number of Nodes is held constant (initialized
         # Nodes beyond the newest LIVE are deleted) to compare RSS like for like.
         counts = {"kube": 0, "cloud": 0}
-        live, seen = list(names), set()
+        live, seen, bare = list(names), set(), []
         end = time.monotonic() + seconds
         while time.monotonic() < end and i.proc.poll() is None:
             add_node()
             live.append(names[-1])
             for old in live[:-LIVE]:
-                if initialized(k, old):
+                node = initialized(k, old)
+                if node:
+                    if not any(ty == "InternalIP" for ty, _ in addresses(node)):
+                        bare.append(old)
                     seen.add(old)
                     live.remove(old)
                     k.api("DELETE", "/api/v1/nodes/" + old)
@@ -124,6 +130,13 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         k.clear_faults()
         c.clear_faults()
         seen.update(n for n in live if initialized(k, n))
+        bare += [n for n in live if initialized(k, n) and not any(ty == "InternalIP" for ty, _ in
+                                                                  addresses(get_node(k, n)))]
+        # The path, not only the end: the taint never goes before the addresses are written.
+        t.eq(bare, [], "every Node had its addresses when it was seen untainted")
+        conflicts = [e.get("message", "") for e in events(k) if e.get("type") == "Warning"
+                     and ("onflict" in e.get("message", "") or "modified" in e.get("message", ""))]
+        t.eq(conflicts, [], "no 409 became a Warning Event")
         t.ok(done and seen == set(names), "all %d Nodes initialized after the fault mix" % len(names),
              sorted(set(names) - seen)[:10])
         t.ok(i.proc.poll() is None, "the initializer never exited", i.log()[-2000:])

@@ -10,12 +10,13 @@ import base64
 import contextlib
 import os
 import random
+import re
 import time
 
 import cncapi
 from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
-from fakekubeclient import FakeKube
+from fakekubeclient import kube_server
 
 # What differs between the providers: the cloud config, the spec, what the cloud's inventory and
 # request log look like.
@@ -51,7 +52,7 @@ PROVIDERS = {
 def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
     """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
     tmp, set up for machines of the provider."""
-    with FakeKube(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
         env = Env(k, c, tmp, provider)
         env.setup()
@@ -134,41 +135,153 @@ def test_wait_for_bootstrap(t, env):
         env.k.api("PATCH", MACHINES + "/m2", {"spec": {"bootstrap": {"dataSecretName": "m2-bootstrap"}}}, MERGE)
         t.ok(wait_for(lambda: env.ready("m2"), 40), "proceeds once the data is there")
         env.delete("m2")
-        wait_for(lambda: env.gone("m2"), 40)
+        t.ok(wait_for(lambda: env.gone("m2"), 40), "and deletes it")
     finally:
         ctl.stop()
 
 
-def test_kill_points(t, env, rounds=6):
-    seed = int(os.environ.get("CN_TEST_SEED", str(random.randrange(1 << 30))))
-    t.diag("kill points seeded with CN_TEST_SEED=%d" % seed)
-    rng = random.Random(seed)
-    uids = []
+# How long a pinned kill point holds the cloud's answer: the controller waits on it until it is killed.
+HOLD_SECONDS = 30
+
+
+def _wait_committed(env, rule):
+    """The log entry of the request that rule held (logged once the cloud did the request)."""
+    return wait_for(lambda: next((r for r in env.c.requests() if r.get("fault") == rule["id"]), None), 40)
+
+
+def _hold(env, skip):
+    """Holds the answer of the controller's (skip+1)-th cloud request from now, after the cloud did it."""
+    return env.c.fail({"skip": skip, "count": 1, "reset": True, "after_commit": True, "latency": HOLD_SECONDS})
+
+
+def _lifecycle_points(env):
+    """The cloud requests of one undisturbed create and one delete, up to and including the first
+    one after the write (POST, DELETE): the kill points that every run reaches in the same order
+    (the polls after it repeat until the server is running or gone, as many times as timing makes)."""
+    ctl = env.controller()
+    try:
+        mark = len(env.c.requests())
+        env.machine("kref")
+        if not wait_for(lambda: env.ready("kref"), 40):
+            raise AssertionError("the reference machine did not become ready:\n" + ctl.output()[-2000:])
+        created = env.c.requests()[mark:]
+        mark += len(created)
+        env.delete("kref")
+        if not wait_for(lambda: env.gone("kref"), 40):
+            raise AssertionError("the reference machine was not deleted:\n" + ctl.output()[-2000:])
+        deleted = env.c.requests()[mark:]
+    finally:
+        ctl.stop()
+
+    def upto_write(reqs, is_write):
+        i = next((n for n, r in enumerate(reqs) if is_write(r)), None)
+        return [] if i is None else [(r["method"], r["path"].split("?")[0]) for r in reqs[:i + 2]]
+    return upto_write(created, env.is_create), upto_write(deleted, lambda r: r["method"] == "DELETE")
+
+
+def _kill_round(t, env, name, phase, skip, what):
+    """One machine: SIGKILL with its (skip+1)-th cloud request of phase ("create" or "delete")
+    done by the cloud and the answer not yet received; a new controller must finish the job."""
+    ctl = env.controller()
+    uid = None
+    try:
+        if phase == "delete":
+            uid = env.machine(name)["metadata"]["uid"]
+            t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready before the delete" % name)
+            rule = _hold(env, skip)
+            env.delete(name)
+        else:
+            rule = _hold(env, skip)
+            uid = env.machine(name)["metadata"]["uid"]
+        hit = _wait_committed(env, rule)
+        t.ok(hit, "%s: the controller reached %s request %d (%s)" % (name, phase, skip + 1, what),
+             ctl.output()[-2000:])
+        ctl.kill()
+    finally:
+        ctl.stop()
+        env.c.clear_faults()
+    ctl = env.controller()
+    try:
+        if phase == "create":
+            t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready after a SIGKILL at create request %d (%s)" %
+                 (name, skip + 1, what), ctl.output()[-2000:])
+            t.eq(len(env.servers(uid)), 1, "%s: exactly one server carries the machine's UID" % name)
+            env.delete(name)
+        t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted after the SIGKILL" % name, ctl.output()[-2000:])
+    finally:
+        ctl.stop()
+    t.eq(env.servers(uid), [], "%s: no server left behind" % name)
+
+
+def test_kill_points(t, env, extra_rounds=1):
+    """SIGKILL at every request of a machine's create and delete, each pinned to that request (the
+    cloud did it, the answer is held): no duplicate, no orphan. Then extra rounds at random moments,
+    seeded with CN_TEST_SEED (printed, to replay a failure)."""
+    create_points, delete_points = _lifecycle_points(env)
+    t.ok(len(create_points) >= 3 and len(delete_points) >= 3,
+         "a create and a delete take a lookup, the write and a poll at least", (create_points, delete_points))
     mark = len(env.c.requests())
-    for i in range(rounds):
-        name = "k%d" % i
+    names = []
+    for phase, points in (("create", create_points), ("delete", delete_points)):
+        for i, (method, path) in enumerate(points):
+            name = "k%s%d" % (phase[0], i)
+            names.append(name)
+            _kill_round(t, env, name, phase, i, "%s %s" % (method, path))
+    creates = [r for r in env.c.requests()[mark:] if env.is_create(r)]
+    # Every create request counts, answered or refused (409 for a name taken): one per machine.
+    t.eq(len(creates), len(names), "no duplicate create (%d create requests for %d machines; statuses %s)" %
+         (len(creates), len(names), [r["status"] for r in creates]))
+
+    seed = int(os.environ.get("CN_TEST_SEED", str(random.randrange(1 << 30))))
+    t.diag("random kill points: CN_TEST_SEED=%d" % seed)
+    rng = random.Random(seed)
+    for i in range(extra_rounds):
+        name = "kr%d" % i
         ctl = env.controller()
-        cnm = env.machine(name)
-        uids.append(cnm["metadata"]["uid"])
-        time.sleep(rng.uniform(0.0, 1.5))
+        uid = env.machine(name)["metadata"]["uid"]
+        time.sleep(rng.uniform(0.0, 1.5))  # the random moment itself, not a wait for anything
         ctl.kill()
         ctl = env.controller()
         try:
-            t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready after a SIGKILL during create" % name)
-        finally:
-            # Kill once more during delete.
+            t.ok(wait_for(lambda: env.ready(name), 40), "%s: ready after a SIGKILL at a random moment (seed %d)" %
+                 (name, seed))
+            t.eq(len(env.servers(uid)), 1, "%s: exactly one server (seed %d)" % (name, seed))
             env.delete(name)
-            time.sleep(rng.uniform(0.0, 1.0))
-            ctl.kill()
-        ctl = env.controller()
-        try:
-            t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted after a SIGKILL during delete" % name)
+            t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted (seed %d)" % (name, seed))
         finally:
             ctl.stop()
-    leftovers = [u for u in uids if env.servers(u)]
-    t.eq(leftovers, [], "no orphaned server after %d random kill points" % rounds)
-    creates = [r for r in env.c.requests()[mark:] if env.is_create(r)]
-    t.ok(len(creates) <= rounds, "no duplicate create (%d creates for %d machines)" % (len(creates), rounds))
+
+
+def test_post_commit(t, env):
+    """A create and a delete that the cloud did but whose answer was lost (connection reset after
+    the commit): the machine is ready with one server, then gone with none, with one create request."""
+    c = env.c
+    path = env.profile["create_path"]
+    ctl = env.controller()
+    try:
+        mark = len(c.requests())
+        rule = c.fail({"method": "POST", "path": re.escape(path) + "$", "count": 1, "reset": True,
+                       "after_commit": True})
+        uid = env.machine("pc1")["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("pc1"), 60), "ready after the create's answer was lost", ctl.output()[-3000:])
+        log = c.requests()[mark:]
+        t.eq([r.get("responseDropped") for r in log if r.get("fault") == rule["id"]], [True],
+             "the cloud did the create and the answer was dropped")
+        creates = [r for r in log if env.is_create(r)]
+        t.eq(len(creates), 1, "one create request, answered or refused (statuses %s)" % [r["status"] for r in creates])
+        t.eq(len(env.servers(uid)), 1, "exactly one server carries the machine's UID")
+
+        mark = len(c.requests())
+        rule = c.fail({"method": "DELETE", "path": re.escape(path) + "/[^/?]+$", "count": 1, "reset": True,
+                       "after_commit": True})
+        env.delete("pc1")
+        t.ok(wait_for(lambda: env.gone("pc1"), 60), "deleted after the delete's answer was lost", ctl.output()[-3000:])
+        t.eq([r.get("responseDropped") for r in c.requests()[mark:] if r.get("fault") == rule["id"]], [True],
+             "the cloud did the delete and the answer was dropped")
+        t.eq(env.servers(uid), [], "no server left behind")
+    finally:
+        c.clear_faults()
+        ctl.stop()
 
 
 def test_two_replicas(t, env):
@@ -184,9 +297,12 @@ def test_two_replicas(t, env):
         leader = wait_for(lambda: next((x for x in (a, b) if "Became the leader" in x.output()), None), 20)
         t.ok(holder and leader, "one replica leads")
         t.ok(not all("Became the leader" in x.output() for x in (a, b)), "only one")
+        # Kill the leader mid-create: its first create is done by the cloud, the answer held. The
+        # other replica must take over once the lease expires, and adopt that server.
+        rule = env.c.fail({"method": "POST", "path": re.escape(env.profile["create_path"]) + "$", "count": 1,
+                           "reset": True, "after_commit": True, "latency": HOLD_SECONDS})
         uids = [env.machine("ha%d" % i)["metadata"]["uid"] for i in range(3)]
-        time.sleep(0.7)
-        # Kill the leader mid-create; the other must take over once the lease expires.
+        t.ok(_wait_committed(env, rule), "the leader's first create was done by the cloud")
         (leader or a).kill()
         ok = wait_for(lambda: all(env.ready("ha%d" % i) for i in range(3)), 60)
         t.ok(ok, "the surviving replica finishes the machines", a.output()[-1500:] + b.output()[-1500:])
@@ -199,16 +315,28 @@ def test_two_replicas(t, env):
         b.stop()
 
 
+def _pass_after_change(env, ctl, name, step):
+    """Changes the object (an annotation) and waits for the controller's next pass over it, seen
+    as its log line for step; what a pass did not do can only be asserted after one ran."""
+    line = "CloudnodeMachine %s/%s: %s\n" % (NS, name, step)
+    passes = ctl.output().count(line)
+    env.k.api("PATCH", CNM + "/" + name, {"metadata": {"annotations": {"touched": str(passes)}}}, MERGE)
+    return wait_for(lambda: ctl.output().count(line) > passes, 30)
+
+
 def test_out_of_band_delete(t, env):
     ctl = env.controller()
     try:
         cnm = env.machine("oob")
         uid = cnm["metadata"]["uid"]
-        wait_for(lambda: env.ready("oob"), 40)
+        t.ok(wait_for(lambda: env.ready("oob"), 40), "ready", ctl.output()[-2000:])
         srv = env.servers(uid)
+        t.eq(len(srv), 1, "one server to remove")
         for s in srv:
             env.c.remove_instance(s["id"])
-        time.sleep(2.0)
+        # A ready machine is not polled; "not re-created" means something only after a pass over it.
+        t.ok(_pass_after_change(env, ctl, "oob", "ready"), "a pass ran over the machine afterwards",
+             ctl.output()[-2000:])
         t.eq(env.servers(uid), [], "a server removed out of band is not re-created")
         env.delete("oob")
         t.ok(wait_for(lambda: env.gone("oob"), 30), "and the machine can still be deleted")
@@ -225,6 +353,7 @@ def test_invalid_spec(t, env):
         def failure():
             return ((env.get("bad") or {}).get("status") or {}).get("failureReason")
         t.eq(wait_for(failure, 30), "InvalidConfiguration", "invalid spec is a terminal condition")
+        # A pass over a failed machine logs nothing to wait for: a fixed wait, then nothing more.
         time.sleep(2.0)
         posts = [r for r in env.c.requests()[before:] if env.is_create(r)]
         t.eq(len(posts), 1, "and is not retried")
@@ -246,7 +375,7 @@ def test_rate_limited(t, env):
         env.machine("rl")
         t.ok(wait_for(lambda: env.ready("rl"), 60), "429 storm: retried until ready", ctl.output()[-2000:])
         env.delete("rl")
-        wait_for(lambda: env.gone("rl"), 30)
+        t.ok(wait_for(lambda: env.gone("rl"), 30), "and deleted", ctl.output()[-2000:])
     finally:
         ctl.stop()
         env.c.clear_faults()

@@ -3,14 +3,16 @@ fake cloud on one host address that every node reaches, simulated nodes (a netwo
 with the instance's metadata service at 169.254.169.254 and a default route to the host), the
 node-side units as the generated Ignition configs set them up (cloudnode-agent, then the node-mode
 cloudnode-initializer), and the pod runner (podrunner.py) as every node's kubelet, running the
-Deployments and the static pods from the images `make images` built.
+Deployments and the static pods from the images `make images` built (runtime "podman", the
+whole-cluster tests), or as processes of the build tree (runtime "process", `make demo` where
+podman cannot run containers).
 
     with Cluster(tmp) as c:
-        c.kubectl("apply", "-k", ...)
+        c.install_base()  or  c.apply("-k", ...)
         node = c.boot("bootstrap-0", "bootstrap")
         c.wait(...); c.problems() -> [what a user would call broken]
 
-Needs root (network namespaces, podman)."""
+Needs root (network namespaces; podman for the images)."""
 import base64
 import json
 import os
@@ -82,8 +84,9 @@ class SimNode:
 
 
 class Cluster:
-    def __init__(self, workdir, namespace="cloudnode", rbac=()):
+    def __init__(self, workdir, namespace="cloudnode", rbac=(), runtime="podman"):
         self.dir = workdir
+        self.runtime = runtime
         self.namespace = namespace
         n = os.getpid() % 64
         self.tag = "cne%d" % (os.getpid() % 100000)
@@ -103,7 +106,8 @@ class Cluster:
         self.kube = FakeKube(os.path.join(self.dir, "kube"), rbac=self.rbac, listen=self.host + ":0",
                              extra_args=["--san", self.host]).start()
         self.cloud = FakeCloud(os.path.join(self.dir, "cloud"), listen=self.host + ":0").start_server()
-        self.runner = PodRunner(self.kube, os.path.join(self.dir, "runner"), {}, tag=self.tag).start()
+        self.runner = PodRunner(self.kube, os.path.join(self.dir, "runner"), {}, tag=self.tag,
+                                runtime=self.runtime).start()
         return self
 
     def __exit__(self, *exc):
@@ -137,6 +141,34 @@ class Cluster:
 
     def kubectl(self, *args, **kw):
         return self.kube.kubectl(*args, **kw)
+
+    def apply(self, *args):
+        """kubectl apply, again while the CRDs it just created are not served yet (as a user
+        would): the last CompletedProcess."""
+        r = None
+        for _ in range(10):
+            r = self.kubectl("apply", *args)
+            if r.returncode == 0:
+                break
+            self.wait(lambda: False, 1)
+        return r
+
+    def install_base(self, provider="hetzner"):
+        """A plain Kubernetes install as manifests/README.md describes it: manifests/base applied,
+        the source cloud config ConfigMap, and the CloudnodeOperator naming the provider. Returns
+        [(ok, what was done)]."""
+        r = self.apply("-k", src("manifests", "base"))
+        done = [(r.returncode == 0, "kubectl apply -k manifests/base" + ("" if r.returncode == 0 else
+                                                                          ": " + r.stderr[-1500:]))]
+        code, _ = self.kube.api("POST", "/api/v1/namespaces/cloudnode/configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cloud-provider-config"},
+            "data": {"config": self.cloud_conf()}})
+        done.append((code == 201, "the source cloud config ConfigMap cloudnode/cloud-provider-config created"))
+        code, _ = self.kube.api("POST", "/apis/operator.cloudnode.io/v1alpha1/cloudnodeoperators", {
+            "apiVersion": "operator.cloudnode.io/v1alpha1", "kind": "CloudnodeOperator",
+            "metadata": {"name": "cloudnode"}, "spec": {"cloudProvider": provider}})
+        done.append((code == 201, "CloudnodeOperator cloudnode with spec.cloudProvider %s created" % provider))
+        return done
 
     def cloud_conf(self):
         """The Hetzner cloud.conf an installer writes: the token and the (fake) API endpoint."""
@@ -235,6 +267,11 @@ class Cluster:
         self.kube.api("POST", "/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "spec": {"taints": [{"key": TAINT, "value": "true", "effect": "NoSchedule"}]}})
+        # The kubelet reports Ready, which lets the API server's not-ready taint go (the
+        # uninitialized taint stays until the initializer removes it).
+        self.kube.api("PATCH", "/api/v1/nodes/%s/status" % name,
+                      {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}},
+                      "application/merge-patch+json")
         unit = units.get("cloudnode-initializer.service")
         if unit and os.path.exists(env_path):
             self._start(node, "initializer", self._argv(node, exec_start(unit), env_file(env_path)))

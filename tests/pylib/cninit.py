@@ -18,7 +18,7 @@ import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
 from fakecloud import FakeCloud, Netns, netns_argv
-from fakekubeclient import FakeKube
+from fakekubeclient import kube_server
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -52,7 +52,7 @@ def node_namespace(d, inst, netns_inst, tag, net):
             ns.run(["ip", "link", "set", "kapi0", "up"], check=True)
             with FakeCloud(os.path.join(d, "cloud"), instance=inst["id"], netns=ns.name,
                            listen="169.254.169.254:80"), \
-                 FakeKube(os.path.join(d, "kube"), rbac=RBAC, load=[NODE_POLICY], listen=link[1] + ":0") as k:
+                 kube_server(os.path.join(d, "kube"), rbac=RBAC, load=[NODE_POLICY], listen=link[1] + ":0") as k:
                 yield ns, link, k
         finally:
             subprocess.run(["ip", "link", "del", host_if], capture_output=True)
@@ -110,6 +110,12 @@ def tainted(node, key=TAINT):
 
 def addresses(node):
     return [(a["type"], a["address"]) for a in (node or {}).get("status", {}).get("addresses") or []]
+
+
+def expected_addresses(inst):
+    """The addresses cluster mode gives the Node of a fake-cloud Hetzner instance, in order."""
+    return [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
+            ("ExternalIP", inst["ipv6"]), ("Hostname", inst["name"])]
 
 
 def initialized(k, name):

@@ -14,6 +14,9 @@
         k.kubectl(*args, kubeconfig=None) -> subprocess.CompletedProcess (text)
         k.serviceaccount_dir(ns, name, dest) -> dest with token, ca.crt, namespace (in-cluster config)
 
+kube_server(state_dir, **same arguments) is a FakeKube or, with CN_KUBE_SERVER=real, the real
+kube-apiserver behind the same interface (tests/pylib/realkube.py).
+
 The server's own documentation: tests/fakekube/README.md."""
 import base64
 import contextlib
@@ -33,6 +36,10 @@ SERVER = os.path.join(os.path.dirname(_HERE), "fake-kube-apiserver")
 
 
 class FakeKube:
+    # Whether audit() records carry the request's contentType; whether inject() is there.
+    AUDIT_CONTENT_TYPE = True
+    FAULT_INJECTION = True
+
     def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30):
         self.state_dir = state_dir
         self.rbac = list(rbac or [])
@@ -108,6 +115,17 @@ class FakeKube:
             return http.client.HTTPSConnection(self.host, self.port, context=self._ctx, timeout=t)
         return http.client.HTTPConnection(self.host, self.port, timeout=t)
 
+    def _conn_as(self, token=None, timeout=None):
+        """A connection that authenticates with token, or as admin without one."""
+        if token and self.https:
+            # A token request must not also present the admin certificate.
+            ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
+            return http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=timeout or self.timeout)
+        return self._conn(timeout)
+
+    def _authorization(self, token):
+        return {"Authorization": "Bearer " + token} if token else {}
+
     def request(self, method, path, body=None, content_type=None, headers=None, token=None):
         """Returns (status, headers dict, raw body bytes)."""
         h = dict(headers or {})
@@ -118,15 +136,9 @@ class FakeKube:
                 data = data.encode()
             h.setdefault("Content-Type", content_type or "application/json")
         h.setdefault("Accept", "application/json")
-        token = token or self._admin_token
-        if token:
-            h["Authorization"] = "Bearer " + token
-        c = self._conn()
+        h.update(self._authorization(token or self._admin_token))
+        c = self._conn_as(token)
         try:
-            if token and self.https:
-                # A token request must not also present the admin certificate.
-                ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
-                c = http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=self.timeout)
             c.request(method, path, body=data, headers=h)
             r = c.getresponse()
             return r.status, dict(r.getheaders()), r.read()
@@ -205,14 +217,9 @@ class FakeKube:
 
     def watch(self, path, timeout=10, token=None):
         """Yields (type, object) for each event of a watch stream until it ends or times out."""
-        c = self._conn(timeout)
-        if token and self.https:
-            ctx = ssl.create_default_context(cafile=os.path.join(self.state_dir, "ca.crt"))
-            c = http.client.HTTPSConnection(self.host, self.port, context=ctx, timeout=timeout)
+        c = self._conn_as(token, timeout)
         h = {"Accept": "application/json"}
-        token = token or self._admin_token
-        if token:
-            h["Authorization"] = "Bearer " + token
+        h.update(self._authorization(token or self._admin_token))
         try:
             c.request("GET", path, headers=h)
             r = c.getresponse()
@@ -263,6 +270,36 @@ def kubectl_minor():
                              stderr=subprocess.DEVNULL, text=True, check=True).stdout
         _kubectl_minor = int("".join(c for c in json.loads(out)["clientVersion"]["minor"] if c.isdigit()))
     return _kubectl_minor
+
+
+def server_kind():
+    """Which API server the tests that can run against both use: CN_KUBE_SERVER=fake (the default)
+    or real (tests/pylib/realkube.py)."""
+    kind = os.environ.get("CN_KUBE_SERVER") or "fake"
+    if kind not in ("fake", "real"):
+        raise ValueError("CN_KUBE_SERVER must be fake or real, not %r" % kind)
+    return kind
+
+
+def kube_server(state_dir, **kwargs):
+    """A FakeKube, or with CN_KUBE_SERVER=real a RealKube, with FakeKube's arguments. Where no Go
+    can build the real server, the test reports itself skipped (TAP plan 1..0), saying so; where
+    one can but it is not built, that is an error of the tree (Bail out!). Call it before the
+    first test line."""
+    if server_kind() == "fake":
+        return FakeKube(state_dir, **kwargs)
+    import realkube
+    try:
+        bins, why = realkube.bindir()
+    except RuntimeError as e:
+        print("Bail out! %s" % e)
+        sys.stdout.flush()
+        sys.exit(1)
+    if bins is None:
+        print("1..0 # SKIP %s" % why)
+        sys.stdout.flush()
+        sys.exit(0)
+    return realkube.RealKube(state_dir, **kwargs)
 
 
 def state_dir(prefix="fakekube-"):

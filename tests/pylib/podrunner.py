@@ -1,7 +1,8 @@
-"""A kubelet and deployment controller for the fake API server, running pods with podman.
+"""A kubelet and deployment controller for the fake API server, running pods with podman, or as
+plain processes of the build tree where podman cannot run containers.
 
     nodes = {"n1": PodNode("n1", netns="ns1", root="/tmp/n1", api_host="10.231.1.1")}
-    with PodRunner(kube, workdir, nodes) as r:
+    with PodRunner(kube, workdir, nodes) as r:        # runtime="podman" (default) or "process"
         r.restarts() -> {pod/container: count}; r.pods(); r.logs(pod)
 
 What it plays, as far as cloudnode's manifests use it:
@@ -21,9 +22,18 @@ What it plays, as far as cloudnode's manifests use it:
 
 A pod runs in the network namespace of its node (pod networking is the node's: every pod here
 is hostNetwork in effect), so the API server is reached at the node's api_host. Containers run
-with podman --runtime runc and the tree's containers.conf (cnpodman)."""
+with podman --runtime runc and the tree's containers.conf (cnpodman): PodmanRuntime, what the
+whole-cluster tests use, from the images `make images` built. ProcessRuntime runs the same pods
+where podman cannot (a chroot, where "/" is not a mount point, or without the images): each
+container is the image's program from the build tree, started in the node's network namespace
+with the container's environment; paths of its volume mounts in the arguments point to the
+volumes' directories on this host, and the service-account directory is given by
+CLOUDNODE_SERVICEACCOUNT_DIR (which the programs' in-cluster config reads). It has no image
+filesystem, user, read-only root or capability limits: it shows the flow, the images are judged
+by PodmanRuntime."""
 import base64
 import ctypes
+import signal
 import hashlib
 import http.client
 import json
@@ -36,6 +46,8 @@ import threading
 import time
 
 import cnpodman
+from cntap import build
+from fakecloud import netns_argv
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 MANIFESTS = "etc/kubernetes/manifests"
@@ -153,11 +165,146 @@ class Pod:
         return all(c.id and c.ready for c in self.containers)
 
 
+class Launch:
+    """One container to start: what both runtimes need."""
+
+    def __init__(self, name, image, command, args, env, mounts, netns, security):
+        self.name, self.image, self.command, self.args = name, image, command, args
+        self.env, self.mounts, self.netns, self.security = env, mounts, netns, security
+
+
+class PodmanRuntime:
+    """Containers from the images, with podman."""
+    name = "podman"
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def run(self, launch):
+        argv = ["run", "-d", "--label", "cloudnode.podrunner=" + self.tag, "--name", launch.name,
+                "--network", ("ns:/run/netns/" + launch.netns) if launch.netns else "host"]
+        sc = launch.security
+        if "runAsUser" in sc:
+            argv += ["--user", "%d:%d" % (sc["runAsUser"], sc.get("runAsGroup", sc["runAsUser"]))]
+        if sc.get("readOnlyRootFilesystem"):
+            argv.append("--read-only")
+        caps = sc.get("capabilities") or {}
+        for cap in caps.get("drop") or []:
+            argv += ["--cap-drop", cap]
+        for cap in caps.get("add") or []:
+            argv += ["--cap-add", cap]
+        if sc.get("allowPrivilegeEscalation") is False:
+            argv += ["--security-opt", "no-new-privileges"]
+        for k, val in launch.env.items():
+            argv += ["-e", "%s=%s" % (k, val)]
+        for host, path, ro in launch.mounts:
+            argv += ["-v", "%s:%s:%s" % (host, path, "ro" if ro else "rw")]
+        if launch.command:
+            argv += ["--entrypoint", json.dumps(launch.command)]
+        argv.append(launch.image)
+        argv += launch.args
+        r = cnpodman.podman(*argv)
+        if r.returncode != 0:
+            raise RuntimeError("podman run %s: %s" % (launch.name, r.stderr.strip()[-400:]))
+        return r.stdout.strip().splitlines()[-1]
+
+    def state(self, cid):
+        """(running, exit code)"""
+        r = cnpodman.podman("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", cid)
+        running, _, code = r.stdout.strip().partition(" ")
+        return running == "true", code
+
+    def logs(self, cid):
+        r = cnpodman.podman("logs", cid)
+        return r.stdout + r.stderr
+
+    def kill(self, cid):
+        cnpodman.podman("kill", cid)
+
+    def remove(self, cid, grace=None):
+        cnpodman.podman("rm", "-f", *(["-t", str(grace)] if grace is not None else []), cid)
+
+
+# The programs of the images `make images` builds, in the build tree.
+IMAGE_PROGRAMS = {"cloudnode-controller": ("controller", "cloudnode-controller"),
+                  "cloudnode-initializer": ("initializer", "cloudnode-initializer")}
+
+
+class ProcessRuntime:
+    """Containers as processes of the build tree (see the module's documentation)."""
+    name = "process"
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.procs = {}
+
+    @staticmethod
+    def program(image):
+        repo = image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+        if repo not in IMAGE_PROGRAMS:
+            raise RuntimeError("no program of the build tree for image %s" % image)
+        return build(*IMAGE_PROGRAMS[repo])
+
+    @staticmethod
+    def host_path(arg, mounts):
+        """arg with a container path below a mount (whole, or after "=") replaced by the volume's
+        host path; the longest mount path wins."""
+        for host, path, _ in sorted(mounts, key=lambda m: -len(m[1])):
+            arg, n = re.subn(r"(^|=)%s(?=/|$)" % re.escape(path.rstrip("/")),
+                             lambda m: m.group(1) + host.rstrip("/"), arg)
+            if n:
+                break
+        return arg
+
+    def run(self, launch):
+        prog = self.program(launch.image)
+        words = list(launch.command[1:]) + list(launch.args)
+        argv = [prog] + [self.host_path(a, launch.mounts) for a in words]
+        env = dict(launch.env, PATH=os.environ.get("PATH", "/usr/bin:/bin"))
+        for host, path, _ in launch.mounts:
+            if path == SA_DIR:
+                env["CLOUDNODE_SERVICEACCOUNT_DIR"] = host
+        os.makedirs(os.path.join(self.workdir, "logs"), exist_ok=True)
+        log_path = os.path.join(self.workdir, "logs", launch.name + ".log")
+        with open(log_path, "w") as log:
+            p = subprocess.Popen(netns_argv(launch.netns, argv) if launch.netns else argv, env=env,
+                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 start_new_session=True)
+        self.procs[launch.name] = (p, log_path)
+        return launch.name
+
+    def state(self, cid):
+        code = self.procs[cid][0].poll()
+        return code is None, str(code)
+
+    def logs(self, cid):
+        with open(self.procs[cid][1], errors="replace") as f:
+            return f.read()
+
+    def kill(self, cid):
+        p = self.procs[cid][0]
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+
+    def remove(self, cid, grace=None):
+        p = self.procs.pop(cid, (None, None))[0]
+        if p is None or p.poll() is not None:
+            return
+        p.terminate()
+        try:
+            p.wait(grace if grace is not None else 0.5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 class PodRunner:
-    def __init__(self, kube, workdir, nodes, tag=None, backoff=(2.0, 60.0), period=0.5):
+    def __init__(self, kube, workdir, nodes, tag=None, backoff=(2.0, 60.0), period=0.5, runtime="podman"):
+        """runtime: "podman" (the images) or "process" (the build tree's programs)."""
         self.kube, self.workdir = kube, workdir
         self.nodes = dict(nodes)
         self.tag = tag or "cnpr%d" % (os.getpid() % 100000)
+        self.runtime = PodmanRuntime(self.tag) if runtime == "podman" else ProcessRuntime(workdir)
         self.backoff = backoff
         self.period = period
         self.pods = {}
@@ -226,9 +373,8 @@ class PodRunner:
             for p in self.pods.values():
                 for c in p.containers:
                     if c.id:
-                        r = cnpodman.podman("logs", c.id)
-                        out.append("--- %s/%s on %s (restarts %d, last exit %s)\n%s%s" % (
-                            p.key, c.spec["name"], p.node.name, c.restarts, c.last_exit, r.stdout, r.stderr))
+                        out.append("--- %s/%s on %s (restarts %d, last exit %s)\n%s" % (
+                            p.key, c.spec["name"], p.node.name, c.restarts, c.last_exit, self.runtime.logs(c.id)))
         return "\n".join(out)
 
     # -- one pass -----------------------------------------------------------------------------
@@ -430,40 +576,21 @@ class PodRunner:
                 env[e["name"]] = expand(e["value"], env)
             elif "fieldRef" in (e.get("valueFrom") or {}):
                 env[e["name"]] = self._field(pod, e["valueFrom"]["fieldRef"]["fieldPath"])
-        argv = ["run", "-d", "--label", "cloudnode.podrunner=" + self.tag,
-                "--name", "%s-%s-%s-%s-%d" % (self.tag, pod.namespace, pod.name, spec["name"], c.restarts),
-                "--network", ("ns:/run/netns/" + pod.node.netns) if pod.node.netns else "host"]
-        sc = dict(pod.spec.get("securityContext") or {}, **(spec.get("securityContext") or {}))
-        if "runAsUser" in sc:
-            argv += ["--user", "%d:%d" % (sc["runAsUser"], sc.get("runAsGroup", sc["runAsUser"]))]
-        if sc.get("readOnlyRootFilesystem"):
-            argv.append("--read-only")
-        caps = sc.get("capabilities") or {}
-        for cap in caps.get("drop") or []:
-            argv += ["--cap-drop", cap]
-        for cap in caps.get("add") or []:
-            argv += ["--cap-add", cap]
-        if sc.get("allowPrivilegeEscalation") is False:
-            argv += ["--security-opt", "no-new-privileges"]
-        for k, val in env.items():
-            argv += ["-e", "%s=%s" % (k, val)]
+        mounts = []
         for m in spec.get("volumeMounts") or []:
             host = pod.mounts.get(m["name"])
             if host is None:
                 raise RuntimeError("%s: volume %s not defined" % (pod.key, m["name"]))
             if m.get("subPath"):
                 host = os.path.join(host, m["subPath"])
-            argv += ["-v", "%s:%s:%s" % (host, m["mountPath"], "ro" if m.get("readOnly") else "rw")]
+            mounts.append((host, m["mountPath"], bool(m.get("readOnly"))))
         if pod.sa_dir:
-            argv += ["-v", "%s:%s:ro" % (pod.sa_dir, SA_DIR)]
-        if spec.get("command"):
-            argv += ["--entrypoint", json.dumps([expand(a, env) for a in spec["command"]])]
-        argv.append(spec["image"])
-        argv += [expand(a, env) for a in spec.get("args") or []]
-        r = cnpodman.podman(*argv)
-        if r.returncode != 0:
-            raise RuntimeError("podman run for %s/%s: %s" % (pod.key, spec["name"], r.stderr.strip()[-400:]))
-        c.id = r.stdout.strip().splitlines()[-1]
+            mounts.append((pod.sa_dir, SA_DIR, True))
+        launch = Launch("%s-%s-%s-%s-%d" % (self.tag, pod.namespace, pod.name, spec["name"], c.restarts),
+                        spec["image"], [expand(a, env) for a in spec.get("command") or []],
+                        [expand(a, env) for a in spec.get("args") or []], env, mounts, pod.node.netns,
+                        dict(pod.spec.get("securityContext") or {}, **(spec.get("securityContext") or {})))
+        c.id = self.runtime.run(launch)
         c.started_at = time.monotonic()
         c.live_failures = 0
         c.ready = "readinessProbe" not in spec
@@ -479,15 +606,13 @@ class PodRunner:
                 if now >= c.next_start:
                     self._run(pod, c)
                 continue
-            r = cnpodman.podman("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", c.id)
-            running, _, code = r.stdout.strip().partition(" ")
-            if running != "true":
+            running, code = self.runtime.state(c.id)
+            if not running:
                 # Exited: restart with back-off, as the kubelet does (restartPolicy Always).
                 c.last_exit = code
-                logs = cnpodman.podman("logs", c.id)
                 self.errors.append("%s/%s exited %s: %s" % (pod.key, c.spec["name"], code,
-                                                           (logs.stdout + logs.stderr).strip()[-600:]))
-                cnpodman.podman("rm", "-f", c.id)
+                                                           self.runtime.logs(c.id).strip()[-600:]))
+                self.runtime.remove(c.id)
                 c.id = None
                 c.ready = False
                 delay = min(self.backoff[0] * 2 ** c.restarts, self.backoff[1])
@@ -504,7 +629,7 @@ class PodRunner:
                     if c.live_failures >= lp.get("failureThreshold", 3):
                         self.errors.append("%s/%s liveness probe failed %d times: killed" % (
                             pod.key, c.spec["name"], c.live_failures))
-                        cnpodman.podman("kill", c.id)
+                        self.runtime.kill(c.id)
             rp = c.spec.get("readinessProbe")
             if rp and age >= rp.get("initialDelaySeconds", 0) and self._due(c, "ready", rp, now, first=1.0):
                 c.ready = probe_ok(rp, pod.node.netns)
@@ -526,7 +651,7 @@ class PodRunner:
     def _kill_pod(self, pod):
         for c in pod.containers:
             if c.id:
-                cnpodman.podman("rm", "-f", "-t", "2", c.id)
+                self.runtime.remove(c.id, grace=2)
                 c.id = None
 
     def _delete_pod(self, pod):

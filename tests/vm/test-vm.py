@@ -469,7 +469,10 @@ def main():
         except vmtest.VMError as e:
             t.ok(False, "rootfs and packages", str(e))
             return t.done()
-        t.ok(True, "rootfs (Debian bookworm, debootstrap) and the packages (make deb, lintian-clean) ready")
+        have = [installed(os.path.join(base, "root"), "/usr/lib/systemd/systemd", "/lib/systemd/systemd"),
+                installed(stage, "/usr/bin/cloudnode-agent"), installed(stage, "/usr/bin/cloudnode-initializer")]
+        t.ok(all(have), "rootfs (Debian bookworm, debootstrap: systemd) and the packages (make deb, lintian-clean: "
+             "the daemons) ready", have)
 
         def one(fn, *args):
             g = None
