@@ -10,6 +10,7 @@
 #include "log.h"
 #include "cloud-config.h"
 #include "provider.h"
+#include "string-util.h"
 
 int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_message) {
         _cleanup_json_ json_object *o = NULL;
@@ -19,7 +20,7 @@ int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_m
         r = cn_json_parse(text, strlen(text), CN_JSON_MAX_SIZE, &o, &err);
         if (r < 0) {
                 if (reterr_message)
-                        (void) asprintf(reterr_message, "images.json is not valid JSON: %s", strna(err));
+                        (void) cn_set_message(reterr_message, "images.json is not valid JSON: %s", strna(err));
                 return -EINVAL;
         }
         if (!json_object_is_type(o, json_type_object)) {
@@ -30,7 +31,7 @@ int cn_operand_parse_images(const char *text, json_object **ret, char **reterr_m
         json_object_object_foreach(o, k, v)
                 if (!json_object_is_type(v, json_type_string) || isempty(json_object_get_string(v))) {
                         if (reterr_message)
-                                (void) asprintf(reterr_message, "images.json: \"%s\" is not a non-empty string", k);
+                                (void) cn_set_message(reterr_message, "images.json: \"%s\" is not a non-empty string", k);
                         return -EINVAL;
                 }
         *ret = TAKE_PTR(o);

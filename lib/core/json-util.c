@@ -45,7 +45,7 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
 
         if (size > max_size || size > INT32_MAX) {
                 if (ret_error)
-                        (void) asprintf(ret_error, "document of %zu bytes exceeds the limit of %zu bytes", size,
+                        (void) cn_set_message(ret_error, "document of %zu bytes exceeds the limit of %zu bytes", size,
                                         max_size);
                 return -EFBIG;
         }
@@ -66,24 +66,24 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                 jerr = json_tokener_get_error(tok);
                 if (jerr != json_tokener_success) {
                         if (ret_error)
-                                (void) asprintf(ret_error, "unexpected end of data at offset %zu", size);
+                                (void) cn_set_message(ret_error, "unexpected end of data at offset %zu", size);
                         return -EBADMSG;
                 }
                 off = size;
         } else if (jerr != json_tokener_success) {
                 if (ret_error)
-                        (void) asprintf(ret_error, "%s at offset %zu", json_tokener_error_desc(jerr), off);
+                        (void) cn_set_message(ret_error, "%s at offset %zu", json_tokener_error_desc(jerr), off);
                 return -EBADMSG;
         }
         for (; off < size; off++)
                 if (!strchr(" \t\r\n", data[off]) || !data[off]) {
                         if (ret_error)
-                                (void) asprintf(ret_error, "trailing data at offset %zu", off);
+                                (void) cn_set_message(ret_error, "trailing data at offset %zu", off);
                         return -EBADMSG;
                 }
         if (!all_finite(o)) {
                 if (ret_error)
-                        (void) asprintf(ret_error, "a number that is not finite (NaN, Infinity or out of range)");
+                        (void) cn_set_message(ret_error, "a number that is not finite (NaN, Infinity or out of range)");
                 return -EBADMSG;
         }
         *ret = TAKE_PTR(o);
@@ -99,7 +99,7 @@ int cn_parse_file_with(CnTreeParser parse, const char *root, const char *path, s
         r = cn_read_file(root, path, max_size, &data, &size);
         if (r < 0) {
                 if (ret_error)
-                        (void) asprintf(ret_error, "%s", strerror(-r));
+                        (void) cn_set_message(ret_error, "%s", strerror(-r));
                 return r;
         }
         return parse(data, size, max_size, ret, ret_error);

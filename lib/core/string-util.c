@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* String helpers. See string-util.h. */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "string-util.h"
@@ -32,6 +35,18 @@ char *cn_strstrip(char *s) {
                 e--;
         *e = 0;
         return s;
+}
+
+int cn_set_message(char **ret, const char *fmt, ...) {
+        va_list ap;
+        char *m = NULL;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&m, fmt, ap);
+        va_end(ap);
+        *ret = r < 0 ? NULL : m;
+        return r < 0 ? -ENOMEM : 0;
 }
 
 char *cn_strjoin(const char *a, ...) {

@@ -15,6 +15,11 @@ char *cn_endswith(const char *s, const char *suffix) _pure_;
 char *cn_strstrip(char *s);
 /* Concatenates all arguments up to a NULL into newly allocated memory. */
 char *cn_strjoin(const char *a, ...) _sentinel_;
+
+/* asprintf() into *ret, except that *ret is NULL when memory ran out (asprintf leaves it
+ * undefined), so a caller that only reports the message never reads a wild pointer. Returns 0 or
+ * -ENOMEM. */
+int cn_set_message(char **ret, const char *fmt, ...) _printf_(2, 3);
 /* Case-insensitive ASCII equality. */
 bool cn_streq_ascii_ci(const char *a, const char *b) _pure_;
 

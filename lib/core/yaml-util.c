@@ -311,7 +311,7 @@ static int load_stream(const char *data, size_t size, size_t max_size, bool sing
         assert(data || size == 0);
         if (size > max_size) {
                 if (ret_error)
-                        (void) asprintf(ret_error, "document of %zu bytes exceeds the limit of %zu bytes", size,
+                        (void) cn_set_message(ret_error, "document of %zu bytes exceeds the limit of %zu bytes", size,
                                         max_size);
                 return -EFBIG;
         }
@@ -364,7 +364,7 @@ finish:
         if (single) {
                 if (json_object_array_length(docs) == 0) {
                         if (ret_error)
-                                (void) asprintf(ret_error, "empty document");
+                                (void) cn_set_message(ret_error, "empty document");
                         return -ENODATA;
                 }
                 *ret = json_object_get(json_object_array_get_idx(docs, 0));

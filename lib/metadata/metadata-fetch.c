@@ -12,6 +12,7 @@
 #include "metadata-source.h"
 #include "node-config.h"
 #include "platform-detect.h"
+#include "string-util.h"
 #include "time-util.h"
 
 #define RETRY_BASE_USEC (100 * USEC_PER_MSEC)
@@ -133,14 +134,14 @@ static void finish(CnMetadataFetch *f, int r, const char *fmt, ...) {
                         free(f->error_message);
                         f->error_message = NULL;
                         if (field)
-                                (void) asprintf(&f->error_message,
+                                (void) cn_set_message(&f->error_message,
                                                 "%s metadata rejected: missing or unsafe value for '%s'",
                                                 f->source->platform, field);
                         else if (f->docs.error)
-                                (void) asprintf(&f->error_message, "%s metadata rejected: %s",
+                                (void) cn_set_message(&f->error_message, "%s metadata rejected: %s",
                                                 f->source->platform, f->docs.error);
                         else
-                                (void) asprintf(&f->error_message, "%s metadata is malformed: %s",
+                                (void) cn_set_message(&f->error_message, "%s metadata is malformed: %s",
                                                 f->source->platform, strerror(-r));
                 } else
                         f->result = TAKE_PTR(m);

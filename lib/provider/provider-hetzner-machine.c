@@ -7,6 +7,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "provider-hetzner.h"
+#include "string-util.h"
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -47,7 +48,7 @@ int cn_provider_hetzner_validate(CnProvider *p, json_object *spec, char **ret_re
         }
         for (size_t i = 0; i < ELEMENTSOF(required); i++)
                 if (spec_string(spec, required[i], &v) < 0) {
-                        (void) asprintf(ret_reason, "spec.hetzner.%s is required", required[i]);
+                        (void) cn_set_message(ret_reason, "spec.hetzner.%s is required", required[i]);
                         return -EINVAL;
                 }
         if (labels) {
@@ -57,7 +58,7 @@ int cn_provider_hetzner_validate(CnProvider *p, json_object *spec, char **ret_re
                 }
                 json_object_object_foreach(labels, k, lv) {
                         if (!json_object_is_type(lv, json_type_string)) {
-                                (void) asprintf(ret_reason, "spec.hetzner.labels.%s must be a string", k);
+                                (void) cn_set_message(ret_reason, "spec.hetzner.labels.%s must be a string", k);
                                 return -EINVAL;
                         }
                         if (streq(k, CN_PROVIDER_MACHINE_UID_LABEL)) {

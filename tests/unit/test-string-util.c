@@ -17,6 +17,13 @@ int main(void) {
         TAP_EQ_STR(cn_endswith("kubelet.conf", ".conf"), ".conf", "endswith points at the suffix");
         TAP_OK(!cn_endswith("a", "long"), "endswith with a longer suffix");
         TAP_EQ_STR(cn_strstrip(ws), "padded value", "strstrip removes both ends");
+        {
+                char *msg = (char *) "unset";
+                TAP_OK(cn_set_message(&msg, "%s at offset %d", "trailing data", 7) == 0 &&
+                               streq(msg, "trailing data at offset 7"),
+                       "set_message formats into a new string");
+                free(msg);
+        }
         cat = cn_strjoin("a", "/", "b", NULL);
         TAP_EQ_STR(cat, "a/b", "strjoin concatenates");
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Real boot (`make check-vm`): a Debian 12 guest with systemd as PID 1,
-provisioned by the real Ignition with the project's config for a role, boots under QEMU and
-runs cloudnode-agent and cloudnode-initializer against tests/fake-cloud and
-tests/fake-kube-apiserver on the host.
+with cloudnode installed from its Debian packages (`make deb`) by dpkg and provisioned by the
+real Ignition with the project's config for a role, boots under QEMU and runs cloudnode-agent
+and cloudnode-initializer against tests/fake-cloud and tests/fake-kube-apiserver on the host;
+then, in the guest, a newer build of the packages is installed over them and they are purged.
 
 First a harness boot proves the machinery alone (Ignition's files and first-boot presets, the
 serial console, the results disk, a clean power-off); then one boot per (platform, role) case.
@@ -10,7 +11,6 @@ serial console, the results disk, a clean power-off); then one boot per (platfor
 Environment: CN_VM_CACHE (rootfs cache dir, default BUILDDIR/tests/vm/cache), CN_VM_CASES
 (e.g. "aws:bootstrap hetzner:worker"), CN_VM_ACCEL (kvm or tcg), CN_VM_KEEP=1 keeps the work
 dir, CN_VM_MIRROR overrides the apt mirror."""
-import hashlib
 import json
 import os
 import shutil
@@ -118,10 +118,9 @@ def check_preset(t, g, *units):
     t.ok({"enable " + u for u in units} <= got, "%s: Ignition's files stage wrote its preset" % g.name, sorted(got))
 
 
-def harness(t, base, work, stage):
+def harness(t, base, work, built):
     """A boot without cloudnode: for when the system under test is not all there."""
     g = vmtest.Guest(base, work, "harness")
-    g.add_tree(stage)
     g.install_harness(units=["cloudnode-vmtest-probe.service"], files=[PROBE_FILE])
     g.ignition(vmtest.Guest.merge_config(**PROBE_CONFIG))
     check_preset(t, g, "cloudnode-vmtest-probe.service")
@@ -201,7 +200,8 @@ def guest_kubeconfig(kube, token):
     return json.dumps(cfg, indent=1).encode(), ca
 
 
-def cloudnode_case(t, base, work, stage, platform, role):
+def cloudnode_case(t, base, work, built, platform, role):
+    stage, debs, upgrades = built
     from fakecloud import FakeCloud
     from fakekubeclient import FakeKube
     name = "%s-%s" % (platform, role)
@@ -225,7 +225,8 @@ def cloudnode_case(t, base, work, stage, platform, role):
             kubeconfig, ca = guest_kubeconfig(kube, node_token)
 
             g = vmtest.Guest(base, work, name)
-            g.add_tree(stage)
+            g.install_packages(debs, upgrades)
+            g.write_file("/etc/cloudnode-vmtest/packages", "".join(p + "\n" for p in PACKAGES))
             g.write_file("/etc/cloudnode-vmtest/ca.crt", ca)
             g.write_file("/etc/cloudnode-vmtest/kubelet.token", kubelet_token, 0o600)
             g.install_harness(
@@ -259,6 +260,7 @@ def cloudnode_case(t, base, work, stage, platform, role):
             check_boot(t, g, res)
             check_harness(t, g, res)
             check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected)
+            check_packages(t, g)
     return g
 
 
@@ -361,80 +363,90 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     t.ok(fields, "%s: journal entries of our units carry CLOUDNODE_* fields" % n, sorted(fields))
 
 
-DISTRO_DIRS = {"prefix": "/usr", "sysconfdir": "/etc", "localstatedir": "/var"}
+PACKAGES = ("cloudnode-agent", "cloudnode-initializer", "cloudnode-controller", "cloudnode-ignition")
 
 
-def makefile_vars(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            k, sep, v = line.partition(" = ")
-            if sep and k in DISTRO_DIRS:
-                out[k] = v.strip()
-    return out
-
-
-def sync_tree(src_dir, dest):
-    """Make DEST a copy of SRC_DIR, touching only files whose content changed, so that make in
-    DEST rebuilds only what changed since the last run."""
-    import filecmp
-    seen = set()
-    for d, dirs, files in os.walk(src_dir):
-        rel = os.path.relpath(d, src_dir)
-        os.makedirs(os.path.join(dest, rel), exist_ok=True)
-        for name in files:
-            s, t = os.path.join(d, name), os.path.join(dest, rel, name)
-            seen.add(os.path.normpath(os.path.join(rel, name)))
-            if not os.path.exists(t) or not filecmp.cmp(s, t, shallow=False):
-                shutil.copy2(s, t)
-    return seen
-
-
-def staged_install(work):
-    """`make install DESTDIR=` of this tree, built as a distribution builds its package
-    (--prefix=/usr --sysconfdir=/etc --localstatedir=/var): the units and Ignition configs name
-    /usr/bin/... . A tree configured that way is installed as it is; any other is first built
-    again from its `make distdir` copy under tests/vm/distro-build (incrementally between runs)."""
-    stage = os.path.join(work, "stage")
+def packages(work):
+    """The Debian packages of this tree (`make deb`: built from its distribution sources, checked
+    by lintian), a newer build of each for the guest's upgrade (the same files under a higher
+    version, repacked with dpkg-deb), and their files unpacked into a staging dir that the host
+    reads (the Ignition configs)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
-    tree = build()
-    if makefile_vars(build("Makefile")) != DISTRO_DIRS:
-        tree = build("tests", "vm", "distro-build")
-        dist = os.path.join(work, "distdir")
-        vmtest.run(["make", "-C", build(), "distdir", "distdir=" + dist], env=env, capture_output=True)
-        # A changed build system means a fresh configure; otherwise make rebuilds what changed.
-        h = hashlib.sha256()
-        for name in ("configure", "Makefile.in"):
-            with open(os.path.join(dist, name), "rb") as f:
-                h.update(f.read())
-        stamp = os.path.join(tree, ".cloudnode-vmtest-stamp")
-        for attempt in (1, 2):
-            try:
-                with open(stamp) as f:
-                    fresh = f.read() != h.hexdigest()
-            except OSError:
-                fresh = True
-            if fresh or attempt == 2:
-                shutil.rmtree(tree, ignore_errors=True)
-            sync_tree(dist, tree)
-            try:
-                if not os.path.exists(os.path.join(tree, "Makefile")):
-                    vmtest.log("configuring a distribution-layout build in %s" % tree)
-                    vmtest.run(["./configure"] + ["--%s=%s" % kv for kv in sorted(DISTRO_DIRS.items())],
-                               cwd=tree, env=env, capture_output=True)
-                    with open(stamp, "w") as f:
-                        f.write(h.hexdigest())
-                vmtest.log("building %s" % tree)
-                t0 = time.monotonic()
-                vmtest.run(["make", "-C", tree, "-j2"], env=env, capture_output=True)
-                vmtest.log("built in %.0fs" % (time.monotonic() - t0))
-                break
-            except vmtest.VMError:
-                if attempt == 2:
-                    raise
-                vmtest.log("incremental build failed; building from scratch")
-    vmtest.run(["make", "-C", tree, "install", "DESTDIR=" + stage], env=env, capture_output=True)
-    return stage
+    t0 = time.monotonic()
+    vmtest.run(["make", "-C", build(), "deb", "DEB_JOBS=2"], env=env, capture_output=True)
+    vmtest.log("packages built in %.0fs" % (time.monotonic() - t0))
+    debs = {}
+    for name in PACKAGES:
+        found = [f for f in os.listdir(build("deb")) if f.startswith(name + "_") and f.endswith(".deb")]
+        if len(found) != 1:
+            raise vmtest.VMError("make deb produced %r for %s" % (found, name))
+        debs[name] = build("deb", found[0])
+    stage = os.path.join(work, "stage")
+    upgrade_dir = os.path.join(work, "upgrade")
+    os.makedirs(upgrade_dir)
+    upgrades = []
+    for name, deb in debs.items():
+        vmtest.run(["dpkg-deb", "-x", deb, stage], capture_output=True)
+        tree = os.path.join(work, "repack-" + name)
+        vmtest.run(["dpkg-deb", "-R", deb, tree], capture_output=True)
+        control = os.path.join(tree, "DEBIAN", "control")
+        with open(control) as f:
+            text = f.read()
+        version = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Version: "))
+        with open(control, "w") as f:
+            f.write(text.replace(version, version + "+upgrade1"))
+        out = os.path.join(upgrade_dir, os.path.basename(deb).replace(version, version + "+upgrade1"))
+        vmtest.run(["dpkg-deb", "--root-owner-group", "-b", tree, out], capture_output=True)
+        upgrades.append(out)
+    return stage, list(debs.values()), upgrades
+
+
+# Files with cloudnode in their name that may stay after a purge: what the provisioning
+# (Ignition) wrote, which belongs to the node's configuration, not to the packages, and what the
+# agent wrote for other programs (kubelet's drop-in, the bootstrap static pod and cloud config).
+PURGE_MAY_STAY = {"/etc/cloudnode", "/etc/cloudnode/cloudnode.yaml", "/etc/cloudnode/initializer.kubeconfig",
+                  "/etc/cloudnode/images.json", "/etc/systemd/system/cloudnode-agent.service",
+                  "/etc/systemd/system/cloudnode-initializer.service",
+                  "/etc/systemd/system/run-cloudnode-configdrive.mount",
+                  "/etc/systemd/system/run-cloudnode-cidata.mount", "/etc/tmpfiles.d/cloudnode-agent.conf",
+                  "/etc/udev/rules.d/60-cloudnode-configdrive.rules", "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf",
+                  "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"}
+
+
+def check_packages(t, g):
+    """The guest's upgrade to a newer build and the purge (tests/vm/guest/collect)."""
+    n = g.name
+
+    def text(name):
+        return g.result_text("packages/" + name) or ""
+    t.eq(text("upgrade-rc").strip(), "0", "%s: the newer build installs over the older one" % n)
+    before = {line.split()[0]: line.split()[1] for line in text("versions-before").splitlines() if line.strip()}
+    after = {line.split()[0]: line.split()[1] for line in text("versions-after").splitlines() if line.strip()}
+    t.ok(sorted(before) == sorted(PACKAGES) and all(after.get(p) == v + "+upgrade1" for p, v in before.items()),
+         "%s: every package went from its version to the newer one" % n, (before, after))
+    t.ok(text("config-before") != "" and text("config-before") == text("config-after"),
+         "%s: the node's config and credential are unchanged by the upgrade" % n, text("config-after"))
+    agent = (unit_props(text("before-cloudnode-agent.service")), unit_props(text("after-cloudnode-agent.service")))
+    t.ok(agent[0].get("InvocationID") and agent[0].get("InvocationID") == agent[1].get("InvocationID")
+         and agent[1].get("ActiveState") == "active",
+         "%s: the agent (work done at boot) is not run again by the upgrade" % n, agent)
+    init = (unit_props(text("before-cloudnode-initializer.service")),
+            unit_props(text("after-cloudnode-initializer.service")))
+    t.ok(init[0].get("InvocationID") and init[1].get("InvocationID") not in ("", init[0].get("InvocationID"))
+         and init[1].get("SubState") == "running",
+         "%s: the running initializer is restarted onto the new binary and runs" % n, init)
+    t.eq(text("purge-rc").strip(), "0", "%s: the packages purge" % n)
+    t.eq(sorted(text("status-after-purge").splitlines()),
+         sorted("dpkg-query: no packages found matching " + p for p in PACKAGES),
+         "%s: dpkg knows none of them after the purge" % n)
+    for u in ("cloudnode-agent.service", "cloudnode-initializer.service"):
+        props = unit_props(text("purged-" + u))
+        t.ok(props.get("ActiveState") == "inactive", "%s: %s was stopped by the purge" % (n, u), props)
+    t.eq(text("packaged-left").split(), [], "%s: no file of the packages is left" % n)
+    # systemd's PrivateTmp= directories are named after the unit; systemd-tmpfiles removes them.
+    left = [f for f in text("named-left").split() if f not in PURGE_MAY_STAY and
+            not f.startswith("/var/tmp/systemd-private-")]
+    t.eq(left, [], "%s: nothing else named cloudnode is left (the node's provisioned config may stay)" % n)
 
 
 def main():
@@ -453,19 +465,19 @@ def main():
     try:
         try:
             base = vmtest.rootfs(cache)
-            stage = staged_install(work)
+            stage, debs, upgrades = packages(work)
         except vmtest.VMError as e:
-            t.ok(False, "rootfs and staged install", str(e))
+            t.ok(False, "rootfs and packages", str(e))
             return t.done()
         have = [installed(os.path.join(base, "root"), "/usr/lib/systemd/systemd", "/lib/systemd/systemd"),
                 installed(stage, "/usr/bin/cloudnode-agent"), installed(stage, "/usr/bin/cloudnode-initializer")]
-        t.ok(all(have), "rootfs (Debian bookworm, debootstrap: systemd) and `make install DESTDIR=` (the daemons) "
-             "ready", have)
+        t.ok(all(have), "rootfs (Debian bookworm, debootstrap: systemd) and the packages (make deb, lintian-clean: "
+             "the daemons) ready", have)
 
         def one(fn, *args):
             g = None
             try:
-                g = fn(t, base, work, stage, *args)
+                g = fn(t, base, work, (stage, debs, upgrades), *args)
             except vmtest.VMError as e:
                 t.ok(False, "%s %s" % (fn.__name__, " ".join(args)), str(e))
             except Exception:
