@@ -54,6 +54,17 @@ def node_ready(node):
         isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
+def drop_node_config_fields(node, old):
+    """The Node strategy's dropDisabledFields: the dynamic kubelet config is gone (1.24), so
+    spec.configSource and status.config are dropped on create and on any update of a Node that
+    does not carry them already."""
+    for part, field in (("spec", "configSource"), ("status", "config")):
+        sub = node.get(part)
+        old_sub = (old or {}).get(part)
+        if isinstance(sub, dict) and field in sub and not (isinstance(old_sub, dict) and old_sub.get(field)):
+            del sub[field]
+
+
 def taint_not_ready(node):
     """The admission plugin TaintNodesByCondition (on by default): a Node is created with the
     node.kubernetes.io/not-ready:NoSchedule taint, which the node lifecycle controller removes once
@@ -396,6 +407,7 @@ class Store:
                 apply_defaults(rt, obj)
             if rt.key == ("", "nodes"):
                 taint_not_ready(obj)
+                drop_node_config_fields(obj, None)
             errs = validate(rt, obj, None, True)
             if errs:
                 raise errors.invalid(rt.group, rt.kind, md.get("name", ""), errs)
@@ -492,6 +504,8 @@ class Store:
             if rt.namespaced:
                 omd["namespace"] = ns
             omd["resourceVersion"] = cmd["resourceVersion"]
+            if rt.key == ("", "nodes"):
+                drop_node_config_fields(out, cur)
             errs = validate(rt, out, cur, False, status_only=(subresource == "status"))
             if cmd.get("deletionTimestamp"):
                 added = [f for f in omd.get("finalizers") or [] if f not in (cmd.get("finalizers") or [])]
