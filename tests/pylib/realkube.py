@@ -53,14 +53,17 @@ _CERT_HANDLE = "cn-realkube-client-certificate:"
 
 def bindir():
     """(directory holding kube-apiserver and etcd, None); (None, why) when they cannot be built
-    here for want of Go >= 1.23 (the test skips). With Go but without the binaries, the tree is
-    not built: RuntimeError."""
+    here for want of Go >= 1.23 or of a reachable module proxy (the test skips). With both but
+    without the binaries, the tree is not built: RuntimeError."""
     r = subprocess.run([BUILD, "--bindir"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if r.returncode == 0:
         return r.stdout.strip(), None
     if subprocess.run([BUILD, "--go"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 77:
         return None, ("no Go >= 1.23 to build the real kube-apiserver and etcd with "
                       "(golang-1.23-go from bookworm-backports)")
+    r = subprocess.run([BUILD, "--unreachable"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if r.returncode == 0:
+        return None, "the real kube-apiserver and etcd cannot be built here: " + " ".join(r.stdout.split())
     raise RuntimeError("the real kube-apiserver and etcd are not built: run make real-kube")
 
 

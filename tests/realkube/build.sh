@@ -8,6 +8,7 @@
 #   build.sh            build what is missing, print the directory holding kube-apiserver and etcd
 #   build.sh --bindir   print that directory when both binaries are there, exit 1 otherwise
 #   build.sh --go       print the Go it would build with, exit 77 when there is none
+#   build.sh --unreachable  print why the module proxy could not be used, if that stopped the build
 set -eu
 mode=${1:-}
 
@@ -24,6 +25,12 @@ if [ "$mode" = --bindir ]; then
 	[ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ] || exit 1
 	echo "$bindir"
 	exit 0
+fi
+# Why the last build could not fetch the modules (the module proxy unreachable or not trusted),
+# if that is why the binaries are missing; exit 1 when it is not.
+if [ "$mode" = --unreachable ]; then
+	[ -s "$cache/unreachable" ] && cat "$cache/unreachable" && exit 0
+	exit 1
 fi
 if [ "$mode" != --go ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ]; then
 	echo "$bindir"
@@ -104,6 +111,19 @@ printf '//go:build tools\n\npackage realetcd\n\nimport _ "go.etcd.io/etcd/server
 build() { # dir package output
 	[ -x "$bindir/$3" ] && return 0
 	echo "real-kube: building $3 ($2) with $("$go" env GOVERSION)" >&2
+	# Fetching the modules is the one step that needs the network: when the module proxy cannot
+	# be reached or is not trusted, the real server cannot be built here (exit 77, the tests
+	# skip and say why); any other failure is an error.
+	if ! (cd "$1" && "$go" list -deps "$2" >/dev/null 2>"$work/fetch.err"); then
+		if grep -qiE 'dial tcp|x509|certificate|no such host|i/o timeout|connection refused|proxyconnect|TLS handshake|network is unreachable' "$work/fetch.err"; then
+			{ echo "the Go module proxy cannot be reached from here:"; grep -m1 -iE 'dial tcp|x509|certificate|no such host|i/o timeout|connection refused|proxyconnect|TLS handshake|network is unreachable' "$work/fetch.err"; } >"$cache/unreachable"
+			cat "$cache/unreachable" >&2
+			exit 77
+		fi
+		cat "$work/fetch.err" >&2
+		exit 1
+	fi
+	rm -f "$cache/unreachable"
 	(cd "$1" && "$go" build -trimpath -ldflags='-s -w' -o "$bindir/$3.tmp" "$2")
 	newest=$(cd "$1" && "$go" list -m -f '{{.GoVersion}}' all | sort -V | tail -n 1)
 	case $newest in
