@@ -68,11 +68,18 @@ def main():
         t.ok(st in (403, 422), "changing the kubelet's Ready condition is denied (HTTP %d)" % st, obj)
         # The Node's taints as the initializer patches them: what is there, less the uninitialized
         # taint (a real API server adds node.kubernetes.io/not-ready when a Node is created).
-        st, cur = k.api("GET", "/api/v1/nodes/n1")
-        kept = [x for x in cur["spec"]["taints"] if x["key"] != TAINT]
-        st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1", "taints": kept},
-                               "metadata": {"labels": {"node.kubernetes.io/instance-type": "m5.large",
-                                                       "topology.kubernetes.io/zone": "us-east-1a"}}})
+        # The node lifecycle controller may take the not-ready taint away meanwhile (the Node is
+        # Ready now): the patch carries the resourceVersion it was computed from and is computed
+        # again after a 409, as the initializer does.
+        for _ in range(20):
+            st, cur = k.api("GET", "/api/v1/nodes/n1")
+            kept = [x for x in cur["spec"]["taints"] if x["key"] != TAINT]
+            st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-1", "taints": kept},
+                                   "metadata": {"resourceVersion": cur["metadata"]["resourceVersion"],
+                                                "labels": {"node.kubernetes.io/instance-type": "m5.large",
+                                                           "topology.kubernetes.io/zone": "us-east-1a"}}})
+            if st != 409:
+                break
         t.eq(st, 200, "providerID from empty, well-known labels and removing the uninitialized taint are allowed",) \
             or t.diag(obj)
         st, obj = patch("n1", {"spec": {"providerID": "aws:///us-east-1a/i-2"}})
