@@ -51,8 +51,12 @@ def test_lifecycle_metrics(t, env):
              ctl.output()[-1500:])
         t.eq(phases(ctl), {"Provisioning": 0, "Running": 0, "Deleting": 0, "Failed": 0}, "all four, zero")
 
+        # The server takes 3 s to come up, so that Provisioning lasts longer than a scrape takes
+        # on a loaded machine.
+        env.c.settings(action_seconds=3)
         env.machine("mt1")
         t.ok(wait_for(lambda: phases(ctl).get("Provisioning") == 1, 20), "a new machine is Provisioning")
+        env.c.settings(action_seconds=0.3)
         t.ok(wait_for(lambda: env.ready("mt1"), 40), "ready")
         t.ok(wait_for(lambda: phases(ctl) == {"Provisioning": 0, "Running": 1, "Deleting": 0, "Failed": 0}, 20),
              "then Running", phases(ctl))
