@@ -76,7 +76,8 @@ def check_objects(t, name, values, objs):
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
     for want in [("Namespace", NS), ("Deployment", "cloud-controller-manager"), ("Deployment", "capi-controller-manager"),
                  ("PodDisruptionBudget", "cloud-controller-manager"), ("Secret", "cloudnode-credentials"),
-                 ("Secret", "d8-node-manager-cloud-provider"), ("Secret", "d8-cni-configuration")]:
+                 ("Secret", "d8-node-manager-cloud-provider"), ("Secret", "d8-cni-configuration"),
+                 ("Secret", "deckhouse-registry")]:
         t.ok(want in kinds, "%s: renders %s %s" % (name, *want))
     creds = by(objs, "Secret", "cloudnode-credentials")
     env = {k: base64.b64decode(v).decode() for k, v in (creds or {}).get("data", {}).items()}
@@ -114,6 +115,7 @@ def check_objects(t, name, values, objs):
         t.ok(pod["securityContext"].get("runAsNonRoot") and ctr["securityContext"]["readOnlyRootFilesystem"]
              and ctr["securityContext"]["capabilities"]["drop"] == ["ALL"]
              and not ctr["securityContext"]["allowPrivilegeEscalation"], "%s: %s is hardened" % (name, d))
+        t.eq(pod.get("imagePullSecrets"), [{"name": "deckhouse-registry"}], "%s: %s pulls with the registry Secret" % (name, d))
         t.ok(ctr["image"].startswith(d8module.GLOBAL["modulesImages"]["registry"]["base"] + "@sha256:"),
              "%s: %s image by digest" % (name, d))
         t.ok("--cloud-provider=%s" % pcc["provider"]["name"] in ctr["args"]

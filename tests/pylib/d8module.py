@@ -1,6 +1,7 @@
 """The Deckhouse module of cloudnode (deckhouse/modules/030-cloud-provider-cloudnode) for the tests:
 its OpenAPI value schemas as addon-operator reads them (values.yaml extends config-values.yaml
 through x-extend), their validation, and the real helm (tests/helm/build.sh)."""
+import base64
 import copy
 import os
 import shutil
@@ -13,7 +14,8 @@ MODULE = src("deckhouse", "modules", "030-cloud-provider-cloudnode")
 HELM_BUILD = src("tests", "helm", "build.sh")
 # What addon-operator passes besides the module's own values: the registry and the digests werf
 # built for images/<component>.
-GLOBAL = {"modulesImages": {"registry": {"base": "registry.example.com/deckhouse/modules"},
+GLOBAL = {"modulesImages": {"registry": {"base": "registry.example.com/deckhouse/modules", "dockercfg": base64.b64encode(
+    b'{"auths":{"registry.example.com":{"auth":"dXNlcjpwYXNz"}}}').decode()},
                             "digests": {"cloudProviderCloudnode": {
                                 "cloudnodeController": "sha256:" + "1" * 64,
                                 "cloudnodeInitializer": "sha256:" + "2" * 64}}},

@@ -32,6 +32,8 @@ credentials from the module's Secret as the providers' environment variables. */
 {{- define "cloudnode.controlPlanePod" -}}
 priorityClassName: system-cluster-critical
 automountServiceAccountToken: true
+imagePullSecrets:
+  - name: deckhouse-registry
 nodeSelector:
   node-role.kubernetes.io/control-plane: ""
 tolerations:
