@@ -59,6 +59,41 @@ def test_rejected(t):
     t.ok(any("'weave' is not one of" in e for e in errs), "config-values.yaml rejects an unknown cni", "\n".join(errs))
 
 
+def test_werf_images(t):
+    """images/<component>/werf.inc.yaml (Stapel): the Go template expressions stand in for werf's
+    values, the documents are YAML, and each builds what the Containerfile's stage of the same
+    name builds: the same program, entrypoint and user."""
+    import re
+    import yaml
+    from cntap import src
+    with open(src("Containerfile")) as f:
+        containerfile = f.read()
+    for component in ("cloudnode-controller", "cloudnode-initializer"):
+        path = os.path.join(d8module.MODULE, "images", component, "werf.inc.yaml")
+        with open(path) as f:
+            text = re.sub(r"\{\{[^}]*\}\}", "TEMPLATE", f.read())
+        docs = [d for d in yaml.safe_load_all(text) if d]
+        t.eq(len(docs), 2, "%s: a build image and the final image" % component)
+        if len(docs) != 2:
+            continue
+        build, final = docs
+        install = "\n".join(build["shell"]["install"])
+        program = "%s/%s" % (component.split("-")[1], component)
+        t.ok("make -j\"$(nproc)\" %s" % program in install and
+             "sh packaging/image-rootfs.sh /out/%s %s" % (component, program) in install
+             and "packaging/image-build-deps" in install,
+             "%s: built and packed as the Containerfile does" % component)
+        t.ok(program.split("/")[1] in containerfile and
+             "sh packaging/image-rootfs.sh /out/%s %s" % (component, program) in containerfile,
+             "%s: the Containerfile has the same step" % component)
+        t.eq((final["import"][0]["add"], final["docker"]["ENTRYPOINT"], final["docker"]["USER"]),
+             ("/out/" + component, ["/usr/bin/" + component], "65532:65532"),
+             "%s: the final image has the program's root, entrypoint and user" % component)
+        stage = containerfile.split("AS %s\n" % component)[1].split("\n\n")[0]
+        t.ok('ENTRYPOINT ["/usr/bin/%s"]' % component in stage and "USER 65532:65532" in stage,
+             "%s: as the Containerfile's stage" % component)
+
+
 def main():
     t = Tap()
     try:
@@ -67,6 +102,7 @@ def main():
         t.skip_all("python3-jsonschema is not installed")
     t.run(test_examples)
     t.run(test_rejected)
+    t.run(test_werf_images)
     sys.exit(t.done())
 
 
