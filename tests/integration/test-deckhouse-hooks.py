@@ -261,6 +261,10 @@ def test_wait_for_masters(t, k):
     put(k, node("master-1", False))
     rc, err, vp, ops = h.run([h.before_helm()])
     t.eq(rc, 0, "beforeHelm goes on once every master is initialized (a tainted worker does not count)")
+    bad = node("master-9", False)
+    bad["spec"]["taints"] = {"key": "node.cloudprovider.kubernetes.io/uninitialized"}
+    rc, err, vp, ops = h.run([{"binding": "beforeHelm", "snapshots": {"master_nodes": [{"object": bad}]}}])
+    t.ok(rc != 0 and "spec.taints is not a list" in err, "a Node whose taints are not a list: one clear error", err)
     rc, err, vp, ops = h.run([{"binding": "beforeHelm", "snapshots": {"master_nodes": []}}])
     t.ok(rc != 0 and "to be listed" in err, "beforeHelm holds while no master is known", err)
 

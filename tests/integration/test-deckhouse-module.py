@@ -216,6 +216,16 @@ def main():
         chart = d8module.chart_copy(os.path.join(tmp, RELEASE))
         link = os.readlink(os.path.join(d8module.MODULE, "charts", "helm_lib"))
         t.eq(link, "../../../helm_lib/charts/deckhouse_lib_helm", "charts/helm_lib is Deckhouse's library chart")
+        # .helmignore leaves Helm only what is Helm's: the package holds Chart.yaml and templates/.
+        r = helm_run(t, helm, tmp, "package", chart, "-d", os.path.join(tmp, "pkg"))
+        t.ok(r.returncode == 0, "helm package", r.stderr)
+        if r.returncode == 0:
+            import tarfile
+            pkg = os.path.join(tmp, "pkg", os.listdir(os.path.join(tmp, "pkg"))[0])
+            with tarfile.open(pkg) as tf:
+                names = sorted(n.split("/", 1)[1] for n in tf.getnames() if "/" in n)
+            t.eq(sorted({n.split("/")[0] for n in names}), [".helmignore", "Chart.yaml", "templates"],
+                 "the packaged chart holds only Chart.yaml, .helmignore and templates/", )
         rendered, capi_objs, instance_classes = [], [], []
         for name, values in value_sets():
             t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", values)), [],
