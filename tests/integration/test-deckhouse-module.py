@@ -34,6 +34,8 @@ def value_sets():
     pcc["masterNodeGroup"]["replicas"] = 1
     pcc["nodeGroups"] = []
     hetzner["cni"] = "simple-bridge"
+    # Deckhouse's vertical-pod-autoscaler module on: the Deployments get their VPAs.
+    hetzner["global"] = {"enabledModules": d8module.GLOBAL["enabledModules"] + ["vertical-pod-autoscaler"]}
     out.append(("hetzner, one master, custom endpoint", hetzner))
     openstack = copy.deepcopy(examples[1])
     creds = openstack["internal"]["providerClusterConfiguration"]["provider"]["credentials"]
@@ -49,9 +51,14 @@ def value_sets():
 
 
 def full_values(values):
-    v = d8module.with_defaults("values.yaml", values)
-    v["global"] = d8module.GLOBAL
+    v = d8module.with_defaults("values.yaml", {k: x for k, x in values.items() if k != "global"})
+    v["global"] = dict(copy.deepcopy(d8module.GLOBAL), **values.get("global", {}))
     return v
+
+
+def module_values(values):
+    """The module's own values (what its schema judges), without the global ones of a set."""
+    return {k: x for k, x in values.items() if k != "global"}
 
 
 def helm_run(t, helm, tmp, *args):
@@ -108,6 +115,10 @@ def check_objects(t, name, values, objs):
     cni = by(objs, "Secret", "d8-cni-configuration")
     t.eq(base64.b64decode(cni["data"]["cni"]).decode() if cni else None, values.get("cni", "cilium"),
          "%s: the CNI Secret" % name)
+    vpa_on = "vertical-pod-autoscaler" in full_values(values)["global"]["enabledModules"]
+    t.eq(sorted(o["spec"]["targetRef"]["name"] for o in objs if o["kind"] == "VerticalPodAutoscaler"),
+         ["capi-controller-manager", "cloud-controller-manager"] if vpa_on else [],
+         "%s: a VerticalPodAutoscaler per Deployment exactly when vertical-pod-autoscaler is on" % name)
     for d in ("cloud-controller-manager", "capi-controller-manager"):
         dep = by(objs, "Deployment", d)
         pod = dep["spec"]["template"]["spec"]
@@ -159,8 +170,9 @@ def crds():
     for n in sorted(os.listdir(d)):
         with open(os.path.join(d, n)) as f:
             out += [x for x in yaml.safe_load_all(f) if x]
-    with open(src("tests", "data", "fakekube-capi-core-crds.yaml")) as f:
-        out += [x for x in yaml.safe_load_all(f) if x]
+    for n in ("fakekube-capi-core-crds.yaml", "vpa-crd.yaml"):
+        with open(src("tests", "data", n)) as f:
+            out += [x for x in yaml.safe_load_all(f) if x]
     return out
 
 
@@ -228,7 +240,7 @@ def main():
                  "the packaged chart holds only Chart.yaml, .helmignore and templates/", )
         rendered, capi_objs, instance_classes = [], [], []
         for name, values in value_sets():
-            t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", values)), [],
+            t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", module_values(values))), [],
                  "%s: the values are valid" % name)
             vf = write_values(tmp, name, full_values(values))
             r = helm_run(t, helm, tmp, "lint", "--strict", chart, "-f", vf)

@@ -76,3 +76,34 @@ capabilities:
 - --leader-elect-renew-deadline=107s
 - --leader-elect-retry-period=26s
 {{- end -}}
+
+{{- /* The VerticalPodAutoscaler of a Deployment, when Deckhouse's vertical-pod-autoscaler module is
+on: (list . NAME CONTAINER MIN-CPU MIN-MEMORY MAX-CPU MAX-MEMORY). */ -}}
+{{- define "cloudnode.vpa" -}}
+{{- $ctx := index . 0 -}}
+{{- if has "vertical-pod-autoscaler" ($ctx.Values.global.enabledModules | default list) }}
+apiVersion: autoscaling.k8s.io/v1
+kind: VerticalPodAutoscaler
+metadata:
+  name: {{ index . 1 }}
+  namespace: {{ include "cloudnode.namespace" $ctx }}
+  labels:
+    {{- include "cloudnode.labels" (list $ctx (dict "app" (index . 1) "workload-resource-policy.deckhouse.io" "master")) | nindent 4 }}
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ index . 1 }}
+  updatePolicy:
+    updateMode: Auto
+  resourcePolicy:
+    containerPolicies:
+      - containerName: {{ index . 2 }}
+        minAllowed:
+          cpu: {{ index . 3 }}
+          memory: {{ index . 4 }}
+        maxAllowed:
+          cpu: {{ index . 5 }}
+          memory: {{ index . 6 }}
+{{- end }}
+{{- end -}}
