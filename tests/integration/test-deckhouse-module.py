@@ -197,6 +197,29 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
                 st, r = apply(k, o)
                 t.ok(st in (200, 201), "%s: the real server accepts %s %s" % (name, o["kind"], o["metadata"]["name"]),
                      "%s %s" % (st, r))
+        # The pods the Deployments make are admitted (Pod Security of the namespace, the pod
+        # schema), and but for the host network of the cloud-controller-manager they are
+        # "restricted": admission warns about nothing else.
+        for name, objs in rendered[:1]:
+            for o in objs:
+                if o["kind"] != "Deployment":
+                    continue
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": o["metadata"]["name"] + "-probe"},
+                       "spec": o["spec"]["template"]["spec"]}
+                st, hdrs, raw = k.request("POST", "/api/v1/namespaces/%s/pods?dryRun=All" % NS, pod)
+                warning = " ".join(v for h, v in hdrs.items() if h.lower() == "warning")
+                t.diag("%s: %s" % (o["metadata"]["name"], warning or "no warning"))
+                t.ok(st == 201, "%s: a pod of Deployment %s is admitted" % (name, o["metadata"]["name"]), raw[:500])
+                # What the host network implies (its ports are host ports) is all "restricted" may name.
+                rest = warning
+                if pod["spec"].get("hostNetwork"):
+                    rest = rest.replace("host namespaces (hostNetwork=true)", "")
+                    for c in pod["spec"]["containers"]:
+                        for p in c.get("ports", []):
+                            rest = rest.replace('hostPort (container \\"%s\\" uses hostPort %d)' % (c["name"], p["containerPort"]), "")
+                    rest = rest.replace('299 - "would violate PodSecurity \\"restricted:latest\\": , "', "")
+                t.ok(rest == "" and (bool(warning) == bool(pod["spec"].get("hostNetwork"))),
+                     "%s: %s is restricted but for what it must do" % (name, o["metadata"]["name"]), warning)
         for o in capi_objs + instance_classes:
             st, r = apply(k, o)
             t.ok(st in (200, 201), "the real server accepts %s %s" % (o["kind"], o["metadata"]["name"]),
