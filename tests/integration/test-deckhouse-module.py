@@ -220,6 +220,33 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
                     rest = rest.replace('299 - "would violate PodSecurity \\"restricted:latest\\": , "', "")
                 t.ok(rest == "" and (bool(warning) == bool(pod["spec"].get("hostNetwork"))),
                      "%s: %s is restricted but for what it must do" % (name, o["metadata"]["name"]), warning)
+        # What the ServiceAccounts may do, asked of the real server's RBAC.
+        def can(sa, verb, resource, namespace=None, name=None, group=""):
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+                "user": "system:serviceaccount:%s:%s" % (NS, sa),
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:" + NS, "system:authenticated"],
+                "resourceAttributes": {k: v for k, v in (("verb", verb), ("resource", resource), ("group", group),
+                                                         ("namespace", namespace), ("name", name)) if v}}}
+            st, r = k.api("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+            return st == 201 and r["status"].get("allowed", False)
+        for sa, verb, res, ns, name, group, want in [
+                ("cloud-controller-manager", "patch", "nodes", None, "n1", "", True),
+                ("cloud-controller-manager", "delete", "nodes", None, "n1", "", True),
+                ("cloud-controller-manager", "update", "leases", NS, "cloud-controller-manager", "coordination.k8s.io", True),
+                ("cloud-controller-manager", "update", "leases", NS, "other", "coordination.k8s.io", False),
+                ("cloud-controller-manager", "update", "leases", "kube-system", "cloud-controller-manager",
+                 "coordination.k8s.io", False),
+                ("cloud-controller-manager", "get", "secrets", NS, "cloudnode-credentials", "", False),
+                ("capi-controller-manager", "get", "secrets", "d8-cloud-instance-manager", "m1-bootstrap", "", True),
+                ("capi-controller-manager", "get", "secrets", "kube-system", "d8-provider-cluster-configuration", "",
+                 False),
+                ("capi-controller-manager", "list", "secrets", "d8-cloud-instance-manager", None, "", False),
+                ("capi-controller-manager", "patch", "cloudnodemachines", "d8-cloud-instance-manager", "m1",
+                 "infrastructure.cluster.x-k8s.io", True),
+                ("capi-controller-manager", "update", "leases", NS, "cloudnode-controller", "coordination.k8s.io", True),
+                ("capi-controller-manager", "patch", "nodes", None, "n1", "", False)]:
+            t.eq(can(sa, verb, res, ns, name, group), want, "RBAC: %s %s %s %s/%s: %s" % (
+                sa, verb, res, ns or "", name or "*", "allowed" if want else "denied"))
         for o in capi_objs + instance_classes:
             st, r = apply(k, o)
             t.ok(st in (200, 201), "the real server accepts %s %s" % (o["kind"], o["metadata"]["name"]),
