@@ -227,6 +227,13 @@ def test_instance_class(t, k):
     t.eq([(o["name"], o["mergePatch"]) for o in ops or []], [("unused", {"status": {"nodeGroupConsumers": ["c-gpu"]}})],
          "Event Added of a NodeGroup registers it with its class")
     h.apply_kubernetes(ops)
+    # Event of an InstanceClass: a class that a NodeGroup already names.
+    late = put(k, dict(copy.deepcopy(ic), metadata={"name": "late"}))
+    put(k, ng("d-late", "late"))
+    rc, err, vp, ops = h.run([h.event("instance_classes", "Added", late)])
+    t.eq([(o["name"], o["mergePatch"]) for o in ops or []], [("late", {"status": {"nodeGroupConsumers": ["d-late"]}})],
+         "Event Added of an InstanceClass registers the NodeGroups that already name it")
+    h.apply_kubernetes(ops)
     delete(k, new)
     rc, err, vp, ops = h.run([h.event("node_groups", "Deleted", new)])
     t.eq([(o["name"], o["mergePatch"]) for o in ops or []], [("unused", {"status": {"nodeGroupConsumers": []}})],

@@ -28,6 +28,10 @@ def value_sets():
     """(name, module values) to render: the x-examples and hand-written sets."""
     examples = d8module.load("values.yaml")["x-examples"]
     out = [("x-examples[%d]" % i, ex) for i, ex in enumerate(examples)]
+    # The configuration examples, each over the first values example.
+    for i, cfg in enumerate(d8module.load("config-values.yaml")["x-examples"]):
+        if cfg:
+            out.append(("config-values x-examples[%d]" % i, dict(copy.deepcopy(examples[0]), **cfg)))
     hetzner = copy.deepcopy(examples[0])
     pcc = hetzner["internal"]["providerClusterConfiguration"]
     pcc["provider"]["endpoint"] = "https://api.hetzner.example.com/v1"
