@@ -276,6 +276,18 @@ def test_wait_for_masters(t, k):
     t.ok(rc != 0 and "to be listed" in err, "beforeHelm holds while no master is known", err)
 
 
+def test_command_line(t, k):
+    ctl = build("controller", "cloudnode-controller")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_PATH") or k == "PATH"}
+    for args, code, message in [(["deckhouse-hook"], 2, "needs a hook name"),
+                                (["deckhouse-hook", "nope"], 2, "Unknown Deckhouse hook 'nope'"),
+                                (["deckhouse-hook", "discovery-data", "extra"], 2, "unexpected argument 'extra'"),
+                                (["deckhouse-hook", "discovery-data"], 1, "BINDING_CONTEXT_PATH is not set")]:
+        r = subprocess.run([ctl] + args, capture_output=True, text=True, env=env)
+        t.ok(r.returncode == code and message in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+             "cloudnode-controller %s: exit %d, one line" % (" ".join(args), code), r.stderr)
+
+
 def main():
     t = Tap()
     try:
@@ -285,7 +297,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cn-d8-hooks-") as d:
         with FakeKube(os.path.join(d, "kube")) as k:
             for fn in (test_ensure_crds, test_cluster_configuration, test_discovery_data, test_instance_class,
-                       test_wait_for_masters):
+                       test_wait_for_masters, test_command_line):
                 t.run(fn, k)
     sys.exit(t.done())
 
