@@ -560,26 +560,41 @@ static int read_json(const char *var, bool required, json_object **ret) {
         return 0;
 }
 
-static int write_output(const char *var, json_object *ops, bool lines) {
-        const char *path = getenv(var);
-        _cleanup_fclose_ FILE *f = NULL;
+/* Whether the changes have somewhere to go: var names a file, or there are none. */
+static int check_output(const char *var, json_object *ops) {
         size_t n = json_object_array_length(ops);
 
-        if (isempty(path)) {
-                if (n > 0)
-                        return log_error_errno(-EINVAL, "%s is not set, but the hook has %zu changes for it", var, n);
+        if (isempty(getenv(var)) && n > 0)
+                return log_error_errno(-EINVAL, "%s is not set, but the hook has %zu changes for it", var, n);
+        return 0;
+}
+
+/* Opens the file named by var for writing; *ret stays NULL when var is unset. */
+static int open_output(const char *var, FILE **ret) {
+        const char *path = getenv(var);
+
+        *ret = NULL;
+        if (isempty(path))
                 return 0;
-        }
-        f = fopen(path, "we");
-        if (!f)
+        *ret = fopen(path, "we");
+        if (!*ret)
                 return log_error_errno(-errno, "Failed to open %s: %m", path);
+        return 0;
+}
+
+/* The values patch is one JSON array; the Kubernetes operations are one JSON object a line. */
+static int write_output(FILE *f, const char *var, json_object *ops, bool lines) {
+        size_t n = json_object_array_length(ops);
+
+        if (!f)
+                return 0;
         if (!lines)
                 fputs(json_object_to_json_string_ext(ops, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), f);
         for (size_t i = 0; lines && i < n; i++)
                 fprintf(f, "%s\n", json_object_to_json_string_ext(json_object_array_get_idx(ops, i),
                                                                   JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         if (fflush(f) != 0 || ferror(f))
-                return log_error_errno(-EIO, "Failed to write %s", path);
+                return log_error_errno(-EIO, "Failed to write %s", var);
         return 0;
 }
 
@@ -589,6 +604,7 @@ int cn_deckhouse_hook_main(int argc, char *argv[]) {
                 { "module-dir", required_argument, NULL, 'm' },
                 {},
         };
+        _cleanup_fclose_ FILE *values_out = NULL, *kube_out = NULL;
         HookRun h = {};
         const Hook *hook = NULL;
         bool config = false;
@@ -641,11 +657,20 @@ int cn_deckhouse_hook_main(int argc, char *argv[]) {
                 h.kube_ops = json_object_new_array();
                 r = h.values_patch && h.kube_ops ? hook->run(&h) : log_oom();
         }
-        /* All or nothing: the patches are written only when the whole run succeeded. */
+        /* All or nothing: the patches are written only when the whole run succeeded and both
+         * files could be opened. */
         if (r >= 0)
-                r = write_output("VALUES_JSON_PATCH_PATH", h.values_patch, false);
+                r = check_output("VALUES_JSON_PATCH_PATH", h.values_patch);
         if (r >= 0)
-                r = write_output("KUBERNETES_PATCH_PATH", h.kube_ops, true);
+                r = check_output("KUBERNETES_PATCH_PATH", h.kube_ops);
+        if (r >= 0)
+                r = open_output("VALUES_JSON_PATCH_PATH", &values_out);
+        if (r >= 0)
+                r = open_output("KUBERNETES_PATCH_PATH", &kube_out);
+        if (r >= 0)
+                r = write_output(values_out, "VALUES_JSON_PATCH_PATH", h.values_patch, false);
+        if (r >= 0)
+                r = write_output(kube_out, "KUBERNETES_PATCH_PATH", h.kube_ops, true);
         json_object_put(h.contexts);
         json_object_put(h.values);
         json_object_put(h.config_values);

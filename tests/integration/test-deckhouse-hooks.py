@@ -286,6 +286,18 @@ def test_command_line(t, k):
         r = subprocess.run([ctl] + args, capture_output=True, text=True, env=env)
         t.ok(r.returncode == code and message in r.stderr and len(r.stderr.strip().splitlines()) == 1,
              "cloudnode-controller %s: exit %d, one line" % (" ".join(args), code), r.stderr)
+    # Operations with nowhere to go: an error, and the other output file is left as it was.
+    with tempfile.TemporaryDirectory() as d:
+        ctx, out = os.path.join(d, "ctx"), os.path.join(d, "values-patch")
+        for path, text in ((ctx, '[{"binding":"onStartup"}]'), (out, "untouched")):
+            with open(path, "w") as f:
+                f.write(text)
+        r = subprocess.run([ctl, "deckhouse-hook", "ensure-crds", "--module-dir", d8module.MODULE], capture_output=True,
+                           text=True, env=dict(env, BINDING_CONTEXT_PATH=ctx, VALUES_JSON_PATCH_PATH=out))
+        with open(out) as f:
+            kept = f.read()
+        t.ok(r.returncode == 1 and "KUBERNETES_PATCH_PATH is not set, but the hook has 4 changes" in r.stderr
+             and kept == "untouched", "changes without KUBERNETES_PATCH_PATH: one error, nothing written", r.stderr)
 
 
 def main():
