@@ -26,6 +26,26 @@
 #include "node-patch.h"
 #include "provider.h"
 
+/* Of a kubelet's Node (10-30 KB of JSON: images, nodeInfo, capacity, managedFields, ...) the
+ * initializer reads these members and nothing else, so the informer parses only them:
+ * metadata.name, uid (Events, the lifecycle's delete precondition), resourceVersion (the patch
+ * precondition, write expectations), creationTimestamp (lifecycle grace period), labels (the
+ * hostname, and labels set only when absent), the provided-node-ip annotation; spec.providerID
+ * and spec.taints (the taint patches send the whole list back); status.addresses; and of each
+ * condition what the lifecycle (Ready) and our CloudProviderInitialized condition compare. No
+ * write of ours needs more: both PATCHes are merge patches of members listed here. */
+static const CnJsonFilter node_annotations[] = { { CN_ANNOTATION_PROVIDED_NODE_IP }, {} };
+static const CnJsonFilter node_metadata[] = {
+        { "name" }, { "uid" }, { "resourceVersion" }, { "creationTimestamp" }, { "labels" },
+        { "annotations", node_annotations }, {}
+};
+static const CnJsonFilter node_spec[] = { { "providerID" }, { "taints" }, {} };
+static const CnJsonFilter node_condition[] = { { "type" }, { "status" }, { "reason" }, { "message" }, {} };
+static const CnJsonFilter node_status[] = { { "addresses" }, { "conditions", node_condition }, {} };
+const CnJsonFilter initializer_node_filter[] = {
+        { "metadata", node_metadata }, { "spec", node_spec }, { "status", node_status }, {}
+};
+
 static void node_seen(Manager *m, json_object *old, json_object *node) {
         if (!cn_node_get_name(node) || !m->controllers_started)
                 return;
@@ -139,7 +159,7 @@ static int setup_kube(Manager *m) {
                 .qps = m->config->daemon.kube_api_qps,
                 .burst = m->config->daemon.kube_api_burst,
         };
-        CnKubeInformerOptions io = {};
+        CnKubeInformerOptions io = { .filter = initializer_node_filter };
         _cleanup_free_ char *selector = NULL;
         const char *kubeconfig = m->config->kubeconfig;
         int r;

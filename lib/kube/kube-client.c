@@ -67,6 +67,10 @@ struct CnKubeRequest {
         CnBackoff backoff;
         unsigned retries;
 
+        /* what of a successful answer is parsed: for lists the List around item_filter */
+        const CnJsonFilter *filter, *item_filter;
+        CnJsonFilter list_filter[5];
+
         /* watch */
         CnKubeWatchParser *parser;
         char *watch_error_message;
@@ -320,6 +324,8 @@ static int request_send(CnKubeRequest *r) {
                 k = cn_kube_watch_parser_new(c->max_response, on_watch_event, r, &r->parser);
                 if (k < 0)
                         return k;
+                if (r->item_filter)
+                        cn_kube_watch_parser_set_filter(r->parser, r->item_filter);
                 r->idle_timer = sd_event_source_disable_unref(r->idle_timer);
                 k = sd_event_add_time_relative(c->event, &r->idle_timer, CLOCK_MONOTONIC, r->idle_timeout, 0,
                                                on_watch_idle, r);
@@ -484,7 +490,8 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
 
         body = cn_http_request_get_body(h, &size);
         if (size > 0) {
-                k = cn_json_parse(body, size, r->client->max_response, &obj, NULL);
+                k = cn_json_parse_filtered(body, size, r->client->max_response,
+                                           status >= 200 && status < 300 ? r->filter : NULL, &obj, NULL);
                 if (k < 0 && status >= 200 && status < 300) {
                         request_complete(r, -CN_KUBE_EPROTO, status, NULL, NULL, "response is not valid JSON");
                         return;
@@ -592,6 +599,24 @@ static int request_queue(CnKubeRequest *r, CnKubeRequest **ret_request) {
         return 0;
 }
 
+void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f) {
+        assert(r);
+        r->filter = f;
+}
+
+/* A List's own members, and item_filter for each of its items. */
+static void request_set_item_filter(CnKubeRequest *r, const CnJsonFilter *item_filter) {
+        r->item_filter = item_filter;
+        if (!item_filter)
+                return;
+        r->list_filter[0] = (CnJsonFilter) { "kind" };
+        r->list_filter[1] = (CnJsonFilter) { "apiVersion" };
+        r->list_filter[2] = (CnJsonFilter) { "metadata" };
+        r->list_filter[3] = (CnJsonFilter) { "items", item_filter };
+        r->list_filter[4] = (CnJsonFilter) {};
+        r->filter = r->list_filter;
+}
+
 int cn_kube_request(CnKubeClient *c, const char *method, const char *path, json_object *body,
                     const char *content_type, CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
         CnKubeRequest *r;
@@ -660,6 +685,7 @@ int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, c
                 return k;
         req->list_base = TAKE_PTR(base);
         req->limit = o && o->limit > 0 ? o->limit : CN_KUBE_DEFAULT_PAGE_SIZE;
+        request_set_item_filter(req, o ? o->filter : NULL);
         if (o && ((k = strdup_opt(o->label_selector, &req->label_selector)) < 0 ||
                   (k = strdup_opt(o->field_selector, &req->field_selector)) < 0 ||
                   (k = strdup_opt(o->resource_version, &req->resource_version)) < 0 ||
@@ -694,6 +720,7 @@ int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
         k = request_new(c, REQUEST_WATCH, "GET", full, NULL, NULL, end, handler, userdata, &req);
         if (k < 0)
                 return k;
+        req->item_filter = o ? o->filter : NULL;
         req->idle_timeout = o && o->timeout_seconds > 0
                                     ? o->timeout_seconds * 2 * USEC_PER_SEC + KUBE_WATCH_IDLE_GRACE
                                     : KUBE_WATCH_IDLE_DEFAULT;
