@@ -158,6 +158,10 @@ static int setup_kube(Manager *m) {
                 .component = "initializer",
                 .qps = m->config->daemon.kube_api_qps,
                 .burst = m->config->daemon.kube_api_burst,
+                /* Each sync worker has one PATCH in flight and its Node's Synced Event may be
+                 * another; then the Node watch (the one request that holds a connection), the
+                 * Lease and an address update. */
+                .max_connections = 2 * m->config->concurrent_node_syncs + 3,
         };
         CnKubeInformerOptions io = { .filter = initializer_node_filter };
         _cleanup_free_ char *selector = NULL;

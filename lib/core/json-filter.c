@@ -27,21 +27,26 @@ static void emit(Scan *s, const char *from, size_t n) {
         s->n += n;
 }
 
-/* Past the string that starts at s->p ('"'). */
+/* Past the string that starts at s->p ('"'): its end is the first quote after an even number of
+ * backslashes. Its content is not checked: a kept string is, by json-c, and a dropped one is
+ * never read. */
 static int skip_string(Scan *s) {
-        for (s->p++; s->p < s->end; s->p++) {
-                unsigned char c = (unsigned char) *s->p;
+        const char *start = s->p + 1, *from = start;
 
-                if (c == '"') {
-                        s->p++;
+        for (;;) {
+                const char *q = memchr(from, '"', s->end - from);
+                size_t bs = 0;
+
+                if (!q)
+                        return -EBADMSG;
+                while (q - bs > start && q[-1 - (ptrdiff_t) bs] == '\\')
+                        bs++;
+                if (bs % 2 == 0) {
+                        s->p = q + 1;
                         return 0;
                 }
-                if (c == '\\')
-                        s->p++;
-                else if (c < 0x20)
-                        return -EBADMSG;
+                from = q + 1;
         }
-        return -EBADMSG;
 }
 
 /* Past one value, whatever it holds: strings and bracket nesting are followed, the rest of the

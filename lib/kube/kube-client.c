@@ -67,6 +67,9 @@ struct CnKubeRequest {
         CnBackoff backoff;
         unsigned retries;
 
+        /* a create of a named object: sent again, it answers AlreadyExists and makes nothing */
+        bool resend_safe;
+
         /* what of a successful answer is parsed: for lists the List around item_filter */
         const CnJsonFilter *filter, *item_filter;
         CnJsonFilter list_filter[5];
@@ -285,6 +288,8 @@ static int request_send(CnKubeRequest *r) {
         k = cn_http_request_new(c->http, r->method, url, &h);
         if (k < 0)
                 return k;
+        if (r->resend_safe)
+                cn_http_request_set_resend_safe(h);
         if ((k = cn_http_request_add_header(h, "Accept", "application/json")) < 0 ||
             (k = cn_http_request_add_header(h, "User-Agent", c->user_agent)) < 0)
                 return k;
@@ -575,6 +580,8 @@ static int request_new(CnKubeClient *c, RequestKind kind, const char *method, co
                 if (!r->body || !r->content_type)
                         goto oom;
                 r->body_size = strlen(r->body);
+                r->resend_safe = streq(method, "POST") && !isempty(cn_json_string(body, "metadata", "name", NULL)) &&
+                                 !cn_json_get(body, "metadata", "generateName", NULL);
         }
         *ret = r;
         return 0;
@@ -813,7 +820,10 @@ int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOpti
         if (!c)
                 return -ENOMEM;
         k = cn_http_new(e, &c->http);
+        if (k >= 0 && options && options->max_connections > 0)
+                k = cn_http_set_max_connections(c->http, options->max_connections);
         if (k < 0) {
+                cn_http_free(c->http);
                 free(c);
                 return k;
         }

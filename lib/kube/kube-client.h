@@ -93,6 +93,10 @@ typedef struct CnKubeClientOptions {
         uint64_t timeout_usec;        /* per non-watch request; 0: CN_KUBE_DEFAULT_TIMEOUT_USEC */
         int max_retries;              /* < 0: none; 0: CN_KUBE_DEFAULT_MAX_RETRIES */
         size_t max_response_size;     /* 0: CN_KUBE_DEFAULT_MAX_RESPONSE */
+        /* At most this many connections to the API server, all kept for reuse (lib/core/http.h,
+         * cn_http_set_max_connections()): requests beyond wait for a free one rather than pay a
+         * TLS handshake each. Each watch holds one. 0: no cap, CN_HTTP_IDLE_CONNECTIONS_MAX kept. */
+        unsigned max_connections;
 } CnKubeClientOptions;
 
 /* What a finished request hands to its callback. Everything is borrowed for the duration of the
@@ -210,6 +214,8 @@ typedef CnKubeCallback CnKubeWatchEnd;
 int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
                   CnKubeWatchHandler handler, CnKubeWatchEnd end, void *userdata, CnKubeRequest **ret_request);
 
+/* A create of an object with metadata.name may go over a connection in use before (a lost answer
+ * that libcurl resends answers AlreadyExists); one with generateName always opens a new one. */
 int cn_kube_create(CnKubeClient *c, const CnKubeResource *r, const char *ns, json_object *object,
                    CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 

@@ -124,12 +124,23 @@ static size_t scan_event(CnKubeWatchParser *p, const char *data, size_t size, bo
                 char c = data[i];
 
                 if (p->in_string) {
-                        if (p->escape)
+                        /* Most bytes are in strings: jump to the next quote or backslash. */
+                        const char *q, *b;
+
+                        if (p->escape) {
                                 p->escape = false;
-                        else if (c == '\\')
+                                continue;
+                        }
+                        q = memchr(data + i, '"', size - i);
+                        b = memchr(data + i, '\\', (q ? (size_t) (q - data) : size) - i);
+                        if (b) {
+                                i = b - data;
                                 p->escape = true;
-                        else if (c == '"')
+                        } else if (q) {
+                                i = q - data;
                                 p->in_string = false;
+                        } else
+                                i = size - 1;
                 } else if (c == '"')
                         p->in_string = true;
                 else if (c == '{' || c == '[')
