@@ -11,8 +11,8 @@ the uninitialized taint of --cloud-provider=external, and the status it reports:
 daemonEndpoints, nodeInfo, the Hostname address, attached volumes, and status.images capped at 50
 entries (the kubelet's --node-status-max-images default), most of them with a digest name and a
 tag name. What the API server adds: metadata.managedFields, one entry per writer (kubelet,
-kubelet on status, kube-controller-manager, kubeadm, the CNI, the CSI node plugin), each listing
-the fields it owns as FieldsV1. SIZES below is what one such Node weighs as compact JSON; the
+kubelet on status, kube-controller-manager, the CNI, node-feature-discovery), each listing the
+fields it owns as FieldsV1. SIZES below is what one such Node weighs as compact JSON; the
 shapes follow `kubectl get node -o json` of kind, kubeadm and EKS clusters.
 
 The API server replaces uid, creationTimestamp and resourceVersion; the fake keeps managedFields
