@@ -154,6 +154,58 @@ static int next_item(Scan *s, char close, bool copy_comma) {
         return 0;
 }
 
+static int filter_array(Scan *s, const CnJsonFilter *f, const CnJsonFilter *select, unsigned depth);
+
+/* Whether the filtered element from..to (an object) has select->select_key with one of its
+ * values. */
+static bool element_selected(const char *from, const char *to, const CnJsonFilter *select) {
+        Scan t = { .p = from, .end = to };
+
+        skip_ws(&t);
+        if (t.p >= t.end || *t.p != '{')
+                return false;
+        t.p++;
+        for (;;) {
+                const char *key, *val;
+                size_t len;
+
+                skip_ws(&t);
+                if (t.p >= t.end || *t.p != '"')
+                        return false;
+                key = t.p + 1;
+                if (skip_string(&t) < 0)
+                        return false;
+                len = t.p - key - 1;
+                skip_ws(&t);
+                if (t.p >= t.end || *t.p != ':')
+                        return false;
+                t.p++;
+                skip_ws(&t);
+                val = t.p;
+                if (skip_value(&t) < 0)
+                        return false;
+                if (key_is(select->select_key, key, len)) {
+                        if (*val != '"')
+                                return false;
+                        for (const char *const *v = select->select_values; *v; v++)
+                                if (key_is(*v, val + 1, t.p - val - 2))
+                                        return true;
+                        return false;
+                }
+                skip_ws(&t);
+                if (t.p >= t.end || *t.p != ',')
+                        return false;
+                t.p++;
+        }
+}
+
+static int filter_member(Scan *s, const CnJsonFilter *e, unsigned depth) {
+        skip_ws(s);
+        if (e->select_key && s->p < s->end && *s->p == '[')
+                return filter_array(s, e->members, e, depth);
+        return filter_value(s, e->members, depth);
+}
+
 static int filter_object(Scan *s, const CnJsonFilter *f, unsigned depth) {
         bool first = true;
         int r;
@@ -181,7 +233,7 @@ static int filter_object(Scan *s, const CnJsonFilter *f, unsigned depth) {
                         if (!first)
                                 emit(s, ",", 1);
                         emit(s, key, s->p - key);
-                        r = filter_value(s, e->members, depth + 1);
+                        r = filter_member(s, e, depth + 1);
                         first = false;
                 } else
                         r = skip_value(s);
@@ -191,13 +243,27 @@ static int filter_object(Scan *s, const CnJsonFilter *f, unsigned depth) {
         return r < 0 ? r : 0;
 }
 
-static int filter_array(Scan *s, const CnJsonFilter *f, unsigned depth) {
+/* select: an entry with select_key, or NULL to keep every element. */
+static int filter_array(Scan *s, const CnJsonFilter *f, const CnJsonFilter *select, unsigned depth) {
+        size_t kept = 0;
         int r;
 
-        for (r = open_container(s, ']'); r == 0; r = next_item(s, ']', true)) {
+        if (depth >= CN_JSON_MAX_DEPTH)
+                return -EBADMSG;
+        for (r = open_container(s, ']'); r == 0; r = next_item(s, ']', false)) {
+                size_t mark = s->n;
+
+                /* Elements are separated by the commas we write: unselected ones leave none. */
+                if (kept > 0)
+                        emit(s, ",", 1);
                 r = filter_value(s, f, depth + 1);
                 if (r < 0)
                         return r;
+                if (select && !element_selected(s->out + mark + (kept > 0), s->out + s->n, select)) {
+                        s->n = mark;
+                        continue;
+                }
+                kept++;
         }
         return r < 0 ? r : 0;
 }
@@ -211,7 +277,7 @@ static int filter_value(Scan *s, const CnJsonFilter *f, unsigned depth) {
         if (*s->p == '{')
                 return filter_object(s, f, depth);
         if (*s->p == '[')
-                return filter_array(s, f, depth);
+                return filter_array(s, f, NULL, depth);
         return keep_value(s);
 }
 

@@ -22,6 +22,11 @@ typedef struct CnJsonFilter {
         const char *name;                    /* member name, "*" for any; NULL: end, or include */
         const struct CnJsonFilter *members;  /* NULL: keep the whole value */
         bool drop;                           /* leave the member out */
+        /* For an array of objects: keep only the elements whose member select_key is a string
+         * among select_values (NULL-terminated), as Node conditions by type. select_key must
+         * be among the members kept. */
+        const char *select_key;
+        const char *const *select_values;
 } CnJsonFilter;
 
 #define CN_JSON_FILTER_ANY "*"

@@ -15,6 +15,12 @@ static const CnJsonFilter node[] = { { "metadata", metadata }, { "spec" }, { "st
 static const CnJsonFilter no_managed_md[] = { { "managedFields", .drop = true }, { CN_JSON_FILTER_ANY }, {} };
 static const CnJsonFilter no_managed[] = { { "metadata", no_managed_md }, { CN_JSON_FILTER_ANY }, {} };
 
+static const char *const wanted_types[] = { "Ready", "Mine", NULL };
+static const CnJsonFilter selected_status[] = {
+        { "conditions", cond_members, .select_key = "type", .select_values = wanted_types }, {}
+};
+static const CnJsonFilter selected[] = { { "status", selected_status }, {} };
+
 static const CnJsonFilter extra[] = { { "code" }, { "reason" }, {} };
 static const CnJsonFilter with_extra[] = { CN_JSON_FILTER_INCLUDE(node), { "code" }, { "reason" }, {} };
 
@@ -77,6 +83,16 @@ int main(void) {
               with_extra, "{\"code\":410,\"reason\":\"Expired\",\"metadata\":{\"name\":\"x\"}}",
               "an included filter is looked up first, then the entries after it");
         check("{\"code\":1}", extra, "{\"code\":1}", "a filter without includes");
+        check(full, selected, "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+              "array elements selected by the value of a member");
+        check("{\"status\":{\"conditions\":[{\"type\":\"Disk\"},{\"status\":\"x\",\"type\":\"Mine\"},7,"
+              "{\"type\":1},{\"type\":\"Ready\"},{\"type\":\"R\\u0065ady\"}]}}",
+              selected, "{\"status\":{\"conditions\":[{\"status\":\"x\",\"type\":\"Mine\"},{\"type\":\"Ready\"}]}}",
+              "selection: the key anywhere in the element; non-objects, other types and escaped values left out");
+        check("{\"status\":{\"conditions\":[{\"type\":\"Disk\"}]}}", selected, "{\"status\":{\"conditions\":[]}}",
+              "no element selected leaves an empty array");
+        check("{\"status\":{\"conditions\":{\"type\":\"Disk\"}}}", selected,
+              "{\"status\":{\"conditions\":{\"type\":\"Disk\"}}}", "selection applies to arrays only");
         check(" [ {\"metadata\" : {\"name\" : \"a\" , \"x\" : [ ] } } , 3 , \"s\" , null ] ", node,
               "[{\"metadata\" :{\"name\" :\"a\"}},3,\"s\",null]",
               "an array at the top is filtered element by element; scalars stay");
