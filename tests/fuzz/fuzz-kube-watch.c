@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The watch stream parser on arbitrary bytes, fed in pieces whose sizes come from the input, so
  * that events split at every possible place; with the first byte's high bit, through an object
- * filter (lib/core/json-filter.h) that keeps, narrows and drops members, in arrays too. */
+ * filter (lib/core/json-filter.h) that keeps, narrows and drops members, in arrays too, and
+ * selects array elements by a member's value. */
 #include "fuzz.h"
 #include "kube-client.h"
 
 static const CnJsonFilter names[] = { { "name" }, { "resourceVersion" }, { "skip", .drop = true }, {} };
 static const CnJsonFilter metadata[] = { { "managedFields", .drop = true }, { CN_JSON_FILTER_ANY }, {} };
-static const CnJsonFilter filter[] = { { "metadata", metadata }, { "spec" }, { "status", names }, {} };
+static const char *const types[] = { "Ready", "x", NULL };
+static const CnJsonFilter filter[] = {
+        { "metadata", metadata }, { "spec" }, { "status", names },
+        { "conditions", names, .select_key = "name", .select_values = types }, {}
+};
 
 static int on_event(CnKubeWatchEventType type, json_object *object, void *userdata) {
         (*(unsigned *) userdata)++;
