@@ -12,6 +12,7 @@
 #pragma once
 
 #include "http.h"
+#include "json-util.h"
 #include "provider.h"
 
 /* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
@@ -29,6 +30,7 @@ typedef struct CnProviderHttpReply {
         int error;
         long status;
         json_object *body;
+        json_object *error_body; /* the parsed body of an error answer, when it had one */
         usec_t retry_after;
         const char *message;
         const char *subject_token; /* X-Subject-Token (Keystone) */
@@ -44,6 +46,8 @@ typedef struct CnProviderHttpOptions {
         const char *ca_file;
         const char *const *headers;     /* NULL-terminated "Name: value" list */
         json_object *body;              /* sent as application/json */
+        const char *form;               /* or this, as application/x-www-form-urlencoded */
+        CnTreeParser body_parser;       /* of answers; NULL: JSON */
         CnProviderErrorParser error_parser;
         const char *operation;          /* metric label */
 } CnProviderHttpOptions;
@@ -115,6 +119,7 @@ struct CnProviderCall {
         CnProviderHttpCallback http_cb;
         void *http_userdata;
         CnProviderErrorParser error_parser;
+        CnTreeParser body_parser;
         const char *operation;
 };
 
