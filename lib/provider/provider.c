@@ -143,6 +143,16 @@ const CnProviderOps *cn_provider_find(const char *name) {
         return NULL;
 }
 
+char *cn_provider_names(void) {
+        _cleanup_strv_free_ char **l = NULL;
+        char *s = NULL;
+
+        for (const CnProviderOps *const *o = cn_provider_table; *o; o++)
+                if (strv_extend(&l, (*o)->name) < 0)
+                        return NULL;
+        return strv_join(l, ", ", &s) < 0 ? NULL : s;
+}
+
 int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) {
         va_list ap;
 

@@ -30,8 +30,10 @@ from .web import Request, json_response, text
 LOGGED_HEADERS = ("Authorization", "X-Auth-Token", "X-Subject-Token", "X-aws-ec2-metadata-token",
                   "X-aws-ec2-metadata-token-ttl-seconds", "Metadata-Flavor", "X-Google-Metadata-Request",
                   "Metadata", "X-Forwarded-For", "User-Agent", "Content-Type", "Accept",
-                  "OpenStack-API-Version", "X-OpenStack-Nova-API-Version", "X-Fake-Cloud-Instance")
-SECRET_HEADERS = {"authorization", "x-auth-token", "x-subject-token", "x-aws-ec2-metadata-token"}
+                  "OpenStack-API-Version", "X-OpenStack-Nova-API-Version", "X-Fake-Cloud-Instance",
+                  "X-Amz-Security-Token")
+SECRET_HEADERS = {"authorization", "x-auth-token", "x-subject-token", "x-aws-ec2-metadata-token",
+                  "x-amz-security-token"}
 
 INSTANCE_HEADER = "X-Fake-Cloud-Instance"
 

@@ -33,7 +33,7 @@ KUBELET_USER = "system:node-registration"
 DEFAULT_CASES = "aws:bootstrap hetzner:worker"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
-CLUSTER_PROVIDERS = ("hetzner", "openstack")
+CLUSTER_PROVIDERS = ("hetzner", "openstack", "aws")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
@@ -302,7 +302,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     t.ok(kubelet.get("Result") == "success" and kubelet.get("ActiveState") == "active",
          "%s: kubelet stand-in registered the Node" % n)
 
-    # The static pod only where the cluster-mode initializer has a provider (hetzner, openstack).
+    # The static pod only where the cluster-mode initializer has a provider (CLUSTER_PROVIDERS).
     pod_expected = role == "bootstrap" and platform in CLUSTER_PROVIDERS
     for path, present in ((CLOUD_CONF, role == "bootstrap"), (STATIC_POD, pod_expected)):
         m = res.get("files" + path)
