@@ -28,6 +28,7 @@
 #include "kube-informer.h"
 #include "log.h"
 #include "operand-controller.h"
+#include "provider.h"
 #include "metrics.h"
 
 #define STATUS_OBJECT_NAME "cloudnode"

@@ -15,6 +15,20 @@
 #include "json-util.h"
 #include "provider.h"
 
+/* [Global] key of the cloud config, else (when the provider may use it) the environment variable
+ * env (may be NULL). Borrowed. */
+const char *cn_provider_setting(CnProvider *p, json_object *cfg, const char *key, const char *env);
+/* A secret from a file: its first line, trailing whitespace removed (-ENODATA when empty,
+ * -E2BIG beyond 4 KiB). */
+int cn_provider_read_secret_file(const char *path, char **ret);
+
+/* The API token of clouds with one: [Global] token (or the environment variable env), else the
+ * first line of token-file; what names the cloud in the error. */
+int cn_provider_token_setting(CnProvider *p, json_object *cfg, const char *env, const char *what, char **ret_token,
+                              char **ret_error);
+/* An endpoint URL copied without trailing slashes (paths are joined to it). */
+char *cn_provider_endpoint_dup(const char *url);
+
 /* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
 int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) _printf_(3, 4);
 

@@ -5,7 +5,7 @@ import re
 import secrets
 import time
 
-from . import aws_ec2, metadata
+from . import aws_ec2, digitalocean, metadata
 from .state import StateError
 from .web import json_response, text
 
@@ -84,6 +84,8 @@ def throttle_response(platform, service, st=None):
     if platform == "openstack" and service != "metadata":
         return json_response({"overLimit": {"code": 429, "message": "This request was rate-limited.",
                                             "retryAfter": "1"}}, 429).add("Retry-After", 1)
+    if platform == "digitalocean" and service == "api":
+        return digitalocean.throttle_response()
     if platform == "azure":
         return json_response({"error": "Too many requests"}, 429, "application/json; charset=utf-8")
     if platform == "aws":
@@ -110,6 +112,8 @@ def error_response(platform, service, status):
         return json_response({"error": {"code": status, "message": "injected failure", "title": "Error"}}, status)
     if platform == "aws":
         return aws_ec2.status_response(status) if service == "api" else metadata.aws_error(status)
+    if platform == "digitalocean" and service == "api":
+        return digitalocean.status_response(status)
     if platform == "gcp":
         return metadata._gcp_html(status, "Error", "injected failure")
     if platform == "azure":

@@ -6,6 +6,7 @@ Routing on the main port (in this order):
   header X-Fake-Cloud-Instance    same, choosing the instance by header
   /v1/...                         Hetzner Cloud API
   /ec2/...                        Amazon EC2 Query API
+  /v2/...                         DigitalOcean API v2
   /v3, /v3/...                    OpenStack Keystone v3
   /compute/v2.1/...               OpenStack Nova (the Keystone catalog points here)
   /image/...                      OpenStack Glance v2 (image catalog)
@@ -363,9 +364,10 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import aws_ec2, hetzner, openstack, openstack_services
+    from . import aws_ec2, digitalocean, hetzner, openstack, openstack_services
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/ec2", "aws", "api", aws_ec2.Api(state).handle),
+            ("/v2", "digitalocean", "api", digitalocean.Api(state).handle),
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),
             ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle),
             ("/image", "openstack", "image", openstack_services.Glance(state).handle),

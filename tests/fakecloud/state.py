@@ -55,6 +55,8 @@ DEFAULT_SETTINGS = {
     "aws_credentials": [{"access_key_id": "AKIAIOSFODNN7EXAMPLE",
                          "secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}],
     "aws_role_credentials_ttl": 21600,
+    # DigitalOcean API tokens ({"token", "expires": UNIX time or null}).
+    "do_tokens": [{"token": "dop_v1_cloudnode_test"}],
     # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
     "azure_imds_requests_per_second": 5,
 }

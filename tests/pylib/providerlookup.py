@@ -7,7 +7,7 @@ import subprocess
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(BUILD, "tests", "provider-lookup")
 # Variables through which a provider may take settings from the environment.
-CLOUD_ENV_PREFIXES = ("HCLOUD_", "OS_", "AWS_")
+CLOUD_ENV_PREFIXES = ("HCLOUD_", "OS_", "AWS_", "DO_")
 
 
 def lookup(provider, conf, *calls, env=None):
