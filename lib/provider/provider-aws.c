@@ -249,7 +249,7 @@ static int add_interface_addresses(CnProviderInstance *i, json_object *ifaces, b
         return 0;
 }
 
-int cn_provider_aws_parse_instance(json_object *instance, bool ipv6, CnProviderInstance **ret) {
+int cn_provider_aws_parse_instance(json_object *instance, bool ipv4, bool ipv6, CnProviderInstance **ret) {
         _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = cn_provider_instance_new();
         const char *id = cn_json_string(instance, "instanceId", NULL);
         const char *zone = cn_json_string(instance, "placement", "availabilityZone", NULL);
@@ -258,7 +258,7 @@ int cn_provider_aws_parse_instance(json_object *instance, bool ipv6, CnProviderI
         const char *public_dns = cn_json_string(instance, "dnsName", NULL);
         const char *type = cn_json_string(instance, "instanceType", NULL);
         json_object *ifaces = list(instance, "networkInterfaceSet");
-        int r;
+        int r = 0;
 
         assert(ret);
         if (!i)
@@ -275,13 +275,13 @@ int cn_provider_aws_parse_instance(json_object *instance, bool ipv6, CnProviderI
         r = cn_aws_region_from_zone(zone, &i->region);
         if (r < 0)
                 return r;
-        if (ifaces) {
+        if (ipv4 && ifaces)
                 r = add_interface_addresses(i, ifaces, false);
-                if (r >= 0 && ipv6)
-                        r = add_interface_addresses(i, ifaces, true);
-        } else
+        else if (ipv4)
                 r = add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, cn_json_string(instance, "privateIpAddress", NULL));
-        if (r >= 0)
+        if (r >= 0 && ipv6)
+                r = add_interface_addresses(i, ifaces, true);
+        if (r >= 0 && ipv4)
                 r = add_address(i, CN_NODE_ADDRESS_EXTERNAL_IP, cn_json_string(instance, "ipAddress", NULL));
         if (r >= 0)
                 r = add_address(i, CN_NODE_ADDRESS_INTERNAL_DNS, private_dns);
@@ -401,7 +401,7 @@ static void on_describe(CnProviderCall *call, const CnProviderHttpReply *reply, 
                 for (size_t j = 0; j < list_length(instances); j++) {
                         _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = NULL;
 
-                        r = cn_provider_aws_parse_instance(json_object_array_get_idx(instances, j), a->ipv6, &i);
+                        r = cn_provider_aws_parse_instance(json_object_array_get_idx(instances, j), a->ipv4, a->ipv6, &i);
                         if (r == -ENOENT)
                                 continue;
                         if (r < 0)

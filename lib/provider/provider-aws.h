@@ -44,10 +44,10 @@ int cn_aws_url_host_path(const char *url, char **ret_host, char **ret_path);
  * providerID names one, the zone (NULL otherwise). -EINVAL for anything else. */
 int cn_provider_aws_parse_provider_id(const char *provider_id, char **ret_instance_id, char **ret_zone);
 
-/* One "item" of a DescribeInstances instancesSet (as cn_xml_parse() reads it). ipv6: whether
- * IPv6 addresses are Node addresses (NodeIPFamilies lists ipv6). -ENOENT for a terminated
+/* One "item" of a DescribeInstances instancesSet (as cn_xml_parse() reads it). ipv4, ipv6:
+ * which address families are Node addresses (NodeIPFamilies). -ENOENT for a terminated
  * instance. */
-int cn_provider_aws_parse_instance(json_object *instance, bool ipv6, CnProviderInstance **ret);
+int cn_provider_aws_parse_instance(json_object *instance, bool ipv4, bool ipv6, CnProviderInstance **ret);
 
 /* The credential chain (provider-aws-credentials.c): the cloud config, the environment, the
  * shared credentials file, the instance role of the instance metadata service. */

@@ -7,11 +7,14 @@ written), throttling, and the lifecycle controller (the Node of an instance that
 deleted, a stopped one tainted shut down)."""
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
+import yaml
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, build  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, events, get_node,  # noqa: E402
                     initialized, make_node, set_status, tainted, wait_for, writes)
 from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, FakeCloud  # noqa: E402
@@ -118,6 +121,50 @@ def test_lifecycle_aws(t, k, c, d):
                     env={"AWS_EC2_METADATA_DISABLED": "true"})
 
 
+def test_static_pod_aws(t, k, c, d):
+    """The bootstrap static pod the agent renders on an aws control-plane VM, its command run as
+    kubelet would run it: the instance role's credentials from IMDS (v2 required), the EC2
+    endpoint from the cloud config the agent wrote."""
+    ctl = c.add_instance({"platform": "aws", "name": "ctl", "extra": {"iam_role": "control-plane"},
+                          "require_token": True})
+    root = os.path.join(d, "root-ctl")
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    override = {"Service": "ec2", "Region": "us-east-1", "URL": c.url + "/ec2", "SigningRegion": "us-east-1"}
+    with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+        yaml.safe_dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.metadata_url(ctl["id"])},
+                        "cloudConfig": {"ServiceOverride": {"1": override}}}, f)
+    with open(os.path.join(root, "etc", "cloudnode", "images.json"), "w") as f:
+        json.dump({"cloudControllerManager": "example.com/cloudnode-initializer:test"}, f)
+    p = subprocess.run([build("agent", "cloudnode-agent"), "--root", root, "--once"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+    pod_path = os.path.join(root, "etc", "kubernetes", "manifests", "cloudnode-cloud-node.yaml")
+    if not t.ok(p.returncode == 0 and os.path.exists(pod_path), "aws: the agent renders the bootstrap static pod",
+                p.stderr):
+        return
+    with open(pod_path) as f:
+        container = yaml.safe_load(f)["spec"]["containers"][0]
+    # Paths under the test's root; the kubeconfig of the cluster-mode identity.
+    args = []
+    for a in container["args"]:
+        if a.startswith("--kubeconfig="):
+            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
+        elif a.startswith("--cloud-config="):
+            a = "--cloud-config=" + root + a.split("=", 1)[1]
+        elif a.startswith(("--port=", "--bind-address=")):
+            continue
+        args.append(a)
+    t.ok("--cloud-provider=aws" in args and "--controllers=cloud-node" in args, "aws: the pod runs cluster mode", args)
+    make_node(k, ctl["hostname"])
+    # kubelet's host network reaches 169.254.169.254; here the SDKs' endpoint variable points there.
+    env = {"AWS_EC2_METADATA_SERVICE_ENDPOINT": c.metadata_url(ctl["id"])}
+    with Initializer(args + ["--bind-address=127.0.0.1"], state_dir=d, name="static-pod", env=env) as i:
+        node = wait_for(lambda: initialized(k, ctl["hostname"]), 30)
+        t.ok(node and node["spec"].get("providerID") == pid(ctl),
+             "aws: the static pod's initializer initializes the control-plane Node", i.log()[-3000:])
+        fetched = [r for r in c.requests() if r.get("path", "").endswith("/security-credentials/control-plane")]
+        t.ok(len(fetched) == 1, "aws: with the instance role's credentials", fetched)
+
+
 def do_pid(inst):
     return "digitalocean://%s" % inst["id"]
 
@@ -170,6 +217,7 @@ def main():
         with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)
             t.run(test_lifecycle_aws, k, c, d)
+            t.run(test_static_pod_aws, k, c, d)
             t.run(test_initialize_digitalocean, k, c, d)
             t.run(test_lifecycle_digitalocean, k, c, d)
     sys.exit(t.done())

@@ -185,7 +185,7 @@ static void test_instance(void) {
                                    json_type_string),
                "xml: an empty element is an empty string");
 
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, &i), 0, "instance: parses");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, false, &i), 0, "instance: parses");
         TAP_EQ_STR(i->provider_id, "aws:///eu-west-1c/i-1234567890abcdef0", "instance: providerID aws:///zone/id");
         TAP_EQ_STR(i->instance_type, "t2.micro", "instance: type");
         TAP_EQ_STR(i->zone, "eu-west-1c", "instance: zone");
@@ -201,30 +201,39 @@ static void test_instance(void) {
                    "{\"type\":\"Hostname\",\"address\":\"ip-192-168-1-88.eu-west-1.compute.internal\"},"
                    "{\"type\":\"ExternalDNS\",\"address\":\"ec2-54-194-252-215.eu-west-1.compute.amazonaws.com\"}]",
                    "instance: addresses by device index, then public IP and DNS names (cloud-provider-aws order)");
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, &i6), 0, "instance: parses with ipv6");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, true, &i6), 0, "instance: parses with ipv6");
         a6 = addresses(i6);
         TAP_OK(strstr(a6, "{\"type\":\"InternalIP\",\"address\":\"2001:db8::5\"}") != NULL,
                "instance: NodeIPFamilies ipv6 adds the interface's IPv6 address");
+        {
+                _cleanup_(cn_provider_instance_freep) CnProviderInstance *only6 = NULL;
+                _cleanup_free_ char *a = NULL;
+
+                TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, true, &only6), 0, "instance: parses ipv6 only");
+                a = addresses(only6);
+                TAP_OK(a && !strstr(a, "192.168.") && !strstr(a, "54.194.252.215") && strstr(a, "2001:db8::5"),
+                       "instance: NodeIPFamilies ipv6 alone leaves the IPv4 addresses out");
+        }
 
         state = cn_json_get(inst, "instanceState", NULL);
         json_object_object_add(state, "name", json_object_new_string("stopped"));
         cn_provider_instance_free(i);
         i = NULL;
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, &i), 0, "instance: stopped parses");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, false, &i), 0, "instance: stopped parses");
         TAP_OK(i && i->shutdown, "instance: stopped is shut down");
         json_object_object_add(state, "name", json_object_new_string("terminated"));
         cn_provider_instance_free(i);
         i = NULL;
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, &i), -ENOENT, "instance: terminated is not found");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, false, &i), -ENOENT, "instance: terminated is not found");
 
         json_object_object_add(state, "name", json_object_new_string("running"));
         json_object_object_add(inst, "ipAddress", json_object_new_string("not-an-ip"));
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, &i), -EBADMSG, "instance: a bad address is refused");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, false, &i), -EBADMSG, "instance: a bad address is refused");
         json_object_object_add(inst, "ipAddress", json_object_new_string("54.194.252.215"));
         json_object_object_add(cn_json_get(inst, "placement", NULL), "availabilityZone",
                                json_object_new_string("eu-west-1c/../x"));
-        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, false, &i), -EBADMSG, "instance: a zone with '/' is refused");
-        TAP_EQ_INT(cn_provider_aws_parse_instance(NULL, false, &i), -EBADMSG, "instance: no object is refused");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(inst, true, false, &i), -EBADMSG, "instance: a zone with '/' is refused");
+        TAP_EQ_INT(cn_provider_aws_parse_instance(NULL, true, false, &i), -EBADMSG, "instance: no object is refused");
 }
 
 static void test_xml_hostile(void) {
