@@ -33,10 +33,11 @@ KUBELET_USER = "system:node-registration"
 DEFAULT_CASES = "aws:bootstrap hetzner:worker"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
-CLUSTER_PROVIDERS = ("hetzner", "openstack", "aws")
+CLUSTER_PROVIDERS = ("hetzner", "openstack", "aws", "digitalocean")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
+BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-secrets/kubeconfig"
 
 
 def unit_props(text):
@@ -240,10 +241,17 @@ def cloudnode_case(t, base, work, built, platform, role):
                 project = f.read()
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
+            # A bootstrap VM on a platform with a cluster-mode provider runs the static pod, and
+            # its agent waits with the installer's bootstrap kubeconfig for the in-cluster
+            # initializer to take over (it never does here: the agent stays active, waiting).
+            bootstrap = []
+            if role == "bootstrap" and platform in CLUSTER_PROVIDERS:
+                admin, _ = guest_kubeconfig(kube, kube.token_for("vmtest-installer", ["system:masters"]))
+                bootstrap = [(BOOTSTRAP_KUBECONFIG, admin, 0o600)]
             g.ignition(vmtest.Guest.merge_config(
                 project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
                                 ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
-                + PROBE_CONFIG["files"],
+                + bootstrap + PROBE_CONFIG["files"],
                 units=PROBE_CONFIG["units"]))
             check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
             g.make_disks()
@@ -290,7 +298,8 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
              (inst["type"], inst["region"], inst["zone"]), "%s: %s has instance type, region, zone" % (n, ENV_FILE))
     provider_id = env.get("CLOUDNODE_PROVIDER_ID")
     # The providerID formats of the providers' own cloud-controller-managers.
-    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://"}[platform]
+    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://",
+              "digitalocean": "digitalocean://"}[platform]
     t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(str(inst["id"])),
          "%s: %s has a %s provider id ending in the instance id" % (n, ENV_FILE, scheme), provider_id)
 
