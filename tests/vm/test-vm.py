@@ -30,7 +30,7 @@ import vmtest  # noqa: E402
 MESSAGE_UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 KUBELET_USER = "system:node-registration"
-DEFAULT_CASES = "aws:bootstrap hetzner:worker"
+DEFAULT_CASES = "aws:bootstrap hetzner:worker digitalocean:bootstrap"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
 CLUSTER_PROVIDERS = ("hetzner", "openstack", "aws", "digitalocean")
@@ -358,7 +358,11 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
                        ("topology.kubernetes.io/region", "CLOUDNODE_REGION"),
                        ("topology.kubernetes.io/zone", "CLOUDNODE_ZONE")):
         t.eq(labels.get(label), env.get(key), "%s: label %s = %s" % (n, label, key))
-    t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
+    if platform == "digitalocean":
+        # DigitalOcean has regions, no zones: its metadata service names the region only.
+        t.ok(env.get("CLOUDNODE_REGION") and not env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a region" % n)
+    else:
+        t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
     addrs = {(a.get("type"), a.get("address")) for a in node.get("status", {}).get("addresses", [])}
     t.ok(("InternalIP", inst["private_ipv4"]) in addrs, "%s: Node has InternalIP %s" % (n, inst["private_ipv4"]),
          sorted(addrs))
