@@ -30,7 +30,7 @@ static int help(void) {
                "     --kubeconfig FILE                  Kubeconfig (default: in-cluster, then $KUBECONFIG)\n"
                "     --node-name NAME                   Node mode: initialize this Node from local metadata\n"
                "     --config FILE                      Node config (node mode, default %s)\n"
-               "     --cloud-provider NAME              Cluster mode: hetzner, openstack\n"
+               "     --cloud-provider NAME              Cluster mode: hetzner, openstack, aws, digitalocean\n"
                "     --cloud-config FILE                Cloud provider configuration (cloud.conf)\n"
                "     --controllers LIST                 cloud-node, cloud-node-lifecycle, '*', '-NAME' (default '*')\n"
                "     --leader-elect BOOL                Leader election on a Lease (default true)\n"
