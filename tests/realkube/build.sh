@@ -22,7 +22,9 @@ KUBE_STAGING_VERSION=v0.32.13
 ETCD_VERSION=v3.5.22
 
 cache=${CN_REAL_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cloudnode/real-kube}
-bindir=$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin
+# "-2": kube-apiserver reports its release (/version: the ldflags below); a build of the first
+# form reported v0.0.0-master, which clients that check the server's version (clusterctl) refuse.
+bindir=$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-2/bin
 
 if [ "$mode" = --bindir ]; then
 	[ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ] || exit 1
@@ -136,11 +138,11 @@ printf '//go:build tools\n\npackage realetcd\n\nimport _ "go.etcd.io/etcd/server
 
 # Each program is built only when missing. The graph of modules the build selected must not
 # need a Go newer than 1.23 (Debian 12's): the newest go directive in it is checked.
-build() { # dir package output
+build() { # dir package output [ldflags]
 	[ -x "$bindir/$3" ] && return 0
 	echo "real-kube: building $3 ($2) with $("$go" env GOVERSION)" >&2
 	fetch "$1" "$cache/unreachable" "$2"
-	(cd "$1" && "$go" build -trimpath -ldflags='-s -w' -o "$bindir/$3.tmp" "$2")
+	(cd "$1" && "$go" build -trimpath -ldflags="-s -w ${4:-}" -o "$bindir/$3.tmp" "$2")
 	newest=$(cd "$1" && "$go" list -m -f '{{.GoVersion}}' all | sort -V | tail -n 1)
 	case $newest in
 	1.2[0-3] | 1.2[0-3].* | 1.1[0-9] | 1.1[0-9].* | "") ;;
@@ -153,5 +155,8 @@ build() { # dir package output
 	mv "$bindir/$3.tmp" "$bindir/$3"
 }
 build "$work/etcd" go.etcd.io/etcd/server/v3 etcd
-build "$work/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
+v=k8s.io/component-base/version
+minor=${KUBE_VERSION#v1.}
+build "$work/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "-X $v.gitVersion=$KUBE_VERSION \
+-X $v.gitMajor=1 -X $v.gitMinor=${minor%%.*} -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 echo "$bindir"
