@@ -16,8 +16,13 @@ the Cluster's control-plane endpoint), the Hetzner API of tests/fake-cloud.
   (what its kubelet does, by name, with the uninitialized taint) and cloudnode-initializer in
   cluster mode initializes it (providerID, addresses); the real Machine controller finds the
   Node by providerID and the Machines reach Running.
-- The MachineDeployment scaled from 2 to 3; the Cluster deleted: every Machine, CloudnodeMachine
-  and server goes.
+- The MachineDeployment scaled from 2 to 3.
+- `clusterctl move` to a second management cluster (installed the same way): nothing is left in
+  the first; in the second the Cluster is unpaused, the Machines are Running, the second
+  controller adopts the CloudnodeMachines (relabels each server with the new uid) and no server
+  is created or deleted.
+- The Cluster deleted in the second management cluster: every Machine, CloudnodeMachine and
+  server goes.
 
 The workload cluster's CA is the Cluster's <name>-ca Secret (a CA the user brings, which Cluster
 API then uses for the workload kubeconfig and the kubeadm join data). The control plane is a
@@ -25,9 +30,10 @@ stand-alone Machine, not a KubeadmControlPlane: KCP judges its Machines by the e
 kube-apiserver static pods kubeadm runs on them (it reads etcd members through the Pods of the
 workload cluster), which needs a kubelet and kubeadm on the server; see docs/design.md.
 
-Skips (plan 1..0) where Go >= 1.24 or the Go module proxy is missing. Its cost: about two minutes
-of wall time on an idle 2-core machine, once the binaries are cached."""
+Skips (plan 1..0) where Go >= 1.24 or the Go module proxy is missing. Its cost, once the
+binaries are cached: 90 to 110 s of wall time on a loaded 2-core machine."""
 import base64
+import glob
 import os
 import subprocess
 import sys
@@ -44,7 +50,7 @@ import realkube  # noqa: E402
 NS = "default"
 CAPI = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
 INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
-CONTROLLER_SA = "system:serviceaccount:cloudnode-system:cloudnode-controller"
+UID_LABEL = "cloudnode.io/machine-uid"
 
 
 def items(k, path):
@@ -105,46 +111,44 @@ def main():
     t.done()
 
 
-def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
-    repo = realcapi.Repository(tmp, bindir)
-    conf = hetzner_conf(os.path.join(tmp, "hetzner.conf"), cloud.url, HETZNER_TOKEN)
-    with open(conf, "rb") as f:
-        conf_b64 = base64.b64encode(f.read()).decode()
-
-    # --- clusterctl init --------------------------------------------------------------------
+def install(t, tmp, repo, mgmt, conf_b64, procs, who):
+    """clusterctl init on a management cluster, then its providers as processes; whether all
+    went well. who names the cluster in the test lines."""
+    d = os.path.join(tmp, "providers-" + who)
+    os.makedirs(d, exist_ok=True)
     r = repo.clusterctl(mgmt.kubeconfig, "init", "--core", "cluster-api:" + realcapi.CAPI_VERSION,
                         "--bootstrap", "kubeadm:" + realcapi.CAPI_VERSION,
                         "--control-plane", "kubeadm:" + realcapi.CAPI_VERSION,
                         "--infrastructure", "cloudnode:" + realcapi.CLOUDNODE_VERSION,
                         env={"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64}, check=False)
-    t.ok(r.returncode == 0, "clusterctl init installs the four providers from the local repository",
+    t.ok(r.returncode == 0, "%s: clusterctl init installs the four providers from the local repository" % who,
          r.stdout[-3000:] + r.stderr[-3000:])
     if r.returncode:
-        return
+        return False
     provs = sorted((p["metadata"]["name"], p.get("type"), p.get("version")) for p in
                    items(mgmt, "/apis/clusterctl.cluster.x-k8s.io/v1alpha3/providers"))
     t.eq(provs, [("bootstrap-kubeadm", "BootstrapProvider", realcapi.CAPI_VERSION),
                  ("cluster-api", "CoreProvider", realcapi.CAPI_VERSION),
                  ("control-plane-kubeadm", "ControlPlaneProvider", realcapi.CAPI_VERSION),
                  ("infrastructure-cloudnode", "InfrastructureProvider", realcapi.CLOUDNODE_VERSION)],
-         "clusterctl's inventory: the four providers at their versions")
+         "%s: clusterctl's inventory: the four providers at their versions" % who)
 
-    # --- the providers, as processes ---------------------------------------------------------
+    # The providers, as processes.
     agg = realcapi.aggregate_cluster_roles(mgmt)
-    t.ok("capi-aggregated-manager-role" in agg, "the aggregated ClusterRoles get their rules", agg)
-    cm = realcapi.CertManager(mgmt, tmp)
-    t.eq(cm.issue(), 3, "cert-manager's part: a serving certificate for each Cluster API provider")
+    t.ok("capi-aggregated-manager-role" in agg, "%s: the aggregated ClusterRoles get their rules" % who, agg)
+    cm = realcapi.CertManager(mgmt, d)
+    t.eq(cm.issue(), 3, "%s: cert-manager's part: a serving certificate for each Cluster API provider" % who)
     ports = {}
     for ns in realcapi.PROGRAMS:
-        p, port, log = realcapi.run_capi_manager(mgmt, ns, bindir, tmp)
+        p, port, log = realcapi.run_capi_manager(mgmt, ns, repo.bindir, d)
         procs.append(p)
         ports[ns] = port
         ok = realcapi.wait_port(port, p)
-        t.ok(ok, "%s: the manager serves its webhooks" % ns,
+        t.ok(ok, "%s: %s: the manager serves its webhooks" % (who, ns),
              None if ok else open(log, errors="replace").read()[-4000:])
         if not ok:
-            return
-    t.ok(cm.route(ports) >= 6, "webhook configurations and conversion webhooks point at the managers")
+            return False
+    t.ok(cm.route(ports) >= 6, "%s: webhook configurations and conversion webhooks point at the managers" % who)
     mgmt.api("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings" % NS, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "cloudnode-controller-secrets"},
@@ -152,10 +156,21 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
                     "name": "cloudnode:controller:capi-secrets"},
         "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-controller", "namespace": "cloudnode-system"}]})
     ctl_port = realcapi.free_port()
-    p, _, ctl_log = realcapi.run_deployment(
-        mgmt, realcapi.deployment(mgmt, "cloudnode-system"), build("controller", "cloudnode-controller"), tmp,
+    p, _, _ = realcapi.run_deployment(
+        mgmt, realcapi.deployment(mgmt, "cloudnode-system"), build("controller", "cloudnode-controller"), d,
         lambda mounts: ["--port=%d" % ctl_port, "--bind-address=127.0.0.1", "-v", "4"])
     procs.append(p)
+    return True
+
+
+def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
+    repo = realcapi.Repository(tmp, bindir)
+    conf = hetzner_conf(os.path.join(tmp, "hetzner.conf"), cloud.url, HETZNER_TOKEN)
+    with open(conf, "rb") as f:
+        conf_b64 = base64.b64encode(f.read()).decode()
+
+    if not install(t, tmp, repo, mgmt, conf_b64, procs, "mgmt"):
+        return
     init = subprocess.Popen(
         [build("initializer", "cloudnode-initializer"), "--kubeconfig=" + wl.kubeconfig_for(CLUSTER_SA),
          "--cloud-provider=hetzner", "--cloud-config=" + conf, "--leader-elect=false", "--controllers=cloud-node",
@@ -191,14 +206,14 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
          a.stdout + a.stderr)
 
     # --- the machines come up ----------------------------------------------------------------
-    def log_tail():
+    def log_tail(k=mgmt):
         out = []
-        for name in ("capi-system-capi-controller-manager.log", os.path.basename(ctl_log), "initializer.log"):
-            path = os.path.join(tmp, name)
-            if os.path.exists(path):
-                out.append("== %s\n%s" % (name, open(path, errors="replace").read()[-2500:]))
+        for path in sorted(glob.glob(os.path.join(tmp, "providers-*", "capi-system-*.log")) +
+                           glob.glob(os.path.join(tmp, "providers-*", "cloudnode-system-*.log")) +
+                           [os.path.join(tmp, "initializer.log")]):
+            out.append("== %s\n%s" % (path, open(path, errors="replace").read()[-2000:]))
         out.append("== machines\n%s" % realcapi.dump([(m["metadata"]["name"], m.get("status")) for m in
-                                                      items(mgmt, CAPI + "machines")]))
+                                                      items(k, CAPI + "machines")]))
         return "\n".join(out)
 
     ok = wait_for(lambda: len(running(mgmt)) == 3, 180, 1)
@@ -228,14 +243,38 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
     ok = wait_for(lambda: len(running(mgmt)) == 4 and len(cloud.instances()) == 4, 120, 1)
     t.ok(ok, "a third worker Machine reaches Running on a fourth server", None if ok else log_tail())
 
-    # --- delete ------------------------------------------------------------------------------
-    st, _ = mgmt.api("DELETE", CAPI + "clusters/c1")
-    t.eq(st, 200, "the Cluster deleted")
-    ok = wait_for(lambda: mgmt.api("GET", CAPI + "clusters/c1")[0] == 404, 120, 1)
-    t.ok(ok, "the Cluster goes", None if ok else log_tail())
-    t.eq((len(items(mgmt, CAPI + "machines")), len(items(mgmt, INFRA + "cloudnodemachines")),
-          len(items(mgmt, INFRA + "cloudnodeclusters")), len(cloud.instances())), (0, 0, 0, 0),
-         "no Machine, CloudnodeMachine, CloudnodeCluster or server is left")
+    # --- clusterctl move ----------------------------------------------------------------------
+    with realkube.RealKube(os.path.join(tmp, "mgmt2-kube")) as mgmt2:
+        if not install(t, tmp, repo, mgmt2, conf_b64, procs, "mgmt2"):
+            return
+        before = sorted(i["id"] for i in cloud.instances())
+        r = repo.clusterctl(mgmt.kubeconfig, "move", "--to-kubeconfig", mgmt2.kubeconfig, "--namespace", NS,
+                            check=False)
+        t.ok(r.returncode == 0, "clusterctl move to the second management cluster", r.stdout[-3000:] + r.stderr[-3000:])
+        t.eq((items(mgmt, CAPI + "clusters"), len(items(mgmt, INFRA + "cloudnodemachines"))), ([], 0),
+             "nothing of the cluster is left in the first management cluster")
+        ok = wait_for(lambda: len(running(mgmt2)) == 4 and
+                      not (items(mgmt2, CAPI + "clusters")[0]["spec"].get("paused")), 60, 1)
+        t.ok(ok, "in the second, the Cluster is unpaused and its four Machines are Running", None if ok else log_tail(mgmt2))
+        def relabeled():
+            servers = {"hcloud://%s" % i["id"]: i for i in cloud.instances()}
+            cnms = items(mgmt2, INFRA + "cloudnodemachines")
+            return len(cnms) == 4 and all(
+                (servers.get(m["spec"].get("providerID")) or {}).get("labels", {}).get(UID_LABEL) == m["metadata"]["uid"]
+                for m in cnms)
+        ok = wait_for(relabeled, 60, 1)
+        t.ok(ok, "the second controller adopts the moved CloudnodeMachines: each server is relabeled "
+             "with its new uid", None if ok else log_tail(mgmt2))
+        t.eq(sorted(i["id"] for i in cloud.instances()), before, "the same four servers: none created, none deleted")
+
+        # --- delete ----------------------------------------------------------------------------
+        st, _ = mgmt2.api("DELETE", CAPI + "clusters/c1")
+        t.eq(st, 200, "the Cluster deleted")
+        ok = wait_for(lambda: mgmt2.api("GET", CAPI + "clusters/c1")[0] == 404, 120, 1)
+        t.ok(ok, "the Cluster goes", None if ok else log_tail(mgmt2))
+        t.eq((len(items(mgmt2, CAPI + "machines")), len(items(mgmt2, INFRA + "cloudnodemachines")),
+              len(items(mgmt2, INFRA + "cloudnodeclusters")), len(cloud.instances())), (0, 0, 0, 0),
+             "no Machine, CloudnodeMachine, CloudnodeCluster or server is left")
     kubelets.stop.set()
 
 
