@@ -4,8 +4,9 @@
 # sigs.k8s.io/cluster-api at one pinned release. Test tools only: cloudnode itself is C, and no
 # Cluster API code is kept in this repository. Each program is built once per pinned version into
 # $CN_REAL_CAPI_CACHE (default ~/.cache/cloudnode/real-capi); a second run finds the binaries and
-# does nothing. The Go is the one tests/realkube/build.sh finds, which must be >= 1.24 here; exits
-# 77 (and says why) without one, or when the Go module proxy cannot be reached.
+# does nothing. The Go is the one tests/realkube/build.sh finds; where it is older than 1.24 (Debian
+# 12's golang-1.23), it runs the pinned toolchain $GO_TOOLCHAIN, which Go fetches from the module
+# proxy. Exits 77 (and says why) without a Go, or when the Go module proxy cannot be reached.
 #
 #   build.sh            build what is missing, print the directory holding the four programs
 #   build.sh --bindir   print that directory when all four are there, exit 1 otherwise
@@ -22,6 +23,7 @@ mode=${1:-}
 
 CAPI_VERSION=v1.11.7
 GO_MINOR_MIN=24
+GO_TOOLCHAIN=go1.24.13
 
 cache=${CN_REAL_CAPI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cloudnode/real-capi}
 bindir=$cache/cluster-api-$CAPI_VERSION/bin
@@ -58,13 +60,14 @@ go=$("$here/../realkube/build.sh" --go) || {
 	exit 77
 }
 minor=$("$go" env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+toolchain=local
 if [ -z "$minor" ] || [ "$minor" -lt "$GO_MINOR_MIN" ]; then
-	echo "real-capi: $("$go" env GOVERSION) is older than go1.$GO_MINOR_MIN, which Cluster API $CAPI_VERSION needs: not building it" >&2
-	exit 77
+	# Go >= 1.21 runs another toolchain named in GOTOOLCHAIN, fetched as a module.
+	toolchain=$GO_TOOLCHAIN
 fi
 [ "$mode" = --go-check ] && exit 0
 
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+export CN_GO_TOOLCHAIN=$toolchain GOTOOLCHAIN=$toolchain GOFLAGS=-mod=mod CGO_ENABLED=0
 mkdir -p "$cache"
 # One build at a time per cache (make check and make real-capi may start together).
 exec 9>"$cache/lock"
@@ -99,7 +102,7 @@ import (
 GO
 
 pkgs="sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/bootstrap/kubeadm sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/cmd/clusterctl"
-echo "real-capi: fetching Cluster API $CAPI_VERSION with $("$go" env GOVERSION)" >&2
+echo "real-capi: fetching Cluster API $CAPI_VERSION ($("$go" version))" >&2
 # Fetching the modules is the one step that needs the network (exit 77 when the proxy cannot
 # be reached or is not trusted: the tests skip and say why); any other failure is an error.
 "$here/../realkube/build.sh" --fetch "$work" "$cache/unreachable" $pkgs

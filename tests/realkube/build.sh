@@ -59,7 +59,9 @@ if [ "$mode" = --go ]; then
 	exit 0
 fi
 
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+# The local Go, unless a caller names a pinned toolchain (CN_GO_TOOLCHAIN, e.g. go1.24.13) that
+# Go fetches from the module proxy as the module golang.org/toolchain.
+export GOTOOLCHAIN="${CN_GO_TOOLCHAIN:-local}" GOFLAGS=-mod=mod CGO_ENABLED=0
 
 # Fetching the modules is the one step that needs the network: when the module proxy cannot be
 # reached or is not trusted, the program cannot be built here (exit 77, the tests skip and say
