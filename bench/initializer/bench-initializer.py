@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
+from peers import proc_stats  # noqa: E402
 
 
 def load_fake_cloud_state():
@@ -50,19 +51,6 @@ def percentile(values, p):
     v = sorted(values)
     k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
     return v[k]
-
-
-def proc_stats(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = 0
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                rss = int(line.split()[1]) // 1024
-    return cpu, rss
 
 
 def parse_time(s):
@@ -115,6 +103,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated Node counts")
     ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
+    ap.add_argument("--peers", default="", help="also run the Go peers side by side (bench/initializer/peers.py): "
+                    "comma-separated providers, hetzner and/or openstack")
+    ap.add_argument("--peer-nodes", default="100", help="comma-separated Node counts of the side-by-side runs")
+    ap.add_argument("--peer-qps", default="20", help="--kube-api-qps of both sides")
+    ap.add_argument("--peer-burst", default="30", help="--kube-api-burst of both sides")
+    ap.add_argument("--peer-syncs", type=int, default=1, help="--concurrent-node-syncs of both sides")
     opts = ap.parse_args()
     counts = [int(x) for x in opts.nodes.split(",") if x]
     print("cloudnode-initializer cluster mode, hetzner, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
@@ -126,6 +120,13 @@ def main():
             print("%7d %10.2f %9.1f %9.2f %9.2f %12.2f %8.2f %9d" % (r["n"], r["elapsed"], r["rate"], r["p50"],
                                                                     r["p99"], r["writes"], r["cpu"], r["rss"]))
             sys.stdout.flush()
+        if opts.peers:
+            import peers
+            from fakekubeclient import kube_server
+            peers.compare([p for p in opts.peers.split(",") if p], [int(x) for x in opts.peer_nodes.split(",") if x],
+                          opts.peer_qps, opts.peer_burst, opts.peer_syncs, kube_server, fcstate,
+                          lambda i: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bench-%05d" % i},
+                                     "spec": {"taints": [TAINT]}}, w, sys.stdout)
 
 
 main()
