@@ -46,12 +46,14 @@ def build(providers):
 
 
 def openstack_conf(path, cloud_url):
-    """One cloud.conf for both sides: the keys openstack-cloud-controller-manager reads, which
-    cloudnode's OpenStack provider reads too."""
+    """One cloud.conf for both sides. openstack-cloud-controller-manager reads the project from
+    tenant-name and tenant-domain-name only (project-name is its clouds.yaml spelling; in
+    cloud.conf it is ignored and the token comes back unscoped, without a catalog); cloudnode's
+    OpenStack provider reads both spellings."""
     u = OPENSTACK_USER
     with open(path, "w") as f:
         f.write("[Global]\nauth-url = %s/v3\nusername = %s\npassword = \"%s\"\nuser-domain-name = %s\n"
-                "project-name = %s\nproject-domain-name = %s\nregion = RegionOne\n"
+                "tenant-name = %s\ntenant-domain-name = %s\nregion = RegionOne\n"
                 % (cloud_url, u["name"], u["password"], u["domain"], u["project"], u["domain"]))
     os.chmod(path, 0o600)
     return path
