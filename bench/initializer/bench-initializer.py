@@ -14,7 +14,6 @@ the Synced Event of each Node) bounds the rate; the fakes are Python and, far ab
 which side waited."""
 import argparse
 import datetime
-import importlib.util
 import os
 import sys
 import tempfile
@@ -27,18 +26,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
-from peers import proc_stats  # noqa: E402
-
-
-def load_fake_cloud_state():
-    """tests/fakecloud/state.py, under another package name than the pylib wrapper's module."""
-    pkg = os.path.join(SRC, "tests", "fakecloud")
-    spec = importlib.util.spec_from_file_location("fakecloud_server", os.path.join(pkg, "__init__.py"),
-                                                  submodule_search_locations=[pkg])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fakecloud_server"] = mod
-    spec.loader.exec_module(mod)
-    return importlib.import_module("fakecloud_server.state")
+from peers import load_fake_cloud_state, proc_stats  # noqa: E402
 
 
 fcstate = load_fake_cloud_state()
@@ -87,7 +75,7 @@ def run(n, flags, workdir):
                     if line.startswith("cloudnode_initializer_nodes_initialized_total "):
                         return float(line.split()[1]) >= n
                 return False
-            if not wait_for(done, timeout=3600, interval=0.2):
+            if not wait_for(done, timeout=3600, step=0.2):
                 raise SystemExit("not all nodes initialized; log:\n" + ini.log()[-3000:])
             elapsed = time.time() - t0
             cpu, rss = proc_stats(ini.proc.pid)

@@ -12,8 +12,11 @@ gone, providerID and addresses set), CPU seconds and peak RSS of the process (/p
 moment, and, one second later, the API requests of that identity in the API server's audit log
 and the requests in the fake cloud's request log (the cloud-node-lifecycle controllers poll the
 cloud for Nodes that are not Ready, so those counts grow with the wall time)."""
+import importlib
+import importlib.util
 import os
 import signal
+import sys
 import subprocess
 import threading
 import time
@@ -31,6 +34,17 @@ PEERS = {
     "hetzner": "hcloud-cloud-controller-manager",
     "openstack": "openstack-cloud-controller-manager",
 }
+
+
+def load_fake_cloud_state():
+    """tests/fakecloud/state.py, under another package name than the pylib wrapper's module."""
+    pkg = os.path.join(HERE, "..", "..", "tests", "fakecloud")
+    spec = importlib.util.spec_from_file_location("fakecloud_server", os.path.join(pkg, "__init__.py"),
+                                                  submodule_search_locations=[pkg])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["fakecloud_server"] = mod
+    spec.loader.exec_module(mod)
+    return importlib.import_module("fakecloud_server.state")
 
 
 def build(providers):
@@ -206,6 +220,8 @@ def run_side(side, provider, n, limits, kube_server, add_instances, make_node, b
             # What a side still sends about the last Nodes (an Event) is part of its cost.
             time.sleep(SETTLE)
         elapsed = watcher.last - t0
+        st, lst = k.api("GET", "/api/v1/nodes")
+        nodes = {x["metadata"]["name"]: x for x in lst["items"]}
         audit = [r for r in k.audit() if r.get("user") == CLUSTER_SA]
         cloud = [r for r in c.requests() if r.get("service") or r.get("platform")]
     writes = [r for r in audit if r.get("verb") in WRITE_VERBS]
@@ -213,7 +229,7 @@ def run_side(side, provider, n, limits, kube_server, add_instances, make_node, b
     return {"side": side, "provider": provider, "n": n, "elapsed": elapsed, "rate": n / elapsed,
             "cpu_ms": 1000.0 * cpu / n, "rss": rss, "node_writes": len(node_writes) / n,
             "writes": len(writes) / n, "calls": len(audit) / n, "cloud": len(cloud) / n,
-            "program": BINARY if side == "cloudnode" else os.path.join(bindir, PEERS[provider])}
+            "program": BINARY if side == "cloudnode" else os.path.join(bindir, PEERS[provider]), "nodes": nodes}
 
 
 HEADER = "%-9s %-36s %6s %8s %8s %12s %8s %13s %11s %10s %12s" % (
