@@ -177,7 +177,7 @@ def peer_side(provider, bindir, c, conf, kubeconfig, limits, d):
             "--secure-port=0", "--authentication-skip-lookup=true",
             "--allocate-node-cidrs=false", "--configure-cloud-routes=false",
             # Both clouds' instances carry no cluster tag: cloudnode does not ask for one either.
-            "--allow-untagged-cloud=true", "-v=1"] + limits
+            "--allow-untagged-cloud=true", "-v=" + os.environ.get("CN_PEER_V", "1")] + limits
     if provider == "hetzner":
         env.update({"HCLOUD_TOKEN": HETZNER_TOKEN, "HCLOUD_ENDPOINT": c.url + "/v1",
                     "HCLOUD_LOAD_BALANCERS_ENABLED": "false", "HCLOUD_NETWORK_ROUTES_ENABLED": "false",

@@ -3,7 +3,7 @@
 few Nodes: hcloud-cloud-controller-manager and openstack-cloud-controller-manager, real clients
 of the Hetzner and OpenStack APIs, initialize every Node from tests/fake-cloud, and
 cloudnode-initializer, on the same Nodes and instances, sets the same providerID scheme,
-instance-type and topology labels and every external address the peer reports. Skipped for a
+instance-type and topology labels and every address the peer reports. Skipped for a
 peer that bench/peers/build.sh has not built (make bench-peers-build); make check never builds
 them."""
 import os
@@ -26,8 +26,8 @@ def node(i):
             "spec": {"taints": [{"key": peers.TAINT, "value": "true", "effect": "NoSchedule"}]}}
 
 
-def external(n):
-    return {a["address"] for a in n["status"]["addresses"] if a["type"] == "ExternalIP"}
+def addresses(n):
+    return {(a["type"], a["address"]) for a in n["status"]["addresses"]}
 
 
 def scheme(provider_id):
@@ -64,9 +64,9 @@ def main():
             t.eq({k: ours[name]["metadata"]["labels"].get(k) for k in LABELS},
                  {k: peer[name]["metadata"]["labels"].get(k) for k in LABELS},
                  "%s %s: same instance-type, region and zone labels" % (provider, name))
-            t.ok(external(peer[name]) and external(peer[name]) <= external(ours[name]),
-                 "%s %s: every ExternalIP the peer reports is set" % (provider, name),
-                 "peer %s, cloudnode %s" % (sorted(external(peer[name])), sorted(external(ours[name]))))
+            t.ok(addresses(peer[name]) and addresses(peer[name]) <= addresses(ours[name]),
+                 "%s %s: every address the peer reports is set" % (provider, name),
+                 "peer %s, cloudnode %s" % (sorted(addresses(peer[name])), sorted(addresses(ours[name]))))
         t.ok(rows["peer"]["cloud"] > 0 and rows["cloudnode"]["cloud"] > 0,
              "%s: both sides' cloud requests are in the fake cloud's log" % provider)
     return t.done()
