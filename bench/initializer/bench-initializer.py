@@ -14,7 +14,6 @@ the Synced Event of each Node) bounds the rate; the fakes are Python and, far ab
 which side waited."""
 import argparse
 import datetime
-import importlib.util
 import os
 import sys
 import tempfile
@@ -28,17 +27,7 @@ from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 import nodegen  # noqa: E402
-
-
-def load_fake_cloud_state():
-    """tests/fakecloud/state.py, under another package name than the pylib wrapper's module."""
-    pkg = os.path.join(SRC, "tests", "fakecloud")
-    spec = importlib.util.spec_from_file_location("fakecloud_server", os.path.join(pkg, "__init__.py"),
-                                                  submodule_search_locations=[pkg])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fakecloud_server"] = mod
-    spec.loader.exec_module(mod)
-    return importlib.import_module("fakecloud_server.state")
+from peers import load_fake_cloud_state, proc_stats  # noqa: E402
 
 
 fcstate = load_fake_cloud_state()
@@ -51,19 +40,6 @@ def percentile(values, p):
     v = sorted(values)
     k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
     return v[k]
-
-
-def proc_stats(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = 0
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                rss = int(line.split()[1]) // 1024
-    return cpu, rss
 
 
 def parse_time(s):
@@ -125,6 +101,12 @@ def main():
     ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
     ap.add_argument("--objects", choices=("realistic", "small"), default="realistic",
                     help="Nodes as a kubelet registers them (default) or bare tainted Nodes")
+    ap.add_argument("--peers", default="", help="also run the Go peers side by side (bench/initializer/peers.py): "
+                    "comma-separated providers, hetzner and/or openstack")
+    ap.add_argument("--peer-nodes", default="100", help="comma-separated Node counts of the side-by-side runs")
+    ap.add_argument("--peer-qps", default="20", help="--kube-api-qps of both sides")
+    ap.add_argument("--peer-burst", default="30", help="--kube-api-burst of both sides")
+    ap.add_argument("--peer-syncs", type=int, default=1, help="--concurrent-node-syncs of both sides")
     opts = ap.parse_args()
     counts = [int(x) for x in opts.nodes.split(",") if x]
     print("cloudnode-initializer cluster mode, hetzner, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
@@ -142,6 +124,12 @@ def main():
                 r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["cpu"], r["cpu_per_node"],
                 r["rss"]))
             sys.stdout.flush()
+        if opts.peers:
+            import peers
+            from fakekubeclient import kube_server
+            peers.compare([p for p in opts.peers.split(",") if p], [int(x) for x in opts.peer_nodes.split(",") if x],
+                          opts.peer_qps, opts.peer_burst, opts.peer_syncs, kube_server, fcstate,
+                          lambda i: make_node("bench-%05d" % i, i, opts.objects), w, sys.stdout)
 
 
 main()

@@ -212,7 +212,10 @@ static int arm_timer(CnKubeRequest *r, usec_t delay) {
         int k;
 
         r->timer = sd_event_source_disable_unref(r->timer);
-        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, 0, on_timer, r);
+        /* Every request passes this timer, most with no delay at all: sd-event's default accuracy
+         * (250 ms, for accuracy 0) would let each one wait for a coalesced wake-up. */
+        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, USEC_PER_MSEC,
+                                       on_timer, r);
         if (k < 0)
                 return k;
         (void) sd_event_source_set_description(r->timer, "kube-request-timer");
