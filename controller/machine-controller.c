@@ -29,6 +29,7 @@
 #include "machine-reconcile.h"
 #include "provider.h"
 #include "string-util.h"
+#include "time-util.h"
 
 #define POLL_BASE_USEC (500 * USEC_PER_MSEC)
 #define POLL_CAP_USEC (30 * USEC_PER_SEC)
@@ -230,6 +231,19 @@ static int patch_status(MachineState *s, json_object *cnm, json_object *status_p
         return write_machine(s, cnm, "status", status_patch);
 }
 
+/* The status patch of cn_machine_status_patch() against the live machine's conditions, now. */
+static int status_patch(json_object *cnm, const char *instance_id, const char *instance_state, json_object *addresses,
+                        bool ready, const char *reason, const char *message, json_object **ret) {
+        char now[64];
+        int r;
+
+        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
+        if (r < 0)
+                return r;
+        return cn_machine_status_patch(cn_json_get(cnm, "status", "conditions", NULL), now, instance_id,
+                                       instance_state, addresses, ready, reason, message, ret);
+}
+
 /* A Ready=False condition with a reason, written only when it differs from the live one. */
 static int set_waiting(MachineState *s, json_object *cnm, const char *reason, const char *message) {
         _cleanup_json_ json_object *patch = NULL;
@@ -244,7 +258,7 @@ static int set_waiting(MachineState *s, json_object *cnm, const char *reason, co
                     streq(strempty(cn_json_string(c, "message", NULL)), strempty(message)))
                         return 0;
         }
-        if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
+        if (status_patch(cnm, NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return -ENOMEM;
         return patch_status(s, cnm, patch);
 }
@@ -255,7 +269,7 @@ static void set_failed(MachineState *s, const char *reason, const char *message)
 
         free(s->failed_uid);
         s->failed_uid = s->uid ? strdup(s->uid) : NULL;
-        if (cn_machine_status_patch(NULL, NULL, NULL, false, reason, message, &patch) < 0)
+        if (status_patch(cnm, NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return;
         (void) cn_json_set_string(patch, reason, "status", "failureReason", NULL);
         (void) cn_json_set_string(patch, strempty(message), "status", "failureMessage", NULL);
@@ -286,9 +300,9 @@ static void record_instance(MachineState *s, json_object *instance) {
                 if (spec_patch && cn_json_set_string(spec_patch, pid, "spec", "providerID", NULL) >= 0)
                         (void) write_machine(s, cnm, NULL, spec_patch);
         }
-        r = cn_machine_status_patch(cn_json_string(instance, "id", NULL), cn_json_string(instance, "state", NULL),
-                                    json_object_object_get(instance, "addresses"), ready,
-                                    ready ? "InstanceRunning" : "InstanceProvisioning", NULL, &patch);
+        r = status_patch(cnm, cn_json_string(instance, "id", NULL), cn_json_string(instance, "state", NULL),
+                         json_object_object_get(instance, "addresses"), ready,
+                         ready ? "InstanceRunning" : "InstanceProvisioning", NULL, &patch);
         /* The instance carries this UID's label from its create (or migration) on. */
         if (r >= 0 && !isempty(s->uid))
                 r = cn_json_set_string(patch, s->uid, "status", "instanceLabelUID", NULL);

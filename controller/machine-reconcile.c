@@ -2,6 +2,7 @@
 /* Infrastructure machine contract decisions. See machine-reconcile.h. */
 #include <errno.h>
 
+#include "cluster-reconcile.h"
 #include "json-util.h"
 #include "machine-reconcile.h"
 
@@ -167,25 +168,17 @@ CnMachineMatch cn_machine_match(json_object *instances) {
         return n == 0 ? CN_MACHINE_MATCH_NONE : n == 1 ? CN_MACHINE_MATCH_ONE : CN_MACHINE_MATCH_MANY;
 }
 
-int cn_machine_status_patch(const char *instance_id, const char *instance_state, json_object *addresses, bool ready,
-                            const char *reason, const char *message, json_object **ret) {
-        _cleanup_json_ json_object *p = json_object_new_object(), *cond = json_object_new_object(),
-                                   *conds = json_object_new_array();
+int cn_machine_status_patch(json_object *live_conditions, const char *now, const char *instance_id,
+                            const char *instance_state, json_object *addresses, bool ready, const char *reason,
+                            const char *message, json_object **ret) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *conds = NULL;
         int r;
 
-        if (!p || !cond || !conds)
+        if (!p)
                 return -ENOMEM;
-        r = cn_json_set_string(cond, "Ready", "type", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(cond, ready ? "True" : "False", "status", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(cond, reason, "reason", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(cond, strempty(message), "message", NULL);
+        r = cn_conditions_set(live_conditions, "Ready", ready, reason, message, now, &conds);
         if (r < 0)
                 return r;
-        if (json_object_array_add(conds, TAKE_PTR(cond)) < 0)
-                return -ENOMEM;
         if (instance_id) {
                 r = cn_json_set_string(p, instance_id, "status", "instanceID", NULL);
                 if (r < 0)

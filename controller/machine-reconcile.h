@@ -72,6 +72,8 @@ CnMachineMatch cn_machine_match(json_object *instances);
 
 /* The merge patch for the status subresource of a provisioned (ready) or still provisioning
  * machine: v1beta2 status.initialization.provisioned, v1beta1 status.ready, addresses, the
- * instance id/state and a Ready condition with a reason. */
-int cn_machine_status_patch(const char *instance_id, const char *instance_state, json_object *addresses, bool ready,
-                            const char *reason, const char *message, json_object **ret);
+ * instance id/state and a Ready condition with a reason, set in the live conditions (others kept)
+ * with lastTransitionTime now when its status changes and the live one's when it does not. */
+int cn_machine_status_patch(json_object *live_conditions, const char *now, const char *instance_id,
+                            const char *instance_state, json_object *addresses, bool ready, const char *reason,
+                            const char *message, json_object **ret);

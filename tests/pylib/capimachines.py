@@ -106,6 +106,10 @@ def test_lifecycle(t, env):
         t.ok(st.get("initialization", {}).get("provisioned") is True, "v1beta2 status.initialization.provisioned")
         t.ok(any(a.get("type") == env.profile["address_type"] for a in st.get("addresses", [])),
              "addresses reported", st.get("addresses"))
+        ready_c = [c for c in st.get("conditions", []) if c.get("type") == "Ready"]
+        t.ok(len(ready_c) == 1 and ready_c[0].get("status") == "True" and
+             re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", ready_c[0].get("lastTransitionTime") or ""),
+             "one Ready=True condition with its lastTransitionTime", st.get("conditions"))
         t.ok("cloudnodemachine.infrastructure.cluster.x-k8s.io" in o["metadata"].get("finalizers", []),
              "finalizer added")
         env.delete("m1")

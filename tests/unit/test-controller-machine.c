@@ -73,7 +73,9 @@ int main(void) {
         TAP_EQ_INT(cn_machine_match(one), CN_MACHINE_MATCH_ONE, "one instance: adopt");
         TAP_EQ_INT(cn_machine_match(two), CN_MACHINE_MATCH_MANY, "several: refuse");
 
-        TAP_EQ_INT(cn_machine_status_patch("42", "running", addrs, true, "Provisioned", NULL, &patch), 0, "status patch");
+        TAP_EQ_INT(cn_machine_status_patch(NULL, "2026-11-24T10:00:00Z", "42", "running", addrs, true, "Provisioned", NULL,
+                                           &patch),
+                   0, "status patch");
         TAP_OK(cn_json_get(patch, "status", "ready", NULL) && json_object_get_boolean(cn_json_get(patch, "status", "ready", NULL)),
                "v1beta1 status.ready");
         TAP_OK(json_object_get_boolean(cn_json_get(patch, "status", "initialization", "provisioned", NULL)),
@@ -82,6 +84,39 @@ int main(void) {
         TAP_OK(cn_json_equal(cn_json_get(patch, "status", "addresses", NULL), addrs), "addresses");
         TAP_EQ_STR(cn_json_string(json_object_array_get_idx(cn_json_get(patch, "status", "conditions", NULL), 0), "reason",
                                   NULL), "Provisioned", "Ready condition reason");
+        TAP_EQ_STR(cn_json_string(json_object_array_get_idx(cn_json_get(patch, "status", "conditions", NULL), 0),
+                                  "lastTransitionTime", NULL),
+                   "2026-11-24T10:00:00Z", "a new Ready condition has its transition time");
+        {
+                _cleanup_json_ json_object *live = parse(
+                        "[{\"type\":\"Paused\",\"status\":\"False\",\"reason\":\"NotPaused\",\"message\":\"\","
+                        "\"lastTransitionTime\":\"2026-11-24T09:00:00Z\"},"
+                        "{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"InstanceProvisioning\","
+                        "\"message\":\"\",\"lastTransitionTime\":\"2026-11-24T09:30:00Z\"}]");
+                _cleanup_json_ json_object *same = NULL, *flipped = NULL;
+                json_object *c;
+
+                TAP_EQ_INT(cn_machine_status_patch(live, "2026-11-24T10:00:00Z", NULL, NULL, NULL, false, "WaitingForBootstrapData",
+                                                   NULL, &same),
+                           0, "status patch over live conditions");
+                c = cn_json_get(same, "status", "conditions", NULL);
+                TAP_EQ_INT(c ? (int) json_object_array_length(c) : -1, 2, "the other conditions are kept");
+                for (size_t i = 0; c && i < json_object_array_length(c); i++)
+                        if (streq(strempty(cn_json_string(json_object_array_get_idx(c, i), "type", NULL)), "Ready")) {
+                                TAP_EQ_STR(cn_json_string(json_object_array_get_idx(c, i), "lastTransitionTime", NULL),
+                                           "2026-11-24T09:30:00Z", "a new reason with the same status keeps the time");
+                                TAP_EQ_STR(cn_json_string(json_object_array_get_idx(c, i), "reason", NULL),
+                                           "WaitingForBootstrapData", "the reason is the new one");
+                        }
+                TAP_EQ_INT(cn_machine_status_patch(live, "2026-11-24T10:00:00Z", "42", "running", addrs, true,
+                                                   "InstanceRunning", NULL, &flipped),
+                           0, "status patch to Ready");
+                c = cn_json_get(flipped, "status", "conditions", NULL);
+                for (size_t i = 0; c && i < json_object_array_length(c); i++)
+                        if (streq(strempty(cn_json_string(json_object_array_get_idx(c, i), "type", NULL)), "Ready"))
+                                TAP_EQ_STR(cn_json_string(json_object_array_get_idx(c, i), "lastTransitionTime", NULL),
+                                           "2026-11-24T10:00:00Z", "a changed status takes the time now");
+        }
 
         {
                 _cleanup_json_ json_object *live = parse(
