@@ -80,17 +80,21 @@ def make_node(k, name, tainted=True, provider_id=None, annotations=None, labels=
         node["spec"]["taints"] = taint_list
     if provider_id:
         node["spec"]["providerID"] = provider_id
-    st, out = k.api("POST", "/api/v1/nodes", node)
-    if st != 201:
-        raise RuntimeError("creating node %s: %s %s" % (name, st, out))
     status = {}
     if addresses is not None:
         status["addresses"] = addresses
     if ready is not None:
         status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
                                  "reason": "KubeletReady" if ready else "KubeletNotReady"}]
+    # As a kubelet registers: one create with the status (a Node's create keeps it), so that no
+    # second write races the initializer's own.
     if status:
-        set_status(k, name, status)
+        node["status"] = status
+    st, out = k.api("POST", "/api/v1/nodes", node)
+    if st != 201:
+        raise RuntimeError("creating node %s: %s %s" % (name, st, out))
+    if status and (out or {}).get("status", {}).get("addresses") != status.get("addresses"):
+        raise RuntimeError("creating node %s: the API server dropped its status: %s" % (name, out))
     return out
 
 
