@@ -75,6 +75,8 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
                 if (r < 0 && reply.error == 0)
                         reply.error = -EBADMSG;
         }
+        if (error >= 0 && reply.error < 0 && reply.error != -EBADMSG && c->error_classifier)
+                reply.error = c->error_classifier(reply.status, body, reply.error);
         if (reply.error < 0 && reply.error != -EBADMSG) {
                 if (body && c->error_parser)
                         reply.message = c->error_parser(body);
@@ -143,10 +145,16 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
                 r = cn_http_request_set_body(req, text, strlen(text), "application/json");
                 if (r < 0)
                         return r;
+        } else if (o && o->form_body) {
+                r = cn_http_request_set_body(req, o->form_body, strlen(o->form_body),
+                                             "application/x-www-form-urlencoded");
+                if (r < 0)
+                        return r;
         }
         c->http_cb = cb;
         c->http_userdata = userdata;
         c->error_parser = o ? o->error_parser : NULL;
+        c->error_classifier = o ? o->error_classifier : NULL;
         c->operation = o ? o->operation : NULL;
         r = cn_http_request_submit(req, on_http_done, c);
         if (r < 0)

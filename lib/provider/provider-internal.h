@@ -37,6 +37,9 @@ typedef struct CnProviderHttpReply {
 typedef void (*CnProviderHttpCallback)(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
 /* Pulls a human-readable message out of an error body (may return NULL). Borrowed from body. */
 typedef const char *(*CnProviderErrorParser)(json_object *body);
+/* Reclassifies an error answer from its body where a cloud says more than the status (GCE's 403
+ * rateLimitExceeded is a retryable throttle, not a refusal); returns the errno to use. */
+typedef int (*CnProviderErrorClassifier)(long status, json_object *body, int error);
 
 typedef struct CnProviderHttpOptions {
         const char *bearer_token;       /* Authorization: Bearer */
@@ -44,7 +47,9 @@ typedef struct CnProviderHttpOptions {
         const char *ca_file;
         const char *const *headers;     /* NULL-terminated "Name: value" list */
         json_object *body;              /* sent as application/json */
+        const char *form_body;          /* sent as application/x-www-form-urlencoded (holds secrets) */
         CnProviderErrorParser error_parser;
+        CnProviderErrorClassifier error_classifier;
         const char *operation;          /* metric label */
 } CnProviderHttpOptions;
 
@@ -59,6 +64,39 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
 /* Finishes an instance lookup: answers the caller (once) and releases the call's in-flight
  * reference. Takes ownership of instance. */
 void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
+/* The same without an instance: the fail() of an instance lookup's CnProviderAuth. */
+void cn_provider_call_fail_instance(CnProviderCall *c, const CnProviderResult *res);
+
+/* provider-token.c: the bearer token of a provider's API, cached until shortly before it
+ * expires. */
+typedef struct CnProviderToken {
+        char *value;    /* secret */
+        usec_t expires; /* CLOCK_REALTIME; 0 when unknown */
+} CnProviderToken;
+
+void cn_provider_token_forget(CnProviderToken *t);
+int cn_provider_token_set(CnProviderToken *t, const char *value, usec_t expires);
+bool cn_provider_token_usable(const CnProviderToken *t);
+
+/* A call that needs the token keeps one CnProviderAuth in its state: next() issues its request
+ * once a token is there, fail() ends the call when none can be had. */
+typedef struct CnProviderAuth {
+        int (*next)(CnProviderCall *call);
+        void (*fail)(CnProviderCall *call, const CnProviderResult *res);
+        bool refreshed; /* the token was fetched for this call */
+} CnProviderAuth;
+
+/* Starts the provider's token request; its answer stores the token and runs auth->next. */
+typedef int (*CnProviderTokenFetch)(CnProviderCall *call, CnProviderAuth *auth);
+void cn_provider_auth_fail(CnProviderCall *call, CnProviderAuth *auth, int error, usec_t retry_after,
+                           const char *message);
+/* Runs auth->next at once when the token is usable, else fetch(). */
+int cn_provider_authorize(CnProviderCall *call, CnProviderAuth *auth, const CnProviderToken *token,
+                          CnProviderTokenFetch fetch);
+/* A reply of 401 on a call whose token was not fetched afresh: forgets the token and fetches one
+ * more. True when it took the call over (the reply is then not to be used). */
+bool cn_provider_reauthorize(CnProviderCall *call, CnProviderAuth *auth, CnProviderToken *token,
+                             CnProviderTokenFetch fetch, const CnProviderHttpReply *reply);
 
 /* Machine lifecycle calls (provider-<cloud>-machine.c): creates the call (exactly one of mcb/ccb),
  * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
@@ -115,6 +153,7 @@ struct CnProviderCall {
         CnProviderHttpCallback http_cb;
         void *http_userdata;
         CnProviderErrorParser error_parser;
+        CnProviderErrorClassifier error_classifier;
         const char *operation;
 };
 

@@ -10,10 +10,12 @@
 #include "provider-internal.h"
 #include "string-util.h"
 
+extern const CnProviderOps cn_provider_gcp_ops;
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
 
 const CnProviderOps *const cn_provider_table[] = {
+        &cn_provider_gcp_ops,
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,
         NULL,
@@ -334,6 +336,10 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 break;
         }
         cn_provider_call_unref(c);
+}
+
+void cn_provider_call_fail_instance(CnProviderCall *c, const CnProviderResult *res) {
+        cn_provider_call_finish_instance(c, res, NULL);
 }
 
 int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,

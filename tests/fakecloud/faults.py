@@ -88,6 +88,9 @@ def throttle_response(platform, service, st=None):
         return json_response({"error": "Too many requests"}, 429, "application/json; charset=utf-8")
     if platform == "aws":
         return metadata.aws_error(429)
+    if platform == "gcp" and service == "compute":
+        from . import gcp
+        return gcp.rate_limited()
     if platform == "gcp":
         return metadata._gcp_html(429, "Too Many Requests", "Too many requests.")
     return text("Too Many Requests\n", 429)
@@ -110,6 +113,9 @@ def error_response(platform, service, status):
         return json_response({"error": {"code": status, "message": "injected failure", "title": "Error"}}, status)
     if platform == "aws":
         return metadata.aws_error(status)
+    if platform == "gcp" and service == "compute":
+        from . import gcp
+        return gcp.error(status, "injected failure", "backendError" if status >= 500 else "invalid")
     if platform == "gcp":
         return metadata._gcp_html(status, "Error", "injected failure")
     if platform == "azure":

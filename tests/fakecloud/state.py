@@ -50,6 +50,13 @@ DEFAULT_SETTINGS = {
     # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
     "hetzner_action_errors": [],
     "nova_build_errors": [],
+    # Google: access token lifetime, the service account keys the OAuth endpoint knows
+    # ({"client_email", "public_key" (PEM), "private_key_id", "project_id"}), and the Compute
+    # API's request rate beyond which it answers 403 rateLimitExceeded (0: no limit).
+    "gcp_token_ttl": 3599,
+    "gcp_service_accounts": [],
+    "gcp_requests_per_second": 0,
+    "gcp_page_size": 500,
     # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
     "azure_imds_requests_per_second": 5,
 }

@@ -12,36 +12,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
-
-BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TOOL = os.path.join(BUILD, "tests", "provider-lookup")
-
-
-def lookup(provider, conf, *calls, env=None):
-    e = dict(os.environ)
-    for k in list(e):
-        if k.startswith(("HCLOUD_", "OS_")):
-            del e[k]
-    e.update(env or {})
-    p = subprocess.run([TOOL, provider, conf] + list(calls), capture_output=True, text=True, timeout=60, env=e)
-    if p.returncode != 0:
-        raise RuntimeError("provider-lookup failed (%d): %s" % (p.returncode, p.stderr))
-    return [json.loads(line) for line in p.stdout.splitlines()]
-
-
-def eq(t, got, want, name, diag=None):
-    return t.ok(got == want, name, "got:  %r\nwant: %r\n%s" % (got, want, "" if diag is None else diag))
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
-    return path
-
-
-def addrs(r):
-    return [(a["type"], a["address"]) for a in r.get("addresses", [])]
+from providerlookup import TOOL, addrs, eq, lookup, write  # noqa: E402
 
 
 def test_hetzner(t, c, d):

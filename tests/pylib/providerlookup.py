@@ -1,0 +1,37 @@
+"""Helpers of the provider tests: run tests/provider-lookup (lib/provider/provider.h over HTTP)
+and compare its answers.
+
+    lookup("gcp", conf, "metadata", "gce://p/z/n", "exists", "name", env={...}) -> [dict, ...]"""
+import json
+import os
+import subprocess
+
+BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOL = os.path.join(BUILD, "tests", "provider-lookup")
+# The environment variables the providers read credentials and endpoints from: a test gives
+# them explicitly or not at all.
+PROVIDER_ENV = ("HCLOUD_", "OS_", "GOOGLE_", "GCE_", "AZURE_")
+
+
+def lookup(provider, conf, *calls, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER_ENV)}
+    e.update(env or {})
+    p = subprocess.run([TOOL, provider, conf] + list(calls), capture_output=True, text=True, timeout=60, env=e)
+    if p.returncode != 0:
+        raise RuntimeError("provider-lookup failed (%d): %s" % (p.returncode, p.stderr))
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def eq(t, got, want, name, diag=None):
+    return t.ok(got == want, name, "got:  %r\nwant: %r\n%s" % (got, want, "" if diag is None else diag))
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+    return path
+
+
+def addrs(r):
+    return [(a["type"], a["address"]) for a in r.get("addresses", [])]
