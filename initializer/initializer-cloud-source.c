@@ -147,9 +147,13 @@ static int start(Manager *m) {
         free(error);
         error = NULL;
         r = cn_provider_new(m->config->cloud_provider, m->http, cfg, &m->provider, &error);
-        if (r == -EPROTONOSUPPORT)
-                return log_error_errno(r, "Unknown cloud provider '%s' (this build knows hetzner and openstack).",
-                                       m->config->cloud_provider);
+        if (r == -EPROTONOSUPPORT) {
+                _cleanup_free_ char *known = NULL;
+
+                (void) cn_provider_list(&known);
+                return log_error_errno(r, "Unknown cloud provider '%s' (this build knows %s).",
+                                       m->config->cloud_provider, strna(known));
+        }
         if (r < 0)
                 return log_error_errno(r, "Cloud provider %s: %s", m->config->cloud_provider, error ?: strerror(-r));
         cn_provider_set_request_counter(m->provider, count_cloud_request, m);

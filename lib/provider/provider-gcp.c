@@ -270,6 +270,13 @@ static int scan_page(Lookup *l, json_object *body) {
 
         if (items && !json_object_is_type(items, json_type_object))
                 return -EBADMSG;
+        free(l->page_token);
+        l->page_token = NULL;
+        if (!isempty(next) && !(l->page_token = strdup(next)))
+                return -ENOMEM;
+        /* An empty page has no items at all. */
+        if (!items)
+                return 0;
         json_object_object_foreach(items, scope, v) {
                 json_object *list = cn_json_get(v, "instances", NULL);
 
@@ -286,10 +293,6 @@ static int scan_page(Lookup *l, json_object *body) {
                         l->found = json_object_get(inst);
                 }
         }
-        free(l->page_token);
-        l->page_token = NULL;
-        if (!isempty(next) && !(l->page_token = strdup(next)))
-                return -ENOMEM;
         return 0;
 }
 

@@ -143,6 +143,15 @@ const CnProviderOps *cn_provider_find(const char *name) {
         return NULL;
 }
 
+int cn_provider_list(char **ret) {
+        _cleanup_strv_free_ char **names = NULL;
+
+        for (const CnProviderOps *const *o = cn_provider_table; *o; o++)
+                if (strv_extend(&names, (*o)->name) < 0)
+                        return -ENOMEM;
+        return strv_join(names, ", ", ret);
+}
+
 int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) {
         va_list ap;
 

@@ -280,6 +280,12 @@ def test_errors(t, c, d):
     r, = lookup(conf, "metadata", pid(e1))
     t.ok(r["class"] == "retryable" and r.get("message") and "aaaa" not in r["message"],
          "an oversized answer is refused with a short message", r.get("message"))
+    c.fail({"platform": "gcp", "service": "compute", "status": 200, "count": 1, "body": {"kind": "x"}})
+    r, = lookup(conf, "exists", "e1")
+    eq(t, (r["error"], r["value"]), (0, False), "a list without items is an empty list", r)
+    c.fail({"platform": "gcp", "service": "compute", "status": 200, "count": 1, "body": {"items": []}})
+    r, = lookup(conf, "exists", "e1")
+    eq(t, r["class"], "retryable", "a list whose items are no object is refused", r)
     c.fail({"platform": "gcp", "service": "oauth2", "status": 503, "count": 1})
     other, _ = make_key(d, c)
     r, = lookup(key_conf(d, c, other, "other.conf"), "metadata", pid(e1))
