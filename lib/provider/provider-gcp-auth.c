@@ -141,9 +141,6 @@ int cn_provider_gcp_jwt(const Gcp *g, uint64_t now, char **ret) {
 static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         Gcp *g = cn_provider_data(cn_provider_call_provider(call));
         CnProviderAuth *auth = ASSERT_PTR(userdata);
-        const char *token;
-        int64_t expires_in = 0;
-        int r;
 
         if (reply->error < 0) {
                 const char *what = reply->message;
@@ -157,21 +154,7 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                           reply->retry_after, what);
                 return;
         }
-        token = cn_json_string(reply->body, "access_token", NULL);
-        (void) cn_json_get_int64(reply->body, &expires_in, "expires_in", NULL);
-        if (isempty(token) || strlen(token) > 8192 || strpbrk(token, " \r\n")) {
-                cn_provider_auth_fail(call, auth, -EBADMSG, 0, "no usable access_token in the token response");
-                return;
-        }
-        r = cn_provider_token_set(&g->token, token,
-                                  expires_in > 0 ? cn_now(CLOCK_REALTIME) + (usec_t) expires_in * USEC_PER_SEC : 0);
-        if (r < 0) {
-                cn_provider_auth_fail(call, auth, r, 0, "out of memory");
-                return;
-        }
-        r = auth->next(call);
-        if (r < 0)
-                cn_provider_auth_fail(call, auth, r, 0, "failed to start the Compute API request");
+        cn_provider_oauth_token_reply(call, auth, &g->token, reply->body);
 }
 
 int cn_provider_gcp_fetch_token(CnProviderCall *call, CnProviderAuth *auth) {

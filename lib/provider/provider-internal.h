@@ -86,6 +86,10 @@ typedef struct CnProviderAuth {
         bool refreshed; /* the token was fetched for this call */
 } CnProviderAuth;
 
+/* An OAuth 2.0 token answer ({"access_token", "expires_in"}): stores the token and runs
+ * auth->next, or fails the call when the answer holds no usable token. */
+void cn_provider_oauth_token_reply(CnProviderCall *call, CnProviderAuth *auth, CnProviderToken *token,
+                                   json_object *body);
 /* Starts the provider's token request; its answer stores the token and runs auth->next. */
 typedef int (*CnProviderTokenFetch)(CnProviderCall *call, CnProviderAuth *auth);
 void cn_provider_auth_fail(CnProviderCall *call, CnProviderAuth *auth, int error, usec_t retry_after,

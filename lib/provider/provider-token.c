@@ -2,8 +2,12 @@
 /* The bearer token a provider's API requests carry (Keystone, Google OAuth, Entra ID): cached
  * until shortly before it expires, fetched before a request when there is none, and fetched
  * again once when the API refuses the cached one. */
+#include "json-util.h"
 #include "provider-internal.h"
 #include "time-util.h"
+
+/* Access tokens are opaque but bounded (Entra ID's JWTs run to a few kB). */
+#define PROVIDER_TOKEN_MAX 16384
 
 /* A token is not reused when it expires within this margin. */
 #define PROVIDER_TOKEN_MARGIN (60 * USEC_PER_SEC)
@@ -63,4 +67,36 @@ bool cn_provider_reauthorize(CnProviderCall *call, CnProviderAuth *auth, CnProvi
         if (r < 0)
                 cn_provider_auth_fail(call, auth, r, 0, "failed to start the token request");
         return true;
+}
+
+void cn_provider_oauth_token_reply(CnProviderCall *call, CnProviderAuth *auth, CnProviderToken *token,
+                                   json_object *body) {
+        json_object *exp = cn_json_get(body, "expires_in", NULL);
+        const char *value = cn_json_string(body, "access_token", NULL);
+        int64_t seconds = 0;
+        int r;
+
+        /* Azure's IMDS writes expires_in as a string, the others as a number. */
+        if (exp && json_object_is_type(exp, json_type_string)) {
+                char *end;
+
+                errno = 0;
+                seconds = strtoll(json_object_get_string(exp), &end, 10);
+                if (errno != 0 || *end)
+                        seconds = 0;
+        } else if (exp && json_object_is_type(exp, json_type_int))
+                seconds = json_object_get_int64(exp);
+        if (isempty(value) || strlen(value) > PROVIDER_TOKEN_MAX || strpbrk(value, " \t\r\n")) {
+                cn_provider_auth_fail(call, auth, -EBADMSG, 0, "no usable access_token in the token response");
+                return;
+        }
+        r = cn_provider_token_set(token, value,
+                                  seconds > 0 ? cn_now(CLOCK_REALTIME) + (usec_t) seconds * USEC_PER_SEC : 0);
+        if (r < 0) {
+                cn_provider_auth_fail(call, auth, r, 0, "out of memory");
+                return;
+        }
+        r = auth->next(call);
+        if (r < 0)
+                cn_provider_auth_fail(call, auth, r, 0, "failed to start the API request");
 }

@@ -10,11 +10,13 @@
 #include "provider-internal.h"
 #include "string-util.h"
 
+extern const CnProviderOps cn_provider_azure_ops;
 extern const CnProviderOps cn_provider_gcp_ops;
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
 
 const CnProviderOps *const cn_provider_table[] = {
+        &cn_provider_azure_ops,
         &cn_provider_gcp_ops,
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,

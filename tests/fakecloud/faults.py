@@ -84,6 +84,10 @@ def throttle_response(platform, service, st=None):
     if platform == "openstack" and service != "metadata":
         return json_response({"overLimit": {"code": 429, "message": "This request was rate-limited.",
                                             "retryAfter": "1"}}, 429).add("Retry-After", 1)
+    if platform == "azure" and service == "arm":
+        from . import azure
+        return azure.arm_error(429, "TooManyRequests", "The request is being throttled.",
+                               headers=[("Retry-After", "3"), ("x-ms-ratelimit-remaining-subscription-reads", "0")])
     if platform == "azure":
         return json_response({"error": "Too many requests"}, 429, "application/json; charset=utf-8")
     if platform == "aws":
@@ -118,6 +122,9 @@ def error_response(platform, service, status):
         return gcp.error(status, "injected failure", "backendError" if status >= 500 else "invalid")
     if platform == "gcp":
         return metadata._gcp_html(status, "Error", "injected failure")
+    if platform == "azure" and service == "arm":
+        from . import azure
+        return azure.arm_error(status, "InternalServerError" if status >= 500 else "BadRequest", "injected failure")
     if platform == "azure":
         return json_response({"error": "injected failure"}, status, "application/json; charset=utf-8")
     return text("injected failure\n", status)

@@ -684,6 +684,9 @@ def azure(req, inst, path):
         return _azure_err(405, "Method not allowed")
     if _azure_throttled(req.state, inst):
         return _azure_err(429, "Too many requests")
+    if parts == ["metadata", "identity", "oauth2", "token"]:
+        from . import azure as azure_api
+        return azure_api.imds_token(req, inst)
     if parts == ["metadata", "versions"]:
         return json_response({"apiVersions": AZURE_API_VERSIONS}, content_type="application/json; charset=utf-8")
     if len(parts) < 2 or parts[1] != "instance":

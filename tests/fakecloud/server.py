@@ -10,6 +10,7 @@ Routing on the main port (in this order):
   /image/...                      OpenStack Glance v2 (image catalog)
   /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
   /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
+  /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -361,8 +362,10 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import gcp, hetzner, openstack, openstack_services
+    from . import azure, gcp, hetzner, openstack, openstack_services
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
+            ("/arm", "azure", "arm", azure.Api(state).handle),
+            ("/aad", "azure", "aad", azure.Api(state).handle),
             ("/compute/v1", "gcp", "compute", gcp.Api(state).handle),
             ("/oauth2", "gcp", "oauth2", gcp.Api(state).handle),
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),

@@ -57,6 +57,13 @@ DEFAULT_SETTINGS = {
     "gcp_service_accounts": [],
     "gcp_requests_per_second": 0,
     "gcp_page_size": 500,
+    # Azure: token lifetime, the service principals of the Entra ID token endpoint
+    # ({"client_id", "secret"}), ARM reads per second beyond which it answers 429 (0: no
+    # limit), and the page size of ARM lists.
+    "azure_token_ttl": 3599,
+    "azure_service_principals": [],
+    "azure_arm_reads_per_second": 0,
+    "azure_page_size": 1000,
     # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
     "azure_imds_requests_per_second": 5,
 }

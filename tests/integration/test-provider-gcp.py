@@ -18,7 +18,7 @@ import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
-from providerlookup import TOOL, addrs, eq, write  # noqa: E402
+from providerlookup import TOOL, addrs, eq, renewed_once, write  # noqa: E402
 from providerlookup import lookup as provider_lookup  # noqa: E402
 
 PROJECT = "cloudnode-test"
@@ -51,9 +51,12 @@ def key_conf(d, c, key, name="gcp.conf"):
                  "credentials-file = %s\n" % (PROJECT, c.url, key))
 
 
+def is_token(r):
+    return r.get("path", "").startswith("/oauth2/token") or r.get("path", "").endswith("/service-accounts/default/token")
+
+
 def token_requests(c, since):
-    return [r for r in c.requests()[since:] if r.get("path", "").startswith("/oauth2/token") or
-            r.get("path", "").endswith("/service-accounts/default/token")]
+    return [r for r in c.requests()[since:] if is_token(r)]
 
 
 def pid(inst):
@@ -158,17 +161,7 @@ def test_tokens(t, c, d):
     key, _ = make_key(d, c)
     conf = key_conf(d, c, key)
     # The API rejects the cached token once: one new token, then the answer.
-    p = subprocess.Popen([TOOL, "gcp", conf, "exists", "t1", "wait", "-", "exists", "t1"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    r1 = json.loads(p.stdout.readline())
-    p.stdout.readline()
-    before = len(c.requests())
-    c.fail({"platform": "gcp", "service": "compute", "status": 401, "count": 1})
-    out, _ = p.communicate("\n", timeout=60)
-    r2 = json.loads(out.splitlines()[0])
-    eq(t, (r1["value"], r2["value"]), (True, True), "a token the API rejected is renewed once", r2)
-    eq(t, len(token_requests(c, before)), 1, "exactly one new token after the rejection")
-    c.clear_faults()
+    renewed_once(t, c, "gcp", conf, "t1", {"platform": "gcp", "service": "compute"}, is_token)
     c.fail({"platform": "gcp", "service": "compute", "status": 401})
     r, = lookup(conf, "exists", "t1")
     eq(t, r["class"], "terminal", "a fresh token the API rejects is not retried forever", r)
