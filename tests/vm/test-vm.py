@@ -33,7 +33,7 @@ KUBELET_USER = "system:node-registration"
 DEFAULT_CASES = "aws:bootstrap hetzner:worker"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
-CLUSTER_PROVIDERS = ("hetzner", "openstack")
+CLUSTER_PROVIDERS = ("azure", "gcp", "hetzner", "openstack")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
@@ -290,9 +290,12 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
              (inst["type"], inst["region"], inst["zone"]), "%s: %s has instance type, region, zone" % (n, ENV_FILE))
     provider_id = env.get("CLOUDNODE_PROVIDER_ID")
     # The providerID formats of the providers' own cloud-controller-managers.
-    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://"}[platform]
-    t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(str(inst["id"])),
-         "%s: %s has a %s provider id ending in the instance id" % (n, ENV_FILE, scheme), provider_id)
+    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://", "gcp": "gce://",
+              "azure": "azure://"}[platform]
+    # GCE and Azure name the instance by its name in the providerID, the others by its id.
+    tail = "/" + inst["name"] if platform in ("gcp", "azure") else str(inst["id"])
+    t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(tail),
+         "%s: %s has a %s provider id ending in the instance's %s" % (n, ENV_FILE, scheme, tail), provider_id)
 
     dropin = g.result_text("files" + DROPIN) or ""
     t.ok("KUBELET_PROVIDERID=%s" % provider_id in dropin, "%s: kubelet drop-in carries the provider id" % n, dropin)
@@ -302,7 +305,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     t.ok(kubelet.get("Result") == "success" and kubelet.get("ActiveState") == "active",
          "%s: kubelet stand-in registered the Node" % n)
 
-    # The static pod only where the cluster-mode initializer has a provider (hetzner, openstack).
+    # The static pod only where the cluster-mode initializer has a provider.
     pod_expected = role == "bootstrap" and platform in CLUSTER_PROVIDERS
     for path, present in ((CLOUD_CONF, role == "bootstrap"), (STATIC_POD, pod_expected)):
         m = res.get("files" + path)
