@@ -35,6 +35,7 @@ DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
 CLUSTER_PROVIDERS = ("azure", "gcp", "hetzner", "openstack")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
+BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-secrets/kubeconfig"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
 
@@ -238,12 +239,18 @@ def cloudnode_case(t, base, work, built, platform, role):
                           "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"})
             with open(ignition_config(stage, role), "rb") as f:
                 project = f.read()
+            # The installer's bootstrap kubeconfig, which the static pod and the agent's hand-off
+            # (daemon mode, waiting for the in-cluster initializer) use where a static pod runs.
+            bootstrap = []
+            if role == "bootstrap" and platform in CLUSTER_PROVIDERS:
+                admin, _ = guest_kubeconfig(kube, kube.token_for("system:admin", ["system:masters"]))
+                bootstrap = [(BOOTSTRAP_KUBECONFIG, admin, 0o600)]
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
             g.ignition(vmtest.Guest.merge_config(
                 project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
                                 ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
-                + PROBE_CONFIG["files"],
+                + bootstrap + PROBE_CONFIG["files"],
                 units=PROBE_CONFIG["units"]))
             check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
             g.make_disks()
