@@ -8,6 +8,7 @@
 
 #include "controller-manager.h"
 #include "controller-render.h"
+#include "deckhouse-hooks.h"
 #include "log.h"
 #include "string-util.h"
 #include "time-util.h"
@@ -16,7 +17,9 @@ static int help(void) {
         printf("Usage: cloudnode-controller COMMAND [OPTIONS]\n\n"
                "Commands:\n"
                "  run     Reconcile the provider's Deployments, RBAC and cloud config\n"
-               "  render  Write the bootstrap static pod and cloud.conf for an installer\n\n"
+               "  render  Write the bootstrap static pod and cloud.conf for an installer\n"
+               "  deckhouse-hook NAME [--config] [--module-dir DIR]\n"
+               "          A hook of the Deckhouse module cloud-provider-cloudnode (addon-operator protocol)\n\n"
                "Common options:\n"
                "  -h --help        Show this help\n"
                "     --version     Show the version\n"
@@ -276,5 +279,7 @@ static int run(int argc, char *argv[]) {
 
 int main(int argc, char *argv[]) {
         cn_log_open("cloudnode-controller", CN_LOG_TARGET_AUTO);
+        if (argc > 1 && streq(argv[1], "deckhouse-hook"))
+                return cn_deckhouse_hook_main(argc - 2, argv + 2);
         return run(argc, argv);
 }

@@ -28,6 +28,7 @@
 #include "kube-informer.h"
 #include "log.h"
 #include "operand-controller.h"
+#include "provider.h"
 #include "metrics.h"
 
 #define STATUS_OBJECT_NAME "cloudnode"
@@ -429,9 +430,12 @@ static int operand_cloud_provider(OperandController *oc, const char **ret, char 
                                       "cloudnodeoperator cloudnode --type=merge -p '{\"spec\":{\"cloudProvider\":"
                                       "\"hetzner\"}}'), or pass --cloud-provider to cloudnode-controller",
                                       oc->status_resource->kind, STATUS_OBJECT_NAME);
-        if (r < 0)
-                return set_last_error(oc, "cloud provider '%s' (from the %s) is not one this build has "
-                                      "(hetzner, openstack)", *ret, source);
+        if (r < 0) {
+                _cleanup_free_ char *known = cn_provider_names();
+
+                return set_last_error(oc, "cloud provider '%s' (from the %s) is not one this build has (%s)", *ret,
+                                      source, strna(known));
+        }
         *ret_platform = TAKE_PTR(platform);
         return 0;
 }

@@ -148,9 +148,8 @@ static int start(Manager *m) {
         error = NULL;
         r = cn_provider_new(m->config->cloud_provider, m->http, cfg, &m->provider, &error);
         if (r == -EPROTONOSUPPORT) {
-                _cleanup_free_ char *known = NULL;
+                _cleanup_free_ char *known = cn_provider_names();
 
-                (void) cn_provider_list(&known);
                 return log_error_errno(r, "Unknown cloud provider '%s' (this build knows %s).",
                                        m->config->cloud_provider, strna(known));
         }

@@ -22,9 +22,9 @@ void config_done(Config *c) {
 }
 
 static int help(void) {
-        _cleanup_free_ char *providers = NULL;
+        _cleanup_free_ char *providers = cn_provider_names();
 
-        if (cn_provider_list(&providers) < 0)
+        if (!providers)
                 return log_oom();
         printf("Usage: cloudnode-initializer [OPTIONS]\n\n"
                "Initializes Kubernetes Nodes: addresses, providerID, instance-type and topology labels,\n"

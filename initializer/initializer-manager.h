@@ -13,6 +13,7 @@
 #include "initializer-config.h"
 #include "initializer-metrics.h"
 #include "initializer-source.h"
+#include "json-filter.h"
 #include "kube-daemon.h"
 #include "kube-expectation.h"
 #include "macro.h"
@@ -36,6 +37,10 @@ typedef struct CnNodeConfig CnNodeConfig;
 typedef struct CnWorkQueue CnWorkQueue;
 typedef struct CnWorkItem CnWorkItem;
 typedef struct Manager Manager;
+
+/* The members of a Node the initializer reads (initializer-manager.c): the Node informer's
+ * transform, and the filter of the Nodes our PATCHes return. */
+extern const CnJsonFilter initializer_node_filter[];
 
 struct Manager {
         Config *config;

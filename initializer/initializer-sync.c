@@ -135,6 +135,18 @@ static bool addresses_differ(json_object *node, const CnNodeAddressList *want) {
         return !cn_node_address_list_equal(&have, want);
 }
 
+/* A PATCH of the Node being initialized; the Node it returns is parsed as the cache's are. */
+static int send_patch(NodeState *s, const char *subresource, CnKubePatchType type, json_object *patch,
+                      CnKubeCallback cb) {
+        int r;
+
+        r = cn_kube_patch(s->manager->kube, &cn_kube_resource_nodes, NULL, s->name, subresource, type, patch, cb, s,
+                          &s->request);
+        if (r >= 0)
+                cn_kube_request_set_filter(s->request, initializer_node_filter);
+        return r;
+}
+
 static void on_condition_written(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         _cleanup_free_ char *msg = TAKE_PTR(s->condition_message);
@@ -160,7 +172,6 @@ static void on_condition_written(CnKubeClient *c, const CnKubeResult *res, void 
 static void fail_with_condition(NodeState *s, json_object *node, const char *reason, const char *fmt, ...)
         _printf_(4, 5);
 static void fail_with_condition(NodeState *s, json_object *node, const char *reason, const char *fmt, ...) {
-        Manager *m = s->manager;
         _cleanup_json_ json_object *patch = NULL;
         _cleanup_free_ char *msg = NULL;
         va_list ap;
@@ -177,8 +188,7 @@ static void fail_with_condition(NodeState *s, json_object *node, const char *rea
                 node, &(CnNodeCondition) { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "False", reason, msg }, NULL,
                 cn_now(CLOCK_REALTIME), &patch);
         if (r >= 0)
-                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", CN_KUBE_PATCH_STRATEGIC,
-                                  patch, on_condition_written, s, &s->request);
+                r = send_patch(s, "status", CN_KUBE_PATCH_STRATEGIC, patch, on_condition_written);
         if (r >= 0) {
                 s->condition_reason = reason;
                 free(s->condition_message);
@@ -261,8 +271,7 @@ static void patch_node(NodeState *s, json_object *node) {
                 fail(s, node, "FailedToInitializeNode", 0, "cannot build the Node patch: %s", strerror(-r));
                 return;
         }
-        r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, NULL, CN_KUBE_PATCH_MERGE, patch,
-                          on_node_patched, s, &s->request);
+        r = send_patch(s, NULL, CN_KUBE_PATCH_MERGE, patch, on_node_patched);
         if (r < 0)
                 fail(s, node, "FailedToInitializeNode", 0, "cannot send the Node patch: %s", strerror(-r));
 }
@@ -387,8 +396,7 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
                 return;
         }
         if (r >= 0)
-                r = cn_kube_patch(m->kube, &cn_kube_resource_nodes, NULL, s->name, "status", type, patch,
-                                  on_status_patched, s, &s->request);
+                r = send_patch(s, "status", type, patch, on_status_patched);
         if (r < 0)
                 fail(s, node, "FailedToUpdateNodeAddresses", 0, "cannot send the address patch: %s", strerror(-r));
 }

@@ -14,7 +14,6 @@ the Synced Event of each Node) bounds the rate; the fakes are Python and, far ab
 which side waited."""
 import argparse
 import datetime
-import importlib.util
 import os
 import sys
 import tempfile
@@ -27,17 +26,8 @@ sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
-
-
-def load_fake_cloud_state():
-    """tests/fakecloud/state.py, under another package name than the pylib wrapper's module."""
-    pkg = os.path.join(SRC, "tests", "fakecloud")
-    spec = importlib.util.spec_from_file_location("fakecloud_server", os.path.join(pkg, "__init__.py"),
-                                                  submodule_search_locations=[pkg])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fakecloud_server"] = mod
-    spec.loader.exec_module(mod)
-    return importlib.import_module("fakecloud_server.state")
+import nodegen  # noqa: E402
+from peers import load_fake_cloud_state, proc_stats  # noqa: E402
 
 
 fcstate = load_fake_cloud_state()
@@ -52,24 +42,19 @@ def percentile(values, p):
     return v[k]
 
 
-def proc_stats(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
-    rss = 0
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                rss = int(line.split()[1]) // 1024
-    return cpu, rss
-
-
 def parse_time(s):
     return datetime.datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
-def run(n, flags, workdir):
+def make_node(name, index, objects):
+    """A Node as the kubelet registers it (nodegen: images, conditions, managedFields, ...), or
+    with --objects=small the bare tainted Node of the earlier figures."""
+    if objects == "realistic":
+        return nodegen.node(name, index)
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": [TAINT]}}
+
+
+def run(n, flags, workdir, objects):
     d = tempfile.mkdtemp(dir=workdir)
     cloud_dir = os.path.join(d, "cloud")
     os.makedirs(cloud_dir)
@@ -83,9 +68,7 @@ def run(n, flags, workdir):
             fcstate.add_instance(s, {"platform": "hetzner", "name": "bench-%05d" % i})
     with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(cloud_dir) as c:
         for i in range(n):
-            node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bench-%05d" % i},
-                    "spec": {"taints": [TAINT]}}
-            status, out = k.api("POST", "/api/v1/nodes", node)
+            status, out = k.api("POST", "/api/v1/nodes", make_node("bench-%05d" % i, i, objects))
             if status != 201:
                 raise SystemExit("creating nodes: %s %s" % (status, out))
         conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
@@ -99,7 +82,7 @@ def run(n, flags, workdir):
                     if line.startswith("cloudnode_initializer_nodes_initialized_total "):
                         return float(line.split()[1]) >= n
                 return False
-            if not wait_for(done, timeout=3600, interval=0.2):
+            if not wait_for(done, timeout=3600, step=0.2):
                 raise SystemExit("not all nodes initialized; log:\n" + ini.log()[-3000:])
             elapsed = time.time() - t0
             cpu, rss = proc_stats(ini.proc.pid)
@@ -108,24 +91,45 @@ def run(n, flags, workdir):
         removed = [parse_time(r["time"]) - t0 for r in writes
                    if r.get("verb") == "patch" and not r.get("subresource") and r.get("code") == 200]
     return {"n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
-            "p99": percentile(removed, 99), "writes": len(writes) / n, "cpu": cpu, "rss": rss}
+            "p99": percentile(removed, 99), "writes": len(writes) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n,
+            "rss": rss}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated Node counts")
     ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
+    ap.add_argument("--objects", choices=("realistic", "small"), default="realistic",
+                    help="Nodes as a kubelet registers them (default) or bare tainted Nodes")
+    ap.add_argument("--peers", default="", help="also run the Go peers side by side (bench/initializer/peers.py): "
+                    "comma-separated providers, hetzner and/or openstack")
+    ap.add_argument("--peer-nodes", default="100", help="comma-separated Node counts of the side-by-side runs")
+    ap.add_argument("--peer-qps", default="20", help="--kube-api-qps of both sides")
+    ap.add_argument("--peer-burst", default="30", help="--kube-api-burst of both sides")
+    ap.add_argument("--peer-syncs", type=int, default=1, help="--concurrent-node-syncs of both sides")
     opts = ap.parse_args()
     counts = [int(x) for x in opts.nodes.split(",") if x]
     print("cloudnode-initializer cluster mode, hetzner, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
-    print("%7s %10s %9s %9s %9s %12s %8s %9s" % ("nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node",
-                                                  "CPU s", "RSS MiB"))
+    if opts.objects == "realistic":
+        print("Nodes: %(total)d bytes of JSON each (managedFields %(managedFields)d, status.images %(status.images)d)"
+              % nodegen.sizes())
+    else:
+        print("Nodes: small (name and taint only)")
+    print("%7s %10s %9s %9s %9s %12s %8s %11s %9s" % ("nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node",
+                                                       "CPU s", "CPU ms/node", "RSS MiB"))
     with tempfile.TemporaryDirectory() as w:
         for n in counts:
-            r = run(n, opts.flag, w)
-            print("%7d %10.2f %9.1f %9.2f %9.2f %12.2f %8.2f %9d" % (r["n"], r["elapsed"], r["rate"], r["p50"],
-                                                                    r["p99"], r["writes"], r["cpu"], r["rss"]))
+            r = run(n, opts.flag, w, opts.objects)
+            print("%7d %10.2f %9.1f %9.2f %9.2f %12.2f %8.2f %11.3f %9d" % (
+                r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["cpu"], r["cpu_per_node"],
+                r["rss"]))
             sys.stdout.flush()
+        if opts.peers:
+            import peers
+            from fakekubeclient import kube_server
+            peers.compare([p for p in opts.peers.split(",") if p], [int(x) for x in opts.peer_nodes.split(",") if x],
+                          opts.peer_qps, opts.peer_burst, opts.peer_syncs, kube_server, fcstate,
+                          lambda i: make_node("bench-%05d" % i, i, opts.objects), w, sys.stdout)
 
 
 main()

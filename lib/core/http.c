@@ -224,6 +224,15 @@ int cn_http_new(sd_event *event, CnHttp **ret) {
         return 0;
 }
 
+int cn_http_set_max_connections(CnHttp *h, unsigned n) {
+        assert(h);
+        n = MAX(n, 1U);
+        if (curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long) n) != CURLM_OK ||
+            curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) n) != CURLM_OK)
+                return -EINVAL;
+        return 0;
+}
+
 sd_event *cn_http_get_event(CnHttp *h) {
         return ASSERT_PTR(h)->event;
 }
@@ -497,6 +506,11 @@ static long timeout_to_ms(usec_t timeout) {
 void cn_http_request_set_timeout(CnHttpRequest *r, usec_t timeout) {
         assert(r);
         (void) curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, timeout_to_ms(timeout));
+}
+
+void cn_http_request_set_resend_safe(CnHttpRequest *r) {
+        assert(r);
+        (void) curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 0L);
 }
 
 void cn_http_request_set_connect_timeout(CnHttpRequest *r, usec_t timeout) {

@@ -41,6 +41,12 @@ int cn_http_new(sd_event *event, CnHttp **ret);
 CnHttp *cn_http_free(CnHttp *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnHttp *, cn_http_free);
 sd_event *cn_http_get_event(CnHttp *h);
+/* At most n connections to one server, all kept open for reuse: a request that finds them busy
+ * waits for one (within its timeout) instead of opening another, which over TLS costs a handshake,
+ * more CPU than the request itself, and then is closed again once more than
+ * CN_HTTP_IDLE_CONNECTIONS_MAX are idle. A streaming response (a watch) holds its connection for
+ * as long as it lasts: n must leave room for every one of them. */
+int cn_http_set_max_connections(CnHttp *h, unsigned n);
 
 int cn_http_request_new(CnHttp *h, const char *method, const char *url, CnHttpRequest **ret);
 CnHttpRequest *cn_http_request_ref(CnHttpRequest *r);
@@ -56,6 +62,11 @@ int cn_http_request_set_body(CnHttpRequest *r, const void *data, size_t size, co
 /* Whole-transfer timeout; 0 means none (watch streams end by the server's timeoutSeconds). */
 void cn_http_request_set_timeout(CnHttpRequest *r, usec_t timeout);
 void cn_http_request_set_connect_timeout(CnHttpRequest *r, usec_t timeout);
+/* A POST goes on a new connection, because libcurl sends a request again by itself when a reused
+ * connection closes before any answer, and a second POST may make a second object. For a POST
+ * whose repetition does no harm (a create of a named object: the second one answers
+ * AlreadyExists), this lets it reuse a connection and spare a TLS handshake. */
+void cn_http_request_set_resend_safe(CnHttpRequest *r);
 /* Default CN_HTTP_DEFAULT_MAX_RESPONSE. */
 void cn_http_request_set_max_response(CnHttpRequest *r, size_t max);
 /* Trust anchors: a PEM file or PEM data, then the only ones trusted (neither libcurl's CA

@@ -67,6 +67,13 @@ struct CnKubeRequest {
         CnBackoff backoff;
         unsigned retries;
 
+        /* a create of a named object: sent again, it answers AlreadyExists and makes nothing */
+        bool resend_safe;
+
+        /* what of a successful answer is parsed: for lists the List around item_filter */
+        const CnJsonFilter *filter, *item_filter;
+        CnJsonFilter list_filter[5];
+
         /* watch */
         CnKubeWatchParser *parser;
         char *watch_error_message;
@@ -205,7 +212,10 @@ static int arm_timer(CnKubeRequest *r, usec_t delay) {
         int k;
 
         r->timer = sd_event_source_disable_unref(r->timer);
-        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, 0, on_timer, r);
+        /* Every request passes this timer, most with no delay at all: sd-event's default accuracy
+         * (250 ms, for accuracy 0) would let each one wait for a coalesced wake-up. */
+        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, USEC_PER_MSEC,
+                                       on_timer, r);
         if (k < 0)
                 return k;
         (void) sd_event_source_set_description(r->timer, "kube-request-timer");
@@ -281,6 +291,8 @@ static int request_send(CnKubeRequest *r) {
         k = cn_http_request_new(c->http, r->method, url, &h);
         if (k < 0)
                 return k;
+        if (r->resend_safe)
+                cn_http_request_set_resend_safe(h);
         if ((k = cn_http_request_add_header(h, "Accept", "application/json")) < 0 ||
             (k = cn_http_request_add_header(h, "User-Agent", c->user_agent)) < 0)
                 return k;
@@ -320,6 +332,8 @@ static int request_send(CnKubeRequest *r) {
                 k = cn_kube_watch_parser_new(c->max_response, on_watch_event, r, &r->parser);
                 if (k < 0)
                         return k;
+                if (r->item_filter)
+                        cn_kube_watch_parser_set_filter(r->parser, r->item_filter);
                 r->idle_timer = sd_event_source_disable_unref(r->idle_timer);
                 k = sd_event_add_time_relative(c->event, &r->idle_timer, CLOCK_MONOTONIC, r->idle_timeout, 0,
                                                on_watch_idle, r);
@@ -484,7 +498,8 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
 
         body = cn_http_request_get_body(h, &size);
         if (size > 0) {
-                k = cn_json_parse(body, size, r->client->max_response, &obj, NULL);
+                k = cn_json_parse_filtered(body, size, r->client->max_response,
+                                           status >= 200 && status < 300 ? r->filter : NULL, &obj, NULL);
                 if (k < 0 && status >= 200 && status < 300) {
                         request_complete(r, -CN_KUBE_EPROTO, status, NULL, NULL, "response is not valid JSON");
                         return;
@@ -568,6 +583,8 @@ static int request_new(CnKubeClient *c, RequestKind kind, const char *method, co
                 if (!r->body || !r->content_type)
                         goto oom;
                 r->body_size = strlen(r->body);
+                r->resend_safe = streq(method, "POST") && !isempty(cn_json_string(body, "metadata", "name", NULL)) &&
+                                 !cn_json_get(body, "metadata", "generateName", NULL);
         }
         *ret = r;
         return 0;
@@ -590,6 +607,24 @@ static int request_queue(CnKubeRequest *r, CnKubeRequest **ret_request) {
         else
                 r->floating = true;
         return 0;
+}
+
+void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f) {
+        assert(r);
+        r->filter = f;
+}
+
+/* A List's own members, and item_filter for each of its items. */
+static void request_set_item_filter(CnKubeRequest *r, const CnJsonFilter *item_filter) {
+        r->item_filter = item_filter;
+        if (!item_filter)
+                return;
+        r->list_filter[0] = (CnJsonFilter) { "kind" };
+        r->list_filter[1] = (CnJsonFilter) { "apiVersion" };
+        r->list_filter[2] = (CnJsonFilter) { "metadata" };
+        r->list_filter[3] = (CnJsonFilter) { "items", item_filter };
+        r->list_filter[4] = (CnJsonFilter) {};
+        r->filter = r->list_filter;
 }
 
 int cn_kube_request(CnKubeClient *c, const char *method, const char *path, json_object *body,
@@ -660,6 +695,7 @@ int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, c
                 return k;
         req->list_base = TAKE_PTR(base);
         req->limit = o && o->limit > 0 ? o->limit : CN_KUBE_DEFAULT_PAGE_SIZE;
+        request_set_item_filter(req, o ? o->filter : NULL);
         if (o && ((k = strdup_opt(o->label_selector, &req->label_selector)) < 0 ||
                   (k = strdup_opt(o->field_selector, &req->field_selector)) < 0 ||
                   (k = strdup_opt(o->resource_version, &req->resource_version)) < 0 ||
@@ -694,6 +730,7 @@ int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
         k = request_new(c, REQUEST_WATCH, "GET", full, NULL, NULL, end, handler, userdata, &req);
         if (k < 0)
                 return k;
+        req->item_filter = o ? o->filter : NULL;
         req->idle_timeout = o && o->timeout_seconds > 0
                                     ? o->timeout_seconds * 2 * USEC_PER_SEC + KUBE_WATCH_IDLE_GRACE
                                     : KUBE_WATCH_IDLE_DEFAULT;
@@ -786,7 +823,10 @@ int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOpti
         if (!c)
                 return -ENOMEM;
         k = cn_http_new(e, &c->http);
+        if (k >= 0 && options && options->max_connections > 0)
+                k = cn_http_set_max_connections(c->http, options->max_connections);
         if (k < 0) {
+                cn_http_free(c->http);
                 free(c);
                 return k;
         }

@@ -30,6 +30,7 @@
 #include <json-c/json.h>
 #include <systemd/sd-event.h>
 
+#include "json-filter.h"
 #include "kube-config.h"
 #include "macro.h"
 
@@ -92,6 +93,10 @@ typedef struct CnKubeClientOptions {
         uint64_t timeout_usec;        /* per non-watch request; 0: CN_KUBE_DEFAULT_TIMEOUT_USEC */
         int max_retries;              /* < 0: none; 0: CN_KUBE_DEFAULT_MAX_RETRIES */
         size_t max_response_size;     /* 0: CN_KUBE_DEFAULT_MAX_RESPONSE */
+        /* At most this many connections to the API server, all kept for reuse (lib/core/http.h,
+         * cn_http_set_max_connections()): requests beyond wait for a free one rather than pay a
+         * TLS handshake each. Each watch holds one. 0: no cap, CN_HTTP_IDLE_CONNECTIONS_MAX kept. */
+        unsigned max_connections;
 } CnKubeClientOptions;
 
 /* What a finished request hands to its callback. Everything is borrowed for the duration of the
@@ -158,6 +163,10 @@ typedef struct CnKubeListOptions {
         const char *resource_version; /* list: "0" allows the watch cache; watch: where to start */
         unsigned timeout_seconds;     /* watch: server-side timeoutSeconds; 0: none sent */
         bool allow_watch_bookmarks;   /* watch only */
+        /* list_all and watch: keep only these members of each object (list items, watch event
+         * objects, DELETED ones included), parsed with json-filter.h so that the rest is never
+         * built; the List's and a watch ERROR's own members are kept. NULL: everything. */
+        const CnJsonFilter *filter;
 } CnKubeListOptions;
 
 /* Query string for the options, "?a=b&c=d" (escaped) or "" when none apply. watch adds watch=1
@@ -205,6 +214,8 @@ typedef CnKubeCallback CnKubeWatchEnd;
 int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
                   CnKubeWatchHandler handler, CnKubeWatchEnd end, void *userdata, CnKubeRequest **ret_request);
 
+/* A create of an object with metadata.name may go over a connection in use before (a lost answer
+ * that libcurl resends answers AlreadyExists); one with generateName always opens a new one. */
 int cn_kube_create(CnKubeClient *c, const CnKubeResource *r, const char *ns, json_object *object,
                    CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 
@@ -216,6 +227,11 @@ typedef enum CnKubePatchType {
         CN_KUBE_PATCH_STRATEGIC,
         _CN_KUBE_PATCH_TYPE_MAX,
 } CnKubePatchType;
+
+/* Parse the body of this request's successful response with a filter (json-filter.h): the
+ * callback's object keeps only those members. For a caller that reads a few fields of a large
+ * answer (a Node returned by a PATCH). Error bodies (Status) are parsed whole. */
+void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f);
 
 /* PATCH; subresource "status" for the status subresource. To make a merge patch conditional, put
  * metadata.resourceVersion in it: a stale one fails with CN_KUBE_ECONFLICT. */
@@ -281,6 +297,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeWatchParser *, cn_kube_watch_parser_free);
 int cn_kube_watch_parser_feed(CnKubeWatchParser *p, const void *data, size_t size, char **reterr_message);
 /* True when the input so far ended in the middle of an event (a cut stream). */
 bool cn_kube_watch_parser_partial(CnKubeWatchParser *p);
+/* Parse each event's object with this filter (json-filter.h; a Status's members are kept too).
+ * Before the first feed. */
+void cn_kube_watch_parser_set_filter(CnKubeWatchParser *p, const CnJsonFilter *object_filter);
 
 /* The object's metadata.resourceVersion as a number. resourceVersions are opaque to clients, but
  * every API server hands out etcd revisions (the fake its counter), which are decimal and

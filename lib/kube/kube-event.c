@@ -164,7 +164,9 @@ static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userda
         e->req = cn_kube_request_free(e->req);
         e->recorder->pending--;
 
-        if (result->error >= 0)
+        if (result->error >= 0 || (result->error == -CN_KUBE_EALREADYEXISTS && e->creating))
+                /* AlreadyExists: ours, from a create sent again after a lost answer (or by an
+                 * earlier life of this recorder); later repeats patch it. */
                 e->created = true;
         else if (result->error == -CN_KUBE_ENOTFOUND && !e->creating) {
                 /* The Event expired server-side (events have a TTL): create it afresh. */

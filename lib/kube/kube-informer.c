@@ -29,6 +29,7 @@ struct CnKubeInformer {
         char *group, *version, *resource_name, *kind;
         char *namespace, *label_selector, *field_selector;
         unsigned page_size, watch_timeout_sec;
+        const CnJsonFilter *filter;
         bool shared;
 
         json_object *cache;
@@ -177,6 +178,7 @@ int cn_kube_informer_new(CnKubeClient *c, const CnKubeResource *r, const CnKubeI
                         goto oom;
                 i->page_size = o->page_size;
                 i->watch_timeout_sec = o->watch_timeout_sec;
+                i->filter = o->filter;
         }
         if (i->watch_timeout_sec == 0) {
                 uint64_t rnd = 0;
@@ -203,7 +205,8 @@ int cn_kube_informer_get_shared(CnKubeClient *c, const CnKubeResource *r, const 
                 if (i->client == c && streq_opt(i->group, r->group) && streq_opt(i->version, r->version) &&
                     streq_opt(i->resource_name, r->resource) && streq_opt(i->namespace, o ? o->namespace : NULL) &&
                     streq_opt(i->label_selector, o ? o->label_selector : NULL) &&
-                    streq_opt(i->field_selector, o ? o->field_selector : NULL)) {
+                    streq_opt(i->field_selector, o ? o->field_selector : NULL) &&
+                    i->filter == (o ? o->filter : NULL)) {
                         *ret = cn_kube_informer_ref(i);
                         return 0;
                 }
@@ -496,6 +499,7 @@ static int informer_list(CnKubeInformer *i) {
                 .label_selector = i->label_selector,
                 .field_selector = i->field_selector,
                 .limit = i->page_size,
+                .filter = i->filter,
         };
 
         i->list_req = cn_kube_request_free(i->list_req);
@@ -509,6 +513,7 @@ static int informer_watch(CnKubeInformer *i) {
                 .resource_version = i->resource_version,
                 .allow_watch_bookmarks = true,
                 .timeout_seconds = i->watch_timeout_sec,
+                .filter = i->filter,
         };
 
         i->watch_req = cn_kube_request_free(i->watch_req);

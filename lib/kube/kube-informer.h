@@ -6,6 +6,12 @@
  * add/update/delete; errors restart with exponential backoff and jitter. Controllers read the cache
  * and react to callbacks instead of polling.
  *
+ * A filter (json-filter.h) is the informer's transform, as client-go's SetTransform is used to drop
+ * managedFields and the like: applied while parsing every list item and watch event object
+ * (DELETED ones too), so the cache and the handlers see only the members the consumer reads and
+ * the rest is never built. metadata.name, namespace and resourceVersion must be kept (the cache
+ * is keyed and compared by them).
+ *
  * Objects in the cache are json-c trees owned by the informer; callbacks and lookups hand out
  * borrowed references (json_object_get() to keep one beyond the call). Never modify them. */
 #pragma once
@@ -26,6 +32,8 @@ typedef struct CnKubeInformerOptions {
         const char *field_selector; /* optional; node mode: "metadata.name=NODE" */
         unsigned page_size;         /* list page size; 0: CN_KUBE_DEFAULT_PAGE_SIZE */
         unsigned watch_timeout_sec; /* server-side watch timeout; 0: random 300..600 like client-go */
+        const CnJsonFilter *filter; /* optional: the members kept of each object (see above);
+                                     * static storage, shared informers match on it too */
 } CnKubeInformerOptions;
 
 typedef struct CnKubeInformerHandlers {

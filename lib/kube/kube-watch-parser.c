@@ -2,9 +2,15 @@
 /* Incremental parser of a watch response: the API server streams one JSON object per event,
  * {"type": "ADDED", "object": {...}}, in chunks that split events anywhere. json-c's tokener keeps
  * the partial state between chunks, so each event is handed out as soon as its last byte arrives
- * and nothing is buffered beyond the event being parsed (capped at max_event_size). */
+ * and nothing is buffered beyond the event being parsed (capped at max_event_size).
+ *
+ * With an object filter (json-filter.h) an event's bytes are gathered first (its end found by
+ * following strings and brackets) and then parsed with the filter, so what the reader drops is
+ * never built. */
 #include <limits.h>
 
+#include "buf.h"
+#include "json-filter.h"
 #include "kube-client.h"
 #include "log.h"
 
@@ -17,7 +23,32 @@ struct CnKubeWatchParser {
         char *error_message;
         CnKubeWatchParserFn fn;
         void *userdata;
+
+        /* filtered parsing: the event so far and where the scan of it stands */
+        CnJsonFilter object_filter[8], event_filter[3];
+        bool filtered;
+        CnBuf event;
+        unsigned depth;
+        bool in_string, escape;
 };
+
+/* What an ERROR event's Status carries, kept whatever the reader's filter drops. */
+static const CnJsonFilter status_members[] = {
+        { "kind" }, { "apiVersion" }, { "code" }, { "reason" }, { "message" }, { "details" }, { "status" }, {}
+};
+
+void cn_kube_watch_parser_set_filter(CnKubeWatchParser *p, const CnJsonFilter *object_filter) {
+        assert(p);
+        p->filtered = object_filter;
+        if (!object_filter)
+                return;
+        p->object_filter[0] = (CnJsonFilter) CN_JSON_FILTER_INCLUDE(object_filter);
+        p->object_filter[1] = (CnJsonFilter) CN_JSON_FILTER_INCLUDE(status_members);
+        p->object_filter[2] = (CnJsonFilter) {};
+        p->event_filter[0] = (CnJsonFilter) { "type" };
+        p->event_filter[1] = (CnJsonFilter) { "object", p->object_filter };
+        p->event_filter[2] = (CnJsonFilter) {};
+}
 
 int cn_kube_watch_parser_new(size_t max_event_size, CnKubeWatchParserFn fn, void *userdata,
                              CnKubeWatchParser **ret) {
@@ -38,6 +69,7 @@ int cn_kube_watch_parser_new(size_t max_event_size, CnKubeWatchParserFn fn, void
         /* Events follow each other in one chunk: trailing bytes are the next event, not garbage. */
         json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS | JSON_TOKENER_VALIDATE_UTF8);
         p->max_event_size = max_event_size > 0 ? max_event_size : CN_KUBE_DEFAULT_MAX_RESPONSE;
+        cn_buf_init(&p->event, p->max_event_size);
         p->fn = fn;
         p->userdata = userdata;
         *ret = p;
@@ -48,6 +80,7 @@ CnKubeWatchParser *cn_kube_watch_parser_free(CnKubeWatchParser *p) {
         if (!p)
                 return NULL;
         json_tokener_free(p->tok);
+        cn_buf_done(&p->event);
         free(p->error_message);
         free(p);
         return NULL;
@@ -85,7 +118,86 @@ static int dispatch(CnKubeWatchParser *p, json_object *event) {
         return p->fn(t, object, p->userdata);
 }
 
+/* Up to and including the byte that closes the event, or all of data; *ret_done when it closed. */
+static size_t scan_event(CnKubeWatchParser *p, const char *data, size_t size, bool *ret_done) {
+        for (size_t i = 0; i < size; i++) {
+                char c = data[i];
+
+                if (p->in_string) {
+                        /* Most bytes are in strings: jump to the next quote or backslash. */
+                        const char *q, *b;
+
+                        if (p->escape) {
+                                p->escape = false;
+                                continue;
+                        }
+                        q = memchr(data + i, '"', size - i);
+                        b = memchr(data + i, '\\', (q ? (size_t) (q - data) : size) - i);
+                        if (b) {
+                                i = b - data;
+                                p->escape = true;
+                        } else if (q) {
+                                i = q - data;
+                                p->in_string = false;
+                        } else
+                                i = size - 1;
+                } else if (c == '"')
+                        p->in_string = true;
+                else if (c == '{' || c == '[')
+                        p->depth++;
+                else if ((c == '}' || c == ']') && --p->depth == 0) {
+                        *ret_done = true;
+                        return i + 1;
+                }
+        }
+        *ret_done = false;
+        return size;
+}
+
+static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
+        while (size > 0) {
+                _cleanup_json_ json_object *event = NULL;
+                size_t used;
+                bool done;
+                int r;
+
+                if (!p->in_event) {
+                        while (size > 0 && strchr(" \t\r\n", *data)) {
+                                data++;
+                                size--;
+                        }
+                        if (size == 0)
+                                return 0;
+                        if (*data != '{')
+                                return log_debug_errno(EBADMSG, "Malformed watch stream: an event is not an object.");
+                        p->in_event = true;
+                        p->depth = 0;
+                        p->in_string = p->escape = false;
+                        cn_buf_reset(&p->event);
+                }
+                used = scan_event(p, data, size, &done);
+                if (cn_buf_add(&p->event, data, used) < 0)
+                        return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.", p->max_event_size);
+                data += used;
+                size -= used;
+                if (!done)
+                        continue;
+                p->in_event = false;
+                r = cn_json_parse_filtered(cn_buf_str(&p->event), cn_buf_len(&p->event), p->max_event_size,
+                                           p->event_filter, &event, NULL);
+                if (r < 0 || !event)
+                        return log_debug_errno(EBADMSG, "Malformed watch stream: an event is not valid JSON.");
+                r = dispatch(p, event);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int feed(CnKubeWatchParser *p, const char *data, size_t size) {
+        if (p->filtered)
+                return feed_filtered(p, data, size);
+
         while (size > 0) {
                 json_object *event;
                 enum json_tokener_error e;

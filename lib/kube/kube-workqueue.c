@@ -32,6 +32,7 @@ struct CnWorkQueue {
         sd_event_source *dispatch_source;
         CnWorkItem *buckets[N_BUCKETS];
         CnWorkItem *head, *tail;
+        size_t n_queued; /* the length of head..tail, so that a pass does not walk it */
         size_t n_items;
         unsigned n_active;
 };
@@ -65,17 +66,16 @@ static CnWorkItem *pop(CnWorkQueue *q) {
                 q->tail = NULL;
         i->queue_next = NULL;
         i->queued = false;
+        q->n_queued--;
         return i;
 }
 
 static int on_dispatch(sd_event_source *s, void *userdata) {
         CnWorkQueue *q = ASSERT_PTR(userdata);
-        size_t n = 0;
-
         /* Only what was queued when the pass began: an item queued again by its own work waits
          * for the next iteration of the loop rather than spinning here. */
-        for (CnWorkItem *i = q->head; i; i = i->queue_next)
-                n++;
+        size_t n = q->n_queued;
+
         while (n-- > 0 && q->head && has_slot(q) && ready(q)) {
                 CnWorkItem *i = pop(q);
 
@@ -129,6 +129,7 @@ static void unlink_queued(CnWorkItem *i) {
                                 q->tail = prev;
                         i->queue_next = NULL;
                         i->queued = false;
+                        q->n_queued--;
                         return;
                 }
 }
@@ -269,6 +270,7 @@ void cn_work_queue_add(CnWorkItem *i) {
         if (q->options.add_cancels_retry)
                 i->retry = sd_event_source_disable_unref(i->retry);
         i->queued = true;
+        q->n_queued++;
         if (q->tail)
                 q->tail->queue_next = i;
         else

@@ -21,9 +21,7 @@ static const CnMetadataKey aws_keys[] = {
         {},
 };
 
-/* "us-east-1a" -> "us-east-1"; local zones ("us-west-2-lax-1a") keep their parent region's prefix
- * only through the identity document, which is preferred. */
-static int region_from_zone(const char *zone, char **ret) {
+int cn_aws_region_from_zone(const char *zone, char **ret) {
         size_t n = strlen(zone);
 
         while (n > 0 && zone[n - 1] >= 'a' && zone[n - 1] <= 'z')
@@ -52,7 +50,7 @@ static int aws_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
                 return r;
         if (!m->region && (r = cn_metadata_json_string(identity, "region", &m->region)) < 0)
                 return r;
-        if (!m->region && m->zone && (r = region_from_zone(m->zone, &m->region)) < 0)
+        if (!m->region && m->zone && (r = cn_aws_region_from_zone(m->zone, &m->region)) < 0)
                 return r;
         if (!m->instance_id || !m->zone)
                 return -EBADMSG;

@@ -67,6 +67,10 @@ typedef struct CnMetadataSource {
 const CnMetadataSource *cn_metadata_source_find(const char *platform);
 
 extern const CnMetadataSource cn_metadata_source_aws;
+/* "us-east-1a" -> "us-east-1" (*ret stays NULL when zone has no letter suffix); local zones
+ * ("us-west-2-lax-1a") keep their parent region's prefix only through the identity document,
+ * which the metadata parser prefers. */
+int cn_aws_region_from_zone(const char *zone, char **ret);
 extern const CnMetadataSource cn_metadata_source_openstack;
 extern const CnMetadataSource cn_metadata_source_gcp;
 extern const CnMetadataSource cn_metadata_source_azure;

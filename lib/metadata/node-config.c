@@ -163,7 +163,7 @@ static int parse_metadata(ParseContext *ctx, CnNodeConfig *c, json_object *o) {
         return 0;
 }
 
-/* cloudConfig: section -> mapping of scalars. Values are kept as strings; the INI writer escapes
+/* cloudConfig: section -> mapping of scalars (and of subsections of scalars). Values are kept as strings; the INI writer escapes
  * them, but a section or key name has no escape in the format, so those are restricted here. */
 static bool ini_name_is_valid(const char *s) {
         if (!*s)
@@ -175,8 +175,44 @@ static bool ini_name_is_valid(const char *s) {
         return true;
 }
 
+/* The keys of a section (or, with sub set, of its subsection sub: a mapping among the section's
+ * keys, cloud-provider-aws's [ServiceOverride "1"]) into out, as strings. */
+static int parse_cloud_config_section(ParseContext *ctx, const char *section, const char *sub, json_object *sv,
+                                      json_object *out) {
+        json_object_object_foreach(sv, key, v) {
+                json_object *s;
+                int r;
+
+                if (!ini_name_is_valid(key))
+                        return fail(ctx, "'cloudConfig.%s%s%s': invalid key name '%s'", section, sub ? "." : "",
+                                    strempty(sub), key);
+                if (json_object_is_type(v, json_type_object) && !sub) {
+                        s = json_object_new_object();
+                        if (!s || json_object_object_add(out, key, s) < 0) {
+                                json_object_put(s);
+                                return -ENOMEM;
+                        }
+                        r = parse_cloud_config_section(ctx, section, key, v, s);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array) ||
+                    json_object_is_type(v, json_type_null))
+                        return fail(ctx, "'cloudConfig.%s.%s%s%s' must be a scalar", section, strempty(sub),
+                                    sub ? "." : "", key);
+                s = json_object_new_string(json_object_get_string(v));
+                if (!s || json_object_object_add(out, key, s) < 0) {
+                        json_object_put(s);
+                        return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
 static int parse_cloud_config(ParseContext *ctx, CnNodeConfig *c, json_object *o) {
         _cleanup_json_ json_object *out = json_object_new_object();
+        int r;
 
         if (!out)
                 return -ENOMEM;
@@ -191,20 +227,9 @@ static int parse_cloud_config(ParseContext *ctx, CnNodeConfig *c, json_object *o
                         return fail(ctx, "'cloudConfig': invalid section name '%s'", section);
                 if (!json_object_is_type(sv, json_type_object))
                         return fail(ctx, "'cloudConfig.%s' must be a mapping", section);
-                json_object_object_foreach(sv, key, v) {
-                        json_object *s;
-
-                        if (!ini_name_is_valid(key))
-                                return fail(ctx, "'cloudConfig.%s': invalid key name '%s'", section, key);
-                        if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array) ||
-                            json_object_is_type(v, json_type_null))
-                                return fail(ctx, "'cloudConfig.%s.%s' must be a scalar", section, key);
-                        s = json_object_new_string(json_object_get_string(v));
-                        if (!s || json_object_object_add(so, key, s) < 0) {
-                                json_object_put(s);
-                                return -ENOMEM;
-                        }
-                }
+                r = parse_cloud_config_section(ctx, section, NULL, sv, so);
+                if (r < 0)
+                        return r;
                 if (json_object_object_add(out, section, so) < 0)
                         return -ENOMEM;
                 TAKE_PTR(so);

@@ -56,6 +56,22 @@ static bool parse_value(char *v) {
         return false;
 }
 
+/* "Global", or a gcfg subsection as cloud-provider-aws's `ServiceOverride "1"`: one space and a
+ * quoted name without quotes or escapes in it. */
+static bool valid_section_name(const char *s) {
+        size_t n = strcspn(s, " \t\"");
+        const char *sub;
+
+        if (n == 0)
+                return false;
+        if (s[n] == 0)
+                return true;
+        if (s[n] != ' ' || s[n + 1] != '"')
+                return false;
+        sub = s + n + 2;
+        return strcspn(sub, "\"\\") > 0 && streq(sub + strcspn(sub, "\"\\"), "\"");
+}
+
 static json_object *find_section(json_object *cfg, const char *name) {
         json_object_object_foreach(cfg, k, v)
                 if (strcasecmp(k, name) == 0)
@@ -98,7 +114,7 @@ int cn_cloud_config_parse(const char *text, size_t size, json_object **ret, char
                                 return fail(line, "malformed section header", ret_error);
                         *end = 0;
                         s = cn_strstrip(s + 1);
-                        if (*s == 0 || strpbrk(s, " \t\""))
+                        if (*s == 0 || !valid_section_name(s))
                                 return fail(line, "unsupported section name", ret_error);
                         section = find_section(cfg, s);
                         if (!section) {

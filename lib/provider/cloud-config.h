@@ -3,7 +3,8 @@
  * ("[Global]\nauth-url = https://...\n"), into the same shape the node config's cloudConfig has
  * (section -> key -> string), so that a provider reads its settings one way whatever their
  * source. gcfg syntax as used upstream: '#' and ';' comments, "key = value", double-quoted
- * values with \" \\ \n \t escapes, repeated sections merge, a repeated key keeps the last value. */
+ * values with \" \\ \n \t escapes, repeated sections merge, a repeated key keeps the last value.
+ * A subsection header `[ServiceOverride "1"]` names the section `ServiceOverride "1"`. */
 #pragma once
 
 #include "macro.h"

@@ -56,12 +56,6 @@ typedef struct Lookup {
         size_t next_ip;
 } Lookup;
 
-static const char *setting(CnProvider *p, json_object *cfg, const char *key, const char *env) {
-        const char *v = cn_cloud_config_get(cfg, "Global", key);
-
-        return !isempty(v) ? v : (env && cn_provider_uses_environment(p) ? getenv(env) : NULL);
-}
-
 static void azure_done(CnProvider *p) {
         Azure *a = cn_provider_data(p);
 
@@ -80,30 +74,23 @@ static void azure_done(CnProvider *p) {
         free(a->ca_file);
 }
 
-static int dup_trimmed(const char *s, char **ret) {
-        *ret = strdup(s);
-        if (!*ret)
-                return -ENOMEM;
-        for (size_t l = strlen(*ret); l > 0 && (*ret)[l - 1] == '/'; l--)
-                (*ret)[l - 1] = 0;
-        return 0;
-}
-
 static bool truthy(const char *v) {
         return v && (strcasecmp(v, "true") == 0 || streq(v, "1") || strcasecmp(v, "yes") == 0);
 }
 
 static int azure_init(CnProvider *p, json_object *cfg, char **ret_error) {
         Azure *a = cn_provider_data(p);
-        const char *arm = setting(p, cfg, "resourceManagerEndpoint", "AZURE_RESOURCE_MANAGER_ENDPOINT");
-        const char *aad = setting(p, cfg, "activeDirectoryEndpoint", "AZURE_AUTHORITY_HOST");
-        const char *imds = setting(p, cfg, "metadata-endpoint", NULL);
-        const char *sub = setting(p, cfg, "subscriptionId", "AZURE_SUBSCRIPTION_ID");
-        const char *rg = setting(p, cfg, "resourceGroup", NULL), *tenant = setting(p, cfg, "tenantId", "AZURE_TENANT_ID");
-        const char *client = setting(p, cfg, "aadClientId", "AZURE_CLIENT_ID");
-        const char *secret = setting(p, cfg, "aadClientSecret", "AZURE_CLIENT_SECRET");
-        const char *mi = setting(p, cfg, "useManagedIdentityExtension", NULL);
-        const char *identity = setting(p, cfg, "userAssignedIdentityID", NULL), *ca = setting(p, cfg, "ca-file", NULL);
+        const char *arm = cn_provider_setting(p, cfg, "resourceManagerEndpoint", "AZURE_RESOURCE_MANAGER_ENDPOINT");
+        const char *aad = cn_provider_setting(p, cfg, "activeDirectoryEndpoint", "AZURE_AUTHORITY_HOST");
+        const char *imds = cn_provider_setting(p, cfg, "metadata-endpoint", NULL);
+        const char *sub = cn_provider_setting(p, cfg, "subscriptionId", "AZURE_SUBSCRIPTION_ID");
+        const char *rg = cn_provider_setting(p, cfg, "resourceGroup", NULL);
+        const char *tenant = cn_provider_setting(p, cfg, "tenantId", "AZURE_TENANT_ID");
+        const char *client = cn_provider_setting(p, cfg, "aadClientId", "AZURE_CLIENT_ID");
+        const char *secret = cn_provider_setting(p, cfg, "aadClientSecret", "AZURE_CLIENT_SECRET");
+        const char *mi = cn_provider_setting(p, cfg, "useManagedIdentityExtension", NULL);
+        const char *identity = cn_provider_setting(p, cfg, "userAssignedIdentityID", NULL);
+        const char *ca = cn_provider_setting(p, cfg, "ca-file", NULL);
 
         if (isempty(sub)) {
                 azure_done(p);
@@ -113,9 +100,10 @@ static int azure_init(CnProvider *p, json_object *cfg, char **ret_error) {
         if (!a->managed_identity && (isempty(tenant) || isempty(client)))
                 return cn_provider_config_error(ret_error, EINVAL,
                                                 "a client secret needs tenantId and aadClientId in [Global]");
-        if (dup_trimmed(isempty(arm) ? AZURE_DEFAULT_ARM : arm, &a->arm) < 0 ||
-            dup_trimmed(isempty(aad) ? AZURE_DEFAULT_AAD : aad, &a->aad) < 0 ||
-            dup_trimmed(isempty(imds) ? AZURE_DEFAULT_IMDS : imds, &a->imds) < 0 || !(a->subscription = strdup(sub)) ||
+        if (!(a->arm = cn_provider_endpoint_dup(isempty(arm) ? AZURE_DEFAULT_ARM : arm)) ||
+            !(a->aad = cn_provider_endpoint_dup(isempty(aad) ? AZURE_DEFAULT_AAD : aad)) ||
+            !(a->imds = cn_provider_endpoint_dup(isempty(imds) ? AZURE_DEFAULT_IMDS : imds)) ||
+            !(a->subscription = strdup(sub)) ||
             (!isempty(rg) && !(a->resource_group = strdup(rg))) || (!isempty(tenant) && !(a->tenant = strdup(tenant))) ||
             (!isempty(client) && !(a->client_id = strdup(client))) ||
             (!a->managed_identity && !(a->client_secret = strdup(secret))) ||
@@ -189,7 +177,7 @@ static int fetch_token(CnProviderCall *call, CnProviderAuth *auth) {
                 explicit_bzero(form, strlen(form));
                 return -ENOMEM;
         }
-        opts.form_body = form;
+        opts.form = form;
         opts.ca_file = a->ca_file;
         r = cn_provider_call_http(call, "POST", url, &opts, on_token, auth);
         explicit_bzero(form, strlen(form));

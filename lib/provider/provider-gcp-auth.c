@@ -180,7 +180,7 @@ int cn_provider_gcp_fetch_token(CnProviderCall *call, CnProviderAuth *auth) {
         if (asprintf(&form, "grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Ajwt-bearer&assertion=%s",
                      jwt) < 0)
                 return -ENOMEM;
-        opts.form_body = form;
+        opts.form = form;
         opts.ca_file = g->ca_file;
         return cn_provider_call_http(call, "POST", g->token_uri, &opts, on_token, auth);
 }

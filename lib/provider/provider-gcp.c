@@ -28,18 +28,6 @@ typedef struct Lookup {
         unsigned n_found;
 } Lookup;
 
-static const char *setting(CnProvider *p, json_object *cfg, const char *key, const char *env) {
-        const char *v = cn_cloud_config_get(cfg, "Global", key);
-
-        return !isempty(v) ? v : (env && cn_provider_uses_environment(p) ? getenv(env) : NULL);
-}
-
-static char *strip_slashes(char *s) {
-        for (size_t l = s ? strlen(s) : 0; l > 0 && s[l - 1] == '/'; l--)
-                s[l - 1] = 0;
-        return s;
-}
-
 static void gcp_done(CnProvider *p) {
         Gcp *g = cn_provider_data(p);
 
@@ -53,17 +41,20 @@ static void gcp_done(CnProvider *p) {
 
 static int gcp_init(CnProvider *p, json_object *cfg, char **ret_error) {
         Gcp *g = cn_provider_data(p);
-        const char *api = setting(p, cfg, "api-endpoint", NULL), *project = setting(p, cfg, "project-id", NULL);
-        const char *zone = setting(p, cfg, "local-zone", NULL), *ca = setting(p, cfg, "ca-file", NULL);
-        const char *key = setting(p, cfg, "credentials-file", "GOOGLE_APPLICATION_CREDENTIALS");
-        const char *md = setting(p, cfg, "metadata-endpoint", NULL), *md_host = setting(p, NULL, NULL, "GCE_METADATA_HOST");
+        const char *api = cn_provider_setting(p, cfg, "api-endpoint", NULL);
+        const char *project = cn_provider_setting(p, cfg, "project-id", NULL);
+        const char *zone = cn_provider_setting(p, cfg, "local-zone", NULL);
+        const char *ca = cn_provider_setting(p, cfg, "ca-file", NULL);
+        const char *key = cn_provider_setting(p, cfg, "credentials-file", "GOOGLE_APPLICATION_CREDENTIALS");
+        const char *md = cn_provider_setting(p, cfg, "metadata-endpoint", NULL);
+        const char *md_host = cn_provider_setting(p, NULL, NULL, "GCE_METADATA_HOST");
         int r = 0;
 
         if (isempty(api))
                 api = GCP_DEFAULT_API;
-        g->api_endpoint = strip_slashes(strdup(api));
+        g->api_endpoint = cn_provider_endpoint_dup(api);
         if (!isempty(md))
-                g->metadata_url = strip_slashes(strdup(md));
+                g->metadata_url = cn_provider_endpoint_dup(md);
         else if (!isempty(md_host))
                 r = asprintf(&g->metadata_url, "http://%s", md_host) < 0 ? -ENOMEM : 0;
         else
@@ -164,15 +155,6 @@ static const char *basename_of(const char *url) {
         return s ? s + 1 : url;
 }
 
-static int add_address(CnProviderInstance *i, CnNodeAddressType t, const char *ip) {
-        int r;
-
-        if (isempty(ip))
-                return 0;
-        r = cn_node_address_list_add(&i->addresses, t, ip);
-        return r == -EINVAL ? -EBADMSG : r;
-}
-
 /* Each network interface as cloud-provider-gcp reports it: networkIP (InternalIP), the NAT
  * addresses of its accessConfigs (ExternalIP) and its IPv6 address, the internal ipv6Address or
  * else the DIRECT_IPV6 access config's externalIpv6, as InternalIP (the node's own address in a
@@ -185,10 +167,11 @@ static int add_interfaces(CnProviderInstance *i, json_object *nics) {
                 json_object *nat = cn_json_get(nic, "accessConfigs", NULL), *v6 = cn_json_get(nic, "ipv6AccessConfigs", NULL);
                 const char *ipv6 = cn_json_string(nic, "ipv6Address", NULL);
 
-                if ((r = add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, cn_json_string(nic, "networkIP", NULL))) < 0)
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, cn_json_string(nic, "networkIP", NULL));
+                if (r < 0)
                         return r;
                 for (size_t j = 0; nat && json_object_is_type(nat, json_type_array) && j < json_object_array_length(nat); j++)
-                        if ((r = add_address(i, CN_NODE_ADDRESS_EXTERNAL_IP,
+                        if ((r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_EXTERNAL_IP,
                                              cn_json_string(json_object_array_get_idx(nat, j), "natIP", NULL))) < 0)
                                 return r;
                 for (size_t j = 0; isempty(ipv6) && v6 && json_object_is_type(v6, json_type_array) &&
@@ -200,7 +183,7 @@ static int add_interfaces(CnProviderInstance *i, json_object *nics) {
                         if (type && streq(type, "DIRECT_IPV6"))
                                 ipv6 = cn_json_string(c, "externalIpv6", NULL);
                 }
-                if ((r = add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, ipv6)) < 0)
+                if ((r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, ipv6)) < 0)
                         return r;
         }
         return 0;

@@ -14,7 +14,6 @@
 
 #define HETZNER_DEFAULT_ENDPOINT "https://api.hetzner.cloud/v1"
 #define HETZNER_PROVIDER_ID_PREFIX CN_PROVIDER_HETZNER_ID_PREFIX
-#define HETZNER_TOKEN_MAX 4096U
 
 typedef struct Hetzner {
         char *endpoint;
@@ -22,34 +21,6 @@ typedef struct Hetzner {
         char *network;
         char *ca_file;
 } Hetzner;
-
-static const char *setting(CnProvider *p, json_object *cfg, const char *key, const char *env) {
-        const char *v = cn_cloud_config_get(cfg, "Global", key);
-
-        return !isempty(v) ? v : (env && cn_provider_uses_environment(p) ? getenv(env) : NULL);
-}
-
-/* Reads a secret from a file: first line, trailing whitespace removed. */
-static int read_secret_file(const char *path, char **ret) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        _cleanup_free_ char *line = NULL;
-        size_t n = 0;
-        ssize_t l;
-
-        if (!f)
-                return -errno;
-        l = getline(&line, &n, f);
-        if (l < 0)
-                return -ENODATA;
-        if ((size_t) l > HETZNER_TOKEN_MAX)
-                return -E2BIG;
-        while (l > 0 && strchr(" \t\r\n", line[l - 1]))
-                line[--l] = 0;
-        if (l == 0)
-                return -ENODATA;
-        *ret = TAKE_PTR(line);
-        return 0;
-}
 
 static void hetzner_done(CnProvider *p) {
         Hetzner *h = cn_provider_data(p);
@@ -64,31 +35,17 @@ static void hetzner_done(CnProvider *p) {
 
 static int hetzner_init(CnProvider *p, json_object *cfg, char **ret_error) {
         Hetzner *h = cn_provider_data(p);
-        const char *endpoint = setting(p, cfg, "endpoint", "HCLOUD_ENDPOINT") ?: HETZNER_DEFAULT_ENDPOINT;
-        const char *token = setting(p, cfg, "token", "HCLOUD_TOKEN");
-        const char *token_file = setting(p, cfg, "token-file", NULL);
-        const char *network = setting(p, cfg, "network", "HCLOUD_NETWORK"), *ca = setting(p, cfg, "ca-file", NULL);
+        const char *endpoint = cn_provider_setting(p, cfg, "endpoint", "HCLOUD_ENDPOINT") ?: HETZNER_DEFAULT_ENDPOINT;
+        const char *network = cn_provider_setting(p, cfg, "network", "HCLOUD_NETWORK"), *ca = cn_provider_setting(p, cfg, "ca-file", NULL);
         int r;
 
-        h->endpoint = strdup(endpoint);
+        h->endpoint = cn_provider_endpoint_dup(endpoint);
         if (!h->endpoint)
                 goto oom;
-        /* Endpoints are joined with "/servers"; a trailing slash would double it. */
-        for (size_t l = strlen(h->endpoint); l > 0 && h->endpoint[l - 1] == '/'; l--)
-                h->endpoint[l - 1] = 0;
-        if (!isempty(token))
-                h->token = strdup(token);
-        else if (!isempty(token_file)) {
-                r = read_secret_file(token_file, &h->token);
-                if (r < 0) {
-                        hetzner_done(p);
-                        return cn_provider_config_error(ret_error, r, "cannot read the Hetzner API token from %s: %s",
-                                                        token_file, strerror(-r));
-                }
-        } else {
+        r = cn_provider_token_setting(p, cfg, "HCLOUD_TOKEN", "Hetzner", &h->token, ret_error);
+        if (r < 0) {
                 hetzner_done(p);
-                return cn_provider_config_error(ret_error, EINVAL, "no Hetzner API token: set token or token-file in "
-                                                "[Global] of the cloud config, or HCLOUD_TOKEN");
+                return r;
         }
         if (!h->token || (network && !(h->network = strdup(network))) || (ca && !(h->ca_file = strdup(ca))))
                 goto oom;

@@ -71,7 +71,7 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
         reply.error = error < 0 ? error : status_to_errno(reply.status);
         data = cn_http_request_get_body(req, &size);
         if (error >= 0 && size > 0) {
-                int r = cn_json_parse(data, size, PROVIDER_MAX_RESPONSE, &body, NULL);
+                int r = (c->body_parser ?: cn_json_parse)(data, size, PROVIDER_MAX_RESPONSE, &body, NULL);
                 if (r < 0 && reply.error == 0)
                         reply.error = -EBADMSG;
         }
@@ -92,6 +92,7 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
         if (reply.error == -EAGAIN)
                 reply.retry_after = reply_retry_after(req);
         reply.body = reply.error == 0 ? body : NULL;
+        reply.error_body = reply.error < 0 ? body : NULL;
         reply.subject_token = cn_http_request_get_header(req, "X-Subject-Token");
         count_request(c, reply.error);
         log_debug("%s %s -> %ld (%s)", cn_http_request_get_method(req), cn_http_request_get_url(req), reply.status,
@@ -145,9 +146,9 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
                 r = cn_http_request_set_body(req, text, strlen(text), "application/json");
                 if (r < 0)
                         return r;
-        } else if (o && o->form_body) {
-                r = cn_http_request_set_body(req, o->form_body, strlen(o->form_body),
-                                             "application/x-www-form-urlencoded");
+        } else if (o && o->form) {
+                r = cn_http_request_set_body(req, o->form, strlen(o->form),
+                                             "application/x-www-form-urlencoded; charset=utf-8");
                 if (r < 0)
                         return r;
         }
@@ -155,6 +156,7 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
         c->http_userdata = userdata;
         c->error_parser = o ? o->error_parser : NULL;
         c->error_classifier = o ? o->error_classifier : NULL;
+        c->body_parser = o ? o->body_parser : NULL;
         c->operation = o ? o->operation : NULL;
         r = cn_http_request_submit(req, on_http_done, c);
         if (r < 0)

@@ -12,7 +12,25 @@
 #pragma once
 
 #include "http.h"
+#include "json-util.h"
 #include "provider.h"
+
+/* [Global] key of the cloud config, else (when the provider may use it) the environment variable
+ * env (may be NULL). Borrowed. */
+const char *cn_provider_setting(CnProvider *p, json_object *cfg, const char *key, const char *env);
+/* A secret from a file: its first line, trailing whitespace removed (-ENODATA when empty,
+ * -E2BIG beyond 4 KiB). */
+int cn_provider_read_secret_file(const char *path, char **ret);
+
+/* The API token of clouds with one: [Global] token (or the environment variable env), else the
+ * first line of token-file; what names the cloud in the error. */
+int cn_provider_token_setting(CnProvider *p, json_object *cfg, const char *env, const char *what, char **ret_token,
+                              char **ret_error);
+/* Appends an address from a cloud's answer (none when empty); one that is not an IP address
+ * is -EBADMSG. */
+int cn_provider_instance_add_address(CnProviderInstance *i, CnNodeAddressType t, const char *address);
+/* An endpoint URL copied without trailing slashes (paths are joined to it). */
+char *cn_provider_endpoint_dup(const char *url);
 
 /* Sets *ret_error (when non-NULL) to the formatted reason and returns -abs(error). */
 int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) _printf_(3, 4);
@@ -29,6 +47,7 @@ typedef struct CnProviderHttpReply {
         int error;
         long status;
         json_object *body;
+        json_object *error_body; /* the parsed body of an error answer, when it had one */
         usec_t retry_after;
         const char *message;
         const char *subject_token; /* X-Subject-Token (Keystone) */
@@ -47,7 +66,8 @@ typedef struct CnProviderHttpOptions {
         const char *ca_file;
         const char *const *headers;     /* NULL-terminated "Name: value" list */
         json_object *body;              /* sent as application/json */
-        const char *form_body;          /* sent as application/x-www-form-urlencoded (holds secrets) */
+        const char *form;               /* or this, as application/x-www-form-urlencoded */
+        CnTreeParser body_parser;       /* of answers; NULL: JSON */
         CnProviderErrorParser error_parser;
         CnProviderErrorClassifier error_classifier;
         const char *operation;          /* metric label */
@@ -158,6 +178,7 @@ struct CnProviderCall {
         void *http_userdata;
         CnProviderErrorParser error_parser;
         CnProviderErrorClassifier error_classifier;
+        CnTreeParser body_parser;
         const char *operation;
 };
 

@@ -3,6 +3,7 @@
  * call lifetime and cancellation. The cloud API requests are in provider-http.c. */
 #include <stdarg.h>
 
+#include "cloud-config.h"
 #include "http.h"
 #include "json-util.h"
 #include "log.h"
@@ -10,13 +11,17 @@
 #include "provider-internal.h"
 #include "string-util.h"
 
+extern const CnProviderOps cn_provider_aws_ops;
 extern const CnProviderOps cn_provider_azure_ops;
+extern const CnProviderOps cn_provider_digitalocean_ops;
 extern const CnProviderOps cn_provider_gcp_ops;
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
 
 const CnProviderOps *const cn_provider_table[] = {
+        &cn_provider_aws_ops,
         &cn_provider_azure_ops,
+        &cn_provider_digitalocean_ops,
         &cn_provider_gcp_ops,
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,
@@ -145,13 +150,78 @@ const CnProviderOps *cn_provider_find(const char *name) {
         return NULL;
 }
 
-int cn_provider_list(char **ret) {
-        _cleanup_strv_free_ char **names = NULL;
+char *cn_provider_names(void) {
+        _cleanup_strv_free_ char **l = NULL;
+        char *s = NULL;
 
         for (const CnProviderOps *const *o = cn_provider_table; *o; o++)
-                if (strv_extend(&names, (*o)->name) < 0)
-                        return -ENOMEM;
-        return strv_join(names, ", ", ret);
+                if (strv_extend(&l, (*o)->name) < 0)
+                        return NULL;
+        return strv_join(l, ", ", &s) < 0 ? NULL : s;
+}
+
+#define PROVIDER_SECRET_MAX 4096U
+
+const char *cn_provider_setting(CnProvider *p, json_object *cfg, const char *key, const char *env) {
+        const char *v = cn_cloud_config_get(cfg, "Global", key);
+
+        return !isempty(v) ? v : (env && cn_provider_uses_environment(p) ? getenv(env) : NULL);
+}
+
+int cn_provider_read_secret_file(const char *path, char **ret) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        _cleanup_free_ char *line = NULL;
+        size_t n = 0;
+        ssize_t l;
+
+        if (!f)
+                return -errno;
+        l = getline(&line, &n, f);
+        if (l < 0)
+                return -ENODATA;
+        if ((size_t) l > PROVIDER_SECRET_MAX)
+                return -E2BIG;
+        while (l > 0 && strchr(" \t\r\n", line[l - 1]))
+                line[--l] = 0;
+        if (l == 0)
+                return -ENODATA;
+        *ret = TAKE_PTR(line);
+        return 0;
+}
+
+int cn_provider_token_setting(CnProvider *p, json_object *cfg, const char *env, const char *what, char **ret_token,
+                              char **ret_error) {
+        const char *token = cn_provider_setting(p, cfg, "token", env);
+        const char *token_file = cn_provider_setting(p, cfg, "token-file", NULL);
+        int r;
+
+        if (!isempty(token))
+                return (*ret_token = strdup(token)) ? 0 : -ENOMEM;
+        if (isempty(token_file))
+                return cn_provider_config_error(ret_error, EINVAL, "no %s API token: set token or token-file in "
+                                                "[Global] of the cloud config, or %s", what, env);
+        r = cn_provider_read_secret_file(token_file, ret_token);
+        if (r < 0)
+                return cn_provider_config_error(ret_error, r, "cannot read the %s API token from %s: %s", what,
+                                                token_file, strerror(-r));
+        return 0;
+}
+
+int cn_provider_instance_add_address(CnProviderInstance *i, CnNodeAddressType t, const char *address) {
+        int r;
+
+        if (isempty(address))
+                return 0;
+        r = cn_node_address_list_add(&i->addresses, t, address);
+        return r == -EINVAL ? -EBADMSG : r;
+}
+
+char *cn_provider_endpoint_dup(const char *url) {
+        char *e = strdup(url);
+
+        for (size_t l = e ? strlen(e) : 0; l > 0 && e[l - 1] == '/'; l--)
+                e[l - 1] = 0;
+        return e;
 }
 
 int cn_provider_config_error(char **ret_error, int error, const char *fmt, ...) {

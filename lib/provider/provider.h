@@ -147,8 +147,8 @@ typedef struct CnProviderOps {
 /* Providers this build knows, NULL-terminated. */
 extern const CnProviderOps *const cn_provider_table[];
 const CnProviderOps *cn_provider_find(const char *name);
-/* The names of the table, joined by ", " (for help texts and errors). */
-int cn_provider_list(char **ret);
+/* "hetzner, openstack, ...": the names of the table, for messages. NULL on OOM. */
+char *cn_provider_names(void);
 
 /* cloud_config may be NULL (every setting from the environment or defaults). Credentials may
  * also come from the environment as the upstream cloud-controller-managers read them

@@ -61,6 +61,26 @@ static int add_metadata_defaults(json_object *sections, const CnRenderParams *p)
         return 0;
 }
 
+/* Copies the keys of members into [section] (or [section "subsection"]) of dst. An object among
+ * a section's keys is a subsection of scalars, as cloud-provider-aws's [ServiceOverride "1"]. */
+static int merge_section(json_object *dst, json_object *members, const char *section, const char *subsection) {
+        int r;
+
+        json_object_object_foreach(members, k, v) {
+                if (json_object_is_type(v, json_type_object) && !subsection)
+                        r = merge_section(dst, v, section, k);
+                else if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
+                        return -EINVAL;
+                else if (subsection)
+                        r = cn_json_set(dst, json_object_get(v), section, subsection, k, NULL);
+                else
+                        r = cn_json_set(dst, json_object_get(v), section, k, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* Copies src's sections (or, with section set, src's keys into that section) over dst. */
 static int merge(json_object *dst, json_object *src, const char *section) {
         int r;
@@ -69,15 +89,12 @@ static int merge(json_object *dst, json_object *src, const char *section) {
                 return 0;
         if (!json_object_is_type(src, json_type_object))
                 return -EINVAL;
+        if (section)
+                return merge_section(dst, src, section, NULL);
         json_object_object_foreach(src, k, v) {
-                if (section) {
-                        if (json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
-                                return -EINVAL;
-                        r = cn_json_set(dst, json_object_get(v), section, k, NULL);
-                } else if (json_object_is_type(v, json_type_object))
-                        r = merge(dst, v, k);
-                else
+                if (!json_object_is_type(v, json_type_object))
                         return -EINVAL;
+                r = merge_section(dst, v, k, NULL);
                 if (r < 0)
                         return r;
         }

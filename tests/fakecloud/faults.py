@@ -5,7 +5,7 @@ import re
 import secrets
 import time
 
-from . import metadata
+from . import aws_ec2, digitalocean, metadata
 from .state import StateError
 from .web import json_response, text
 
@@ -84,6 +84,8 @@ def throttle_response(platform, service, st=None):
     if platform == "openstack" and service != "metadata":
         return json_response({"overLimit": {"code": 429, "message": "This request was rate-limited.",
                                             "retryAfter": "1"}}, 429).add("Retry-After", 1)
+    if platform == "digitalocean" and service == "api":
+        return digitalocean.throttle_response()
     if platform == "azure" and service == "arm":
         from . import azure
         return azure.arm_error(429, "TooManyRequests", "The request is being throttled.",
@@ -91,7 +93,7 @@ def throttle_response(platform, service, st=None):
     if platform == "azure":
         return json_response({"error": "Too many requests"}, 429, "application/json; charset=utf-8")
     if platform == "aws":
-        return metadata.aws_error(429)
+        return aws_ec2.throttle_response() if service == "api" else metadata.aws_error(429)
     if platform == "gcp" and service == "compute":
         from . import gcp
         return gcp.rate_limited()
@@ -116,7 +118,9 @@ def error_response(platform, service, status):
     if platform == "openstack" and service == "identity":
         return json_response({"error": {"code": status, "message": "injected failure", "title": "Error"}}, status)
     if platform == "aws":
-        return metadata.aws_error(status)
+        return aws_ec2.status_response(status) if service == "api" else metadata.aws_error(status)
+    if platform == "digitalocean" and service == "api":
+        return digitalocean.status_response(status)
     if platform == "gcp" and service == "compute":
         from . import gcp
         return gcp.error(status, "injected failure", "backendError" if status >= 500 else "invalid")

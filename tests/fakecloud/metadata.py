@@ -246,6 +246,14 @@ def aws(req, inst, path):
         extra.append((AWS_TTL_HEADER, str(max(0, int(payload["exp"] - time.time())))))
     elif inst.get("require_token"):
         return aws_error(401)
+    role = (inst.get("extra") or {}).get("iam_role")
+    if parts[1:4] == ["meta-data", "iam", "security-credentials"] and role:
+        from .aws_ec2 import role_credentials
+        if len(parts) == 4:
+            return text(role, server="EC2ws")
+        if parts[4:] == [role]:
+            return text(json.dumps(role_credentials(state, inst), indent=2), server="EC2ws")
+        return None
     resp = ec2_tree_response(inst, parts[1:], nova=False)
     if resp is not None:
         resp.headers.extend(extra)

@@ -5,6 +5,8 @@ Routing on the main port (in this order):
   /_instance/<id>/<path>          metadata of instance <id>, <path> as seen at 169.254.169.254
   header X-Fake-Cloud-Instance    same, choosing the instance by header
   /v1/...                         Hetzner Cloud API
+  /ec2/...                        Amazon EC2 Query API
+  /v2/...                         DigitalOcean API v2
   /v3, /v3/...                    OpenStack Keystone v3
   /compute/v2.1/...               OpenStack Nova (the Keystone catalog points here)
   /image/...                      OpenStack Glance v2 (image catalog)
@@ -31,8 +33,10 @@ from .web import Request, json_response, text
 LOGGED_HEADERS = ("Authorization", "X-Auth-Token", "X-Subject-Token", "X-aws-ec2-metadata-token",
                   "X-aws-ec2-metadata-token-ttl-seconds", "Metadata-Flavor", "X-Google-Metadata-Request",
                   "Metadata", "X-Forwarded-For", "User-Agent", "Content-Type", "Accept",
-                  "OpenStack-API-Version", "X-OpenStack-Nova-API-Version", "X-Fake-Cloud-Instance")
-SECRET_HEADERS = {"authorization", "x-auth-token", "x-subject-token", "x-aws-ec2-metadata-token"}
+                  "OpenStack-API-Version", "X-OpenStack-Nova-API-Version", "X-Fake-Cloud-Instance",
+                  "X-Amz-Security-Token")
+SECRET_HEADERS = {"authorization", "x-auth-token", "x-subject-token", "x-aws-ec2-metadata-token",
+                  "x-amz-security-token"}
 
 INSTANCE_HEADER = "X-Fake-Cloud-Instance"
 
@@ -362,8 +366,10 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import azure, gcp, hetzner, openstack, openstack_services
+    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_services
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
+            ("/ec2", "aws", "api", aws_ec2.Api(state).handle),
+            ("/v2", "digitalocean", "api", digitalocean.Api(state).handle),
             ("/arm", "azure", "arm", azure.Api(state).handle),
             ("/aad", "azure", "aad", azure.Api(state).handle),
             ("/compute/v1", "gcp", "compute", gcp.Api(state).handle),

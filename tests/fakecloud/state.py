@@ -64,6 +64,13 @@ DEFAULT_SETTINGS = {
     "azure_service_principals": [],
     "azure_arm_reads_per_second": 0,
     "azure_page_size": 1000,
+    # EC2 API access keys (the example keys of the AWS documentation), and the lifetime of the
+    # temporary credentials of an instance role (IMDS iam/security-credentials/ROLE).
+    "aws_credentials": [{"access_key_id": "AKIAIOSFODNN7EXAMPLE",
+                         "secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}],
+    "aws_role_credentials_ttl": 21600,
+    # DigitalOcean API tokens ({"token", "expires": UNIX time or null}).
+    "do_tokens": [{"token": "dop_v1_cloudnode_test"}],
     # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
     "azure_imds_requests_per_second": 5,
 }
@@ -293,8 +300,8 @@ class State:
         mac = hmac.new(bytes.fromhex(st["secret"]), raw, hashlib.sha256).digest()[:16]
         return base64.urlsafe_b64encode(raw + mac).decode().rstrip("=")
 
-    def verify(self, kind, token):
-        """Payload of a valid, unexpired token of that kind, else None."""
+    def verify(self, kind, token, expired_ok=False):
+        """Payload of a valid, unexpired (or, with expired_ok, expired) token of that kind, else None."""
         if not token:
             return None
         try:
@@ -310,7 +317,7 @@ class State:
             body = json.loads(raw)
         except ValueError:
             return None
-        if body.get("k") != kind or body.get("exp", 0) < time.time():
+        if body.get("k") != kind or (body.get("exp", 0) < time.time() and not expired_ok):
             return None
         return body
 

@@ -257,6 +257,11 @@ def strategic_merge(original, patch, meta, path=""):
                 out.pop(k, None)
             else:
                 out[k] = merged
+        elif isinstance(v, list) and k not in out:
+            # As the real server: a list the object does not have yet is taken from the patch
+            # as it is, so two elements with the same merge key (a Node's InternalIPv4 and
+            # InternalIPv6) both stay.
+            out[k] = [copy.deepcopy(x) for x in v if not (isinstance(x, dict) and "$patch" in x)]
         elif isinstance(v, list):
             strat = _meta_for(meta, sub)
             out[k] = _merge_list(out.get(k), v, strat, meta, sub)

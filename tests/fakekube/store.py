@@ -395,10 +395,13 @@ class Store:
                         break
                 md["name"] = cand
             self.namespace_check(rt, ns, md.get("name", ""))
-            # Fields only the server sets.
+            # Fields only the server sets. managedFields sent with the object are kept, as the
+            # real field manager decodes them from the request.
             for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                      "selfLink", "generation", "managedFields"):
+                      "selfLink", "generation"):
                 md.pop(f, None)
+            if not isinstance(md.get("managedFields"), list):
+                md.pop("managedFields", None)
             if "status" in rt.sub and (rt.group, rt.kind) != ("", "Node"):
                 obj.pop("status", None)
             # The UID comes first: a Job's defaults (its generated selector) name it.

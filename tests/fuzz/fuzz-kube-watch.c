@@ -1,8 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The watch stream parser on arbitrary bytes, fed in pieces whose sizes come from the input, so
- * that events split at every possible place. */
+ * that events split at every possible place; with the first byte's high bit, through an object
+ * filter (lib/core/json-filter.h) that keeps, narrows and drops members, in arrays too, and
+ * selects array elements by a member's value. */
 #include "fuzz.h"
 #include "kube-client.h"
+
+static const CnJsonFilter names[] = { { "name" }, { "resourceVersion" }, { "skip", .drop = true }, {} };
+static const CnJsonFilter metadata[] = { { "managedFields", .drop = true }, { CN_JSON_FILTER_ANY }, {} };
+static const char *const types[] = { "Ready", "x", NULL };
+static const CnJsonFilter filter[] = {
+        { "metadata", metadata }, { "spec" }, { "status", names },
+        { "conditions", names, .select_key = "name", .select_values = types }, {}
+};
 
 static int on_event(CnKubeWatchEventType type, json_object *object, void *userdata) {
         (*(unsigned *) userdata)++;
@@ -22,6 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         step = data[0] % 17 + 1;
         if (cn_kube_watch_parser_new(64 * 1024, on_event, &events, &p) < 0)
                 abort();
+        if (data[0] & 0x80)
+                cn_kube_watch_parser_set_filter(p, filter);
         for (size_t i = 1; i < size; i += step)
                 if (cn_kube_watch_parser_feed(p, data + i, MIN(step, size - i), &msg) < 0)
                         break;

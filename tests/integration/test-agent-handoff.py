@@ -116,19 +116,23 @@ def test_sigterm(t, tmp):
 
 
 def test_no_provider_no_wait(t, tmp):
-    """aws has no cluster-mode provider: no static pod, so daemon mode has nothing to hand over and
-    ends after its pass (exit 0) without reading any kubeconfig."""
-    with FakeCloud(os.path.join(tmp, "fc3"), platform="aws") as c:
+    """proxmoxve has no cluster-mode provider: no static pod (whose initializer would exit and
+    crash-loop), so daemon mode has nothing to hand over and ends after its pass (exit 0) without
+    reading any kubeconfig."""
+    with FakeCloud(os.path.join(tmp, "fc3")) as c:
+        px = c.add_instance({"platform": "proxmoxve"})
         root = os.path.join(tmp, "root3")
         os.makedirs(os.path.join(root, "etc", "cloudnode"))
+        c.write_config_drive(px["id"], os.path.join(root, "run", "cloudnode", "cidata"), fmt="nocloud")
         with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            json.dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.url},
+            json.dump({"platform": "proxmoxve", "role": "bootstrap",
                        "images": {"cloudControllerManager": "example.com/init:1"}}, f)
         p = subprocess.run([AGENT, "--root", root], capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
         t.ok(p.returncode == 0 and not os.path.exists(os.path.join(root, POD)) and
+             "no cluster-mode provider" in p.stderr and
              os.path.exists(os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")),
-             "aws bootstrap, daemon mode: no static pod, exit 0 after the pass", p.stderr)
+             "proxmoxve bootstrap, daemon mode: no static pod, exit 0 after the pass", p.stderr)
 
 
 def main():

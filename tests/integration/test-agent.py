@@ -243,8 +243,7 @@ def test_hostile_keeps_previous(t, tmp):
         files = [ENV, DROPIN, CLOUD_CONF]
         before = {f: (read(root, f), os.stat(os.path.join(root, f)).st_mtime_ns) for f in files}
         t.eq(mode(root, CLOUD_CONF), 0o600, "cloud.conf 0600")
-        t.ok(not os.path.exists(os.path.join(root, POD)) and "no cluster-mode provider" in err,
-             "aws has no cluster-mode provider: no bootstrap static pod that would crash-loop", err)
+        t.eq(mode(root, POD), 0o600, "aws has a cluster-mode provider: the bootstrap static pod is written")
         t.ok("Zone = " in read(root, CLOUD_CONF), "cloud.conf carries the zone", read(root, CLOUD_CONF))
 
         rc, out, err = agent(root, "--platform", "aws", "--once")
@@ -280,7 +279,7 @@ def test_hostile_keeps_previous(t, tmp):
 
 
 def test_static_pod_where_a_provider_exists(t, tmp):
-    for platform in ("azure", "gcp", "hetzner", "openstack"):
+    for platform in ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstack"):
         with FakeCloud(os.path.join(tmp, "fc-pod-" + platform), platform=platform) as c:
             root = make_root(tmp, {"role": "control-plane", "metadata": {"endpoint": c.url, "retries": 0}},
                              name="root-pod-" + platform)

@@ -161,6 +161,13 @@ def test_patches(t, k):
     st, r = k.api("PATCH", "/api/v1/nodes/n-smp/status", {"status": {"addresses": dual + [{"$patch": "replace"}]}}, smp)
     t.eq((st, r["status"]["addresses"]), (200, dual),
          "a $patch: replace element replaces status.addresses as a whole (no merge of two InternalIPs)")
+    k.api("POST", "/api/v1/nodes", node("n-smp-new"))
+    st, r = k.api("PATCH", "/api/v1/nodes/n-smp-new/status",
+                  {"status": {"$setElementOrder/addresses": [{"type": "InternalIP"}, {"type": "InternalIP"}],
+                              "addresses": dual}}, smp)
+    t.eq((st, r["status"].get("addresses")), (200, dual),
+         "status.addresses a Node does not have yet are taken from a strategic merge patch as they are "
+         "(two InternalIPs, as cloud-provider's node controller sends them)")
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
     k.api("PATCH", "/api/v1/nodes/n-smp/status", {"status": {"conditions": [ready]}}, "application/merge-patch+json")
     mine = {"type": "CloudProviderInitialized", "status": "False", "reason": "X", "message": "m",

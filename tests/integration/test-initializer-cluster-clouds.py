@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""cloudnode-initializer in cluster mode with --cloud-provider=gcp and =azure against
-tests/fake-kube-apiserver (RBAC of the shipped manifests) and the cloud APIs of tests/fake-cloud,
-each with the token of the VM's own identity (GCE metadata server, Azure IMDS managed identity),
-as the bootstrap static pod gets it: Nodes by providerID and by name initialized with two writes
-each (dual-stack addresses, instance type, region and zone), a hostile answer ending as a Warning
-Event with nothing written, throttling riding out, the lifecycle controller (a deleted instance's
-Node deleted, a stopped one tainted as shut down), and the bootstrap static pod cloudnode-agent
-renders on a control-plane VM of that cloud, run as its arguments say."""
+"""cloudnode-initializer in cluster mode with --cloud-provider=aws, =digitalocean, =gcp and =azure
+against tests/fake-kube-apiserver (the cluster-mode service account's RBAC of the shipped
+manifests) and the cloud APIs of tests/fake-cloud: Nodes found by name and Nodes with a
+providerID initialized with two writes each (dual-stack addresses, instance type, region and
+zone), an answer that cannot be used (a Warning Event that says so, nothing written), throttling
+ridden out, the lifecycle controller (the Node of an instance that is gone deleted, a stopped one
+tainted shut down), and the bootstrap static pod cloudnode-agent renders on a control-plane VM of
+that cloud, run as its arguments say. aws and digitalocean use keys and tokens of the cloud
+config (aws's static pod: the instance role); gcp and azure the token of the VM's own identity
+(GCE metadata server, Azure IMDS managed identity), as the bootstrap static pod gets it."""
+import json
 import os
 import subprocess
 import sys
@@ -15,11 +18,199 @@ import tempfile
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
-from cninit import (BINARY, BUILD, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, events,  # noqa: E402
-                    get_node, initialized, make_node, set_status, tainted, wait_for, writes)
-from fakecloud import FakeCloud  # noqa: E402
+from cntap import Tap, build  # noqa: E402
+from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, events, get_node,  # noqa: E402
+                    initialized, make_node, set_status, tainted, wait_for, writes)
+from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
+
+
+def aws_conf(path, url, extra=""):
+    with open(path, "w") as f:
+        f.write("[Global]\nZone = us-east-1a\naccess-key-id = %s\nsecret-access-key = %s\n%s"
+                '[ServiceOverride "1"]\nService = ec2\nRegion = us-east-1\nURL = %s/ec2\nSigningRegion = us-east-1\n'
+                % (AWS_ACCESS_KEY["id"], AWS_ACCESS_KEY["secret"], extra, url))
+    os.chmod(path, 0o600)
+    return path
+
+
+def pid(inst):
+    return "aws:///%s/%s" % (inst["zone"], inst["id"])
+
+
+def do_conf(path, url):
+    with open(path, "w") as f:
+        f.write("[Global]\nendpoint = %s\ntoken = %s\n" % (url, DO_TOKEN))
+    os.chmod(path, 0o600)
+    return path
+
+
+def args_for(k, conf, *extra, provider="aws"):
+    return ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=" + provider, "--cloud-config=" + conf,
+            "--leader-elect=false", "--bind-address=127.0.0.1", "-v", "4"] + list(extra)
+
+
+def test_initialize_aws(t, k, c, d):
+    by_name = c.add_instance({"platform": "aws", "name": "n1"})
+    by_id = c.add_instance({"platform": "aws", "name": "n2"})
+    make_node(k, by_name["hostname"])
+    make_node(k, by_id["hostname"], provider_id=pid(by_id))
+    conf = aws_conf(os.path.join(d, "aws.conf"), c.url, "NodeIPFamilies = ipv4, ipv6\n")
+    env = {"AWS_EC2_METADATA_DISABLED": "true"}
+    with Initializer(args_for(k, conf, "--controllers=cloud-node"), state_dir=d, name="aws", env=env) as i:
+        done = wait_for(lambda: initialized(k, by_name["hostname"]) and initialized(k, by_id["hostname"]), 30)
+        t.ok(done, "both Nodes are initialized", i.log()[-3000:])
+        for inst in (by_name, by_id):
+            name = inst["hostname"]
+            node = get_node(k, name) or {"metadata": {}, "spec": {}}
+            labels = node["metadata"].get("labels", {})
+            t.eq(node["spec"].get("providerID"), pid(inst), "%s: providerID aws:///zone/id" % name)
+            t.eq((labels.get("node.kubernetes.io/instance-type"), labels.get("topology.kubernetes.io/region"),
+                  labels.get("topology.kubernetes.io/zone")), (inst["type"], "us-east-1", "us-east-1a"),
+                 "%s: instance type, region and zone labels" % name)
+            public_dns = "ec2-%s.compute-1.amazonaws.com" % inst["public_ipv4"].replace(".", "-")
+            t.eq(addresses(node), [("InternalIP", inst["private_ipv4"]), ("InternalIP", inst["ipv6"]),
+                                   ("ExternalIP", inst["public_ipv4"]), ("InternalDNS", name), ("ExternalDNS", public_dns),
+                                   ("Hostname", name)], "%s: dual-stack addresses, in the Node's deterministic order" % name)
+            t.eq(writes(k, CLUSTER_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
+                 "%s: exactly two writes, status first" % name)
+
+        # An answer that cannot be used: a clear Warning event and nothing written.
+        bad = c.add_instance({"platform": "aws", "name": "n3"})
+        c.fail({"platform": "aws", "service": "api", "status": 200, "content_type": "text/xml",
+                "body": "<DescribeInstancesResponse><reservationSet><item>"})
+        make_node(k, bad["hostname"])
+        ev = wait_for(lambda: events(k, bad["hostname"], "FailedToGetInstance"), 20)
+        t.ok(ev and ev[0].get("type") == "Warning" and "malformed answer from the EC2 API" in ev[0].get("message", ""),
+             "malformed answer: Warning event naming it", ev or i.log()[-2000:])
+        t.eq(writes(k, CLUSTER_SA, bad["hostname"]), [], "malformed answer: nothing written")
+        c.clear_faults()
+        c.throttle("aws", service="api", count=3)
+        t.ok(wait_for(lambda: initialized(k, bad["hostname"]), 30), "after the fault and throttling, initialized")
+        t.ok(AWS_ACCESS_KEY["secret"] not in json.dumps(events(k)) and AWS_ACCESS_KEY["secret"] not in i.log(),
+             "the secret key is in no event and no log line")
+        st, text = i.get("/metrics")
+        t.ok('cloudnode_initializer_cloud_requests_total{provider="aws",operation="instance_metadata",result="ok"}'
+             in text, "cloud requests counted for aws", text[:1500])
+        t.eq(i.stop(), 0, "SIGTERM: clean exit")
+
+
+def check_lifecycle(t, k, c, d, provider, platform, conf, pid, gone_node, make_gone, env=None):
+    """The Node of the instance make_gone() made vanish is deleted; a stopped one is tainted."""
+    gone = c.add_instance({"platform": platform, "name": "lc-gone"})
+    stop = c.add_instance({"platform": platform, "name": "lc-stop"})
+    for inst in (gone, stop):
+        make_node(k, gone_node(inst), tainted=False, provider_id=pid(inst), ready=False)
+    make_gone(gone)
+    c.stop(stop["id"])
+    args = args_for(k, conf, "--controllers=*,-cloud-node", "--node-monitor-period=1s", "--node-startup-grace-period=0s",
+                    provider=provider)
+    with Initializer(args, state_dir=d, name=provider + "-lifecycle", env=env) as i:
+        t.ok(wait_for(lambda: get_node(k, gone_node(gone)) is None, 30),
+             "%s: the Node of an instance that is gone is deleted" % provider, i.log()[-2000:])
+        t.ok(wait_for(lambda: tainted(get_node(k, gone_node(stop)), SHUTDOWN_TAINT), 30),
+             "%s: stopped instance: shutdown taint" % provider)
+        c.start(stop["id"])
+        set_status(k, gone_node(stop), {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]})
+        t.ok(wait_for(lambda: not tainted(get_node(k, gone_node(stop)), SHUTDOWN_TAINT), 30),
+             "%s: running and Ready again: shutdown taint removed" % provider)
+        t.ok(get_node(k, gone_node(stop)) is not None, "%s: a stopped instance's Node is not deleted" % provider)
+    for n in (gone_node(gone), gone_node(stop)):
+        k.api("DELETE", "/api/v1/nodes/" + n)
+
+
+def test_lifecycle_aws(t, k, c, d):
+    check_lifecycle(t, k, c, d, "aws", "aws", aws_conf(os.path.join(d, "lc.conf"), c.url), pid, lambda i: i["hostname"],
+                    lambda i: c.update_instance(i["id"], {"extra": {"ec2_terminated": True}, "status": "stopped"}),
+                    env={"AWS_EC2_METADATA_DISABLED": "true"})
+
+
+def test_static_pod_aws(t, k, c, d):
+    """The bootstrap static pod the agent renders on an aws control-plane VM, its command run as
+    kubelet would run it: the instance role's credentials from IMDS (v2 required), the EC2
+    endpoint from the cloud config the agent wrote."""
+    ctl = c.add_instance({"platform": "aws", "name": "ctl", "extra": {"iam_role": "control-plane"},
+                          "require_token": True})
+    root = os.path.join(d, "root-ctl")
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    override = {"Service": "ec2", "Region": "us-east-1", "URL": c.url + "/ec2", "SigningRegion": "us-east-1"}
+    with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+        yaml.safe_dump({"platform": "aws", "role": "bootstrap", "metadata": {"endpoint": c.metadata_url(ctl["id"])},
+                        "cloudConfig": {"ServiceOverride": {"1": override}}}, f)
+    with open(os.path.join(root, "etc", "cloudnode", "images.json"), "w") as f:
+        json.dump({"cloudControllerManager": "example.com/cloudnode-initializer:test"}, f)
+    p = subprocess.run([build("agent", "cloudnode-agent"), "--root", root, "--once"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+    pod_path = os.path.join(root, "etc", "kubernetes", "manifests", "cloudnode-cloud-node.yaml")
+    if not t.ok(p.returncode == 0 and os.path.exists(pod_path), "aws: the agent renders the bootstrap static pod",
+                p.stderr):
+        return
+    with open(pod_path) as f:
+        container = yaml.safe_load(f)["spec"]["containers"][0]
+    # Paths under the test's root; the kubeconfig of the cluster-mode identity.
+    args = []
+    for a in container["args"]:
+        if a.startswith("--kubeconfig="):
+            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
+        elif a.startswith("--cloud-config="):
+            a = "--cloud-config=" + root + a.split("=", 1)[1]
+        elif a.startswith(("--port=", "--bind-address=")):
+            continue
+        args.append(a)
+    t.ok("--cloud-provider=aws" in args and "--controllers=cloud-node" in args, "aws: the pod runs cluster mode", args)
+    make_node(k, ctl["hostname"])
+    # kubelet's host network reaches 169.254.169.254; here the SDKs' endpoint variable points there.
+    env = {"AWS_EC2_METADATA_SERVICE_ENDPOINT": c.metadata_url(ctl["id"])}
+    with Initializer(args + ["--bind-address=127.0.0.1"], state_dir=d, name="static-pod", env=env) as i:
+        node = wait_for(lambda: initialized(k, ctl["hostname"]), 30)
+        t.ok(node and node["spec"].get("providerID") == pid(ctl),
+             "aws: the static pod's initializer initializes the control-plane Node", i.log()[-3000:])
+        fetched = [r for r in c.requests() if r.get("path", "").endswith("/security-credentials/control-plane")]
+        t.ok(len(fetched) == 1, "aws: with the instance role's credentials", fetched)
+
+
+def do_pid(inst):
+    return "digitalocean://%s" % inst["id"]
+
+
+def test_initialize_digitalocean(t, k, c, d):
+    by_name = c.add_instance({"platform": "digitalocean", "name": "do-1"})
+    by_id = c.add_instance({"platform": "digitalocean", "name": "do-2"})
+    make_node(k, "do-1")
+    make_node(k, "do-2", provider_id=do_pid(by_id))
+    conf = do_conf(os.path.join(d, "do.conf"), c.url)
+    with Initializer(args_for(k, conf, "--controllers=cloud-node", provider="digitalocean"), state_dir=d,
+                     name="do") as i:
+        t.ok(wait_for(lambda: initialized(k, "do-1") and initialized(k, "do-2"), 30),
+             "digitalocean: both Nodes are initialized", i.log()[-3000:])
+        for inst in (by_name, by_id):
+            name = inst["name"]
+            node = get_node(k, name) or {"metadata": {}, "spec": {}}
+            labels = node["metadata"].get("labels", {})
+            t.eq((node["spec"].get("providerID"), labels.get("node.kubernetes.io/instance-type"),
+                  labels.get("topology.kubernetes.io/region"), labels.get("topology.kubernetes.io/zone")),
+                 (do_pid(inst), inst["type"], "nyc3", "nyc3"), "%s: providerID, size, region and zone" % name)
+            t.eq(addresses(node), [("InternalIP", inst["private_ipv4"]), ("ExternalIP", inst["public_ipv4"]),
+                                   ("ExternalIP", inst["ipv6"]), ("Hostname", name)], "%s: dual-stack addresses" % name)
+            t.eq(writes(k, CLUSTER_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
+                 "%s: exactly two writes, status first" % name)
+        bad = c.add_instance({"platform": "digitalocean", "name": "do-3"})
+        c.fail({"platform": "digitalocean", "service": "api", "status": 200, "body": "{\"droplets\": 7}"})
+        make_node(k, "do-3")
+        ev = wait_for(lambda: events(k, "do-3", "FailedToGetInstance"), 20)
+        t.ok(ev and "malformed answer from the DigitalOcean API" in ev[0].get("message", ""),
+             "digitalocean: malformed answer: Warning event naming it", ev or i.log()[-2000:])
+        t.eq(writes(k, CLUSTER_SA, "do-3"), [], "digitalocean: malformed answer: nothing written")
+        c.clear_faults()
+        c.throttle("digitalocean", service="api", count=3)
+        t.ok(wait_for(lambda: initialized(k, bad["name"]), 30), "digitalocean: after the fault and throttling, initialized")
+        t.ok(DO_TOKEN not in json.dumps(events(k)) and DO_TOKEN not in i.log(), "digitalocean: the token is nowhere")
+        t.eq(i.stop(), 0, "digitalocean: SIGTERM: clean exit")
+
+
+def test_lifecycle_digitalocean(t, k, c, d):
+    check_lifecycle(t, k, c, d, "digitalocean", "digitalocean", do_conf(os.path.join(d, "dolc.conf"), c.url), do_pid,
+                    lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
 
 
 class Gcp:
@@ -141,28 +332,9 @@ def test_initialize(t, k, c, d, cloud):
 
 
 def test_lifecycle(t, k, c, d, cloud):
-    p = cloud.platform
-    cp = c.add_instance({"platform": p, "name": p + "-cp1"})
-    a = c.add_instance({"platform": p, "name": p + "-lc-gone"})
-    b = c.add_instance({"platform": p, "name": p + "-lc-stop"})
-    make_node(k, a["name"], tainted=False, provider_id=cloud.pid(a), ready=False)
-    make_node(k, b["name"], tainted=False, provider_id=cloud.pid(b), ready=False)
-    c.remove_instance(a["id"])
-    c.stop(b["id"])
-    args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=" + p,
-            "--cloud-config=" + write_conf(d, cloud, c, cp), "--leader-elect=false", "--controllers=*,-cloud-node",
-            "--bind-address=127.0.0.1", "--node-monitor-period=1s", "--node-startup-grace-period=0s", "-v", "4"]
-    with Initializer(args, state_dir=d, name=p + "-lifecycle") as i:
-        t.ok(wait_for(lambda: get_node(k, a["name"]) is None, 30), "%s: the Node of a deleted instance is deleted" % p,
-             i.log()[-2000:])
-        t.ok(wait_for(lambda: tainted(get_node(k, b["name"]), SHUTDOWN_TAINT), 30),
-             "%s: a stopped instance: shutdown taint" % p)
-        c.start(b["id"])
-        set_status(k, b["name"], {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]})
-        t.ok(wait_for(lambda: not tainted(get_node(k, b["name"]), SHUTDOWN_TAINT), 30),
-             "%s: running and Ready again: the taint is removed" % p)
-        t.ok(get_node(k, b["name"]) is not None, "%s: a stopped instance's Node is not deleted" % p)
-
+    cp = c.add_instance({"platform": cloud.platform, "name": cloud.platform + "-cp1"})
+    check_lifecycle(t, k, c, d, cloud.platform, cloud.platform, write_conf(d, cloud, c, cp), cloud.pid,
+                    lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
 
 def test_static_pod(t, k, c, d, cloud):
     """The agent's bootstrap static pod on a control-plane VM: its initializer, started with the
@@ -178,7 +350,7 @@ def test_static_pod(t, k, c, d, cloud):
                         "cloudConfig": {"Global": cloud.settings(c, vm)}}, f)
     with open(os.path.join(root, "etc", "cloudnode", "images.json"), "w") as f:
         f.write('{"cloudControllerManager": "example.com/cloudnode-initializer:test"}')
-    r = subprocess.run([os.path.join(BUILD, "agent", "cloudnode-agent"), "--root", root, "--platform", p, "--once"],
+    r = subprocess.run([build("agent", "cloudnode-agent"), "--root", root, "--platform", p, "--once"],
                        capture_output=True, text=True, timeout=60, env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
     t.eq(r.returncode, 0, "%s: the agent runs on a control-plane VM" % p) or t.diag(r.stderr)
     pod_path = os.path.join(root, "etc", "kubernetes", "manifests", "cloudnode-cloud-node.yaml")
@@ -208,6 +380,11 @@ def main():
         t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
         with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+            t.run(test_initialize_aws, k, c, d)
+            t.run(test_lifecycle_aws, k, c, d)
+            t.run(test_static_pod_aws, k, c, d)
+            t.run(test_initialize_digitalocean, k, c, d)
+            t.run(test_lifecycle_digitalocean, k, c, d)
             for cloud in (Gcp(), Azure()):
                 for fn in (test_initialize, test_lifecycle, test_static_pod):
                     t.run(fn, k, c, d, cloud)

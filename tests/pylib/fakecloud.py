@@ -44,6 +44,10 @@ _SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(_HERE, ".
 FAKE_CLOUD = os.path.join(_SRC, "tests", "fake-cloud")
 
 HETZNER_TOKEN = "hcloud-test-token"
+# A DigitalOcean API token the fake accepts (settings do_tokens).
+DO_TOKEN = "dop_v1_cloudnode_test"
+# The fake EC2 API's access key (the example key of the AWS documentation).
+AWS_ACCESS_KEY = {"id": "AKIAIOSFODNN7EXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}
 OPENSTACK_USER = {"name": "demo", "password": "demo-password", "domain": "Default", "project": "demo"}
 OPENSTACK_APP_CREDENTIAL = {"id": "appcred-demo", "secret": "appcred-secret"}
 

@@ -1,5 +1,5 @@
-"""Helpers of the provider tests: run tests/provider-lookup (lib/provider/provider.h over HTTP)
-and compare its answers.
+"""tests/provider-lookup, the C driver of lib/provider/provider.h, run by the provider tests: one
+JSON object per call, with the environment of the credentials the test names only.
 
     lookup("gcp", conf, "metadata", "gce://p/z/n", "exists", "name", env={...}) -> [dict, ...]"""
 import json
@@ -8,13 +8,13 @@ import subprocess
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(BUILD, "tests", "provider-lookup")
-# The environment variables the providers read credentials and endpoints from: a test gives
-# them explicitly or not at all.
-PROVIDER_ENV = ("HCLOUD_", "OS_", "GOOGLE_", "GCE_", "AZURE_")
+# Variables through which a provider may take settings from the environment: a test gives them
+# explicitly or not at all.
+CLOUD_ENV_PREFIXES = ("HCLOUD_", "OS_", "AWS_", "DO_", "GOOGLE_", "GCE_", "AZURE_")
 
 
 def lookup(provider, conf, *calls, env=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER_ENV)}
+    e = {k: v for k, v in os.environ.items() if not k.startswith(CLOUD_ENV_PREFIXES)}
     e.update(env or {})
     p = subprocess.run([TOOL, provider, conf] + list(calls), capture_output=True, text=True, timeout=60, env=e)
     if p.returncode != 0:
@@ -27,6 +27,7 @@ def eq(t, got, want, name, diag=None):
 
 
 def write(path, text):
+    """A file only its owner reads, as cloud configs and credentials are."""
     with open(path, "w") as f:
         f.write(text)
     os.chmod(path, 0o600)

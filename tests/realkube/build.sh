@@ -9,6 +9,9 @@
 #   build.sh --bindir   print that directory when both binaries are there, exit 1 otherwise
 #   build.sh --go       print the Go it would build with, exit 77 when there is none
 #   build.sh --unreachable  print why the module proxy could not be used, if that stopped the build
+#   build.sh --fetch DIR FILE PACKAGE...  fetch the modules PACKAGEs need in module DIR, with this
+#                       Go (tests/realcapi/build.sh uses it): exit 77 when the module proxy cannot
+#                       be used, saying why into FILE
 set -eu
 mode=${1:-}
 
@@ -19,7 +22,9 @@ KUBE_STAGING_VERSION=v0.32.13
 ETCD_VERSION=v3.5.22
 
 cache=${CN_REAL_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cloudnode/real-kube}
-bindir=$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION/bin
+# "-2": kube-apiserver reports its release (/version: the ldflags below); a build of the first
+# form reported v0.0.0-master, which clients that check the server's version (clusterctl) refuse.
+bindir=$cache/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-2/bin
 
 if [ "$mode" = --bindir ]; then
 	[ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ] || exit 1
@@ -32,7 +37,7 @@ if [ "$mode" = --unreachable ]; then
 	[ -s "$cache/unreachable" ] && cat "$cache/unreachable" && exit 0
 	exit 1
 fi
-if [ "$mode" != --go ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ]; then
+if [ "$mode" != --go ] && [ "$mode" != --fetch ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ]; then
 	echo "$bindir"
 	exit 0
 fi
@@ -54,7 +59,34 @@ if [ "$mode" = --go ]; then
 	exit 0
 fi
 
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+# The local Go, unless a caller names a pinned toolchain (CN_GO_TOOLCHAIN, e.g. go1.24.13) that
+# Go fetches from the module proxy as the module golang.org/toolchain.
+export GOTOOLCHAIN="${CN_GO_TOOLCHAIN:-local}" GOFLAGS=-mod=mod CGO_ENABLED=0
+
+# Fetching the modules is the one step that needs the network: when the module proxy cannot be
+# reached or is not trusted, the program cannot be built here (exit 77, the tests skip and say
+# why, which is also written to the file named); any other failure is an error.
+fetch() { # dir unreachable-file package...
+	d=$1 unreachable=$2
+	shift 2
+	net='dial tcp|x509|certificate|no such host|i/o timeout|connection refused|proxyconnect|TLS handshake|network is unreachable'
+	if ! (cd "$d" && "$go" list -deps "$@" >/dev/null 2>"$d/fetch.err"); then
+		if grep -qiE "$net" "$d/fetch.err"; then
+			{ echo "the Go module proxy cannot be reached from here:"; grep -m1 -iE "$net" "$d/fetch.err"; } >"$unreachable"
+			cat "$unreachable" >&2
+			exit 77
+		fi
+		cat "$d/fetch.err" >&2
+		exit 1
+	fi
+	rm -f "$unreachable"
+}
+if [ "$mode" = --fetch ]; then
+	shift
+	fetch "$@"
+	exit 0
+fi
+
 mkdir -p "$cache"
 # One build at a time per cache (make check and make real-kube may start together).
 exec 9>"$cache/lock"
@@ -108,23 +140,11 @@ printf '//go:build tools\n\npackage realetcd\n\nimport _ "go.etcd.io/etcd/server
 
 # Each program is built only when missing. The graph of modules the build selected must not
 # need a Go newer than 1.23 (Debian 12's): the newest go directive in it is checked.
-build() { # dir package output
+build() { # dir package output [ldflags]
 	[ -x "$bindir/$3" ] && return 0
 	echo "real-kube: building $3 ($2) with $("$go" env GOVERSION)" >&2
-	# Fetching the modules is the one step that needs the network: when the module proxy cannot
-	# be reached or is not trusted, the real server cannot be built here (exit 77, the tests
-	# skip and say why); any other failure is an error.
-	if ! (cd "$1" && "$go" list -deps "$2" >/dev/null 2>"$work/fetch.err"); then
-		if grep -qiE 'dial tcp|x509|certificate|no such host|i/o timeout|connection refused|proxyconnect|TLS handshake|network is unreachable' "$work/fetch.err"; then
-			{ echo "the Go module proxy cannot be reached from here:"; grep -m1 -iE 'dial tcp|x509|certificate|no such host|i/o timeout|connection refused|proxyconnect|TLS handshake|network is unreachable' "$work/fetch.err"; } >"$cache/unreachable"
-			cat "$cache/unreachable" >&2
-			exit 77
-		fi
-		cat "$work/fetch.err" >&2
-		exit 1
-	fi
-	rm -f "$cache/unreachable"
-	(cd "$1" && "$go" build -trimpath -ldflags='-s -w' -o "$bindir/$3.tmp" "$2")
+	fetch "$1" "$cache/unreachable" "$2"
+	(cd "$1" && "$go" build -trimpath -ldflags="-s -w ${4:-}" -o "$bindir/$3.tmp" "$2")
 	newest=$(cd "$1" && "$go" list -m -f '{{.GoVersion}}' all | sort -V | tail -n 1)
 	case $newest in
 	1.2[0-3] | 1.2[0-3].* | 1.1[0-9] | 1.1[0-9].* | "") ;;
@@ -137,5 +157,8 @@ build() { # dir package output
 	mv "$bindir/$3.tmp" "$bindir/$3"
 }
 build "$work/etcd" go.etcd.io/etcd/server/v3 etcd
-build "$work/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver
+v=k8s.io/component-base/version
+minor=${KUBE_VERSION#v1.}
+build "$work/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "-X $v.gitVersion=$KUBE_VERSION \
+-X $v.gitMajor=1 -X $v.gitMinor=${minor%%.*} -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 echo "$bindir"

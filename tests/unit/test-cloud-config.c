@@ -39,6 +39,8 @@ static void test_errors(void) {
                 { "[Global]\npassword = \"open\n", "line 2: malformed quoted value" },
                 { "[Global]\nx = \"a\\q\"\n", "line 2: malformed quoted value" },
                 { "[Global]\nbad key = 1\n", "line 2: invalid character in key" },
+                { "[ServiceOverride 1]\n", "line 1: unsupported section name" },
+                { "[ServiceOverride \"a\"b\"]\n", "line 1: unsupported section name" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
@@ -49,6 +51,16 @@ static void test_errors(void) {
                            "malformed cloud.conf is refused");
                 TAP_EQ_STR(err, bad[i].error, "with a message naming the line");
         }
+}
+
+static void test_subsection(void) {
+        static const char text[] = "[Global]\nZone = us-east-1a\n[ServiceOverride \"1\"]\nService = ec2\n"
+                                   "URL = https://ec2.example.com\n";
+        _cleanup_json_ json_object *cfg = NULL;
+
+        TAP_EQ_INT(cn_cloud_config_parse(text, strlen(text), &cfg, NULL), 0, "gcfg subsections parse");
+        TAP_EQ_STR(cn_cloud_config_get(cfg, "ServiceOverride \"1\"", "URL"), "https://ec2.example.com",
+                   "a subsection is a section named with its quoted name");
 }
 
 static void test_node_config_shape(void) {
@@ -62,6 +74,7 @@ static void test_node_config_shape(void) {
 int main(void) {
         test_parse();
         test_errors();
+        test_subsection();
         test_node_config_shape();
         return tap_done();
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Watch stream parsing: the same events whatever the chunking (whole, byte by byte, odd sizes),
- * streams cut mid-object, ERROR events (410 Gone mid-watch), malformed and oversized input. */
+ * streams cut mid-object, ERROR events (410 Gone mid-watch), malformed and oversized input; all of
+ * it a second time with an object filter (json-filter.h), which must also leave out what it drops
+ * and keep an ERROR event's Status. */
 #include "kube-client.h"
 #include "tap.h"
 
@@ -15,6 +17,11 @@
         "\"message\":\"too old resource version: 5 (10)\",\"reason\":\"Expired\",\"code\":410}}"
 
 static const char stream[] = EV_ADDED "\n" EV_MODIFIED "\n\n" EV_BOOKMARK "\r\n  " EV_DELETED "\n";
+
+/* Set for the second pass: the objects keep metadata.name and resourceVersion only. */
+static const CnJsonFilter name_rv[] = { { "name" }, { "resourceVersion" }, {} };
+static const CnJsonFilter object_filter[] = { { "metadata", name_rv }, {} };
+static const CnJsonFilter *filter;
 
 typedef struct Seen {
         char log[1024];
@@ -31,8 +38,9 @@ static int on_event(CnKubeWatchEventType type, json_object *object, void *userda
                 return -ECANCELED;
         (void) json_object_object_get_ex(object, "metadata", &md);
         (void) json_object_object_get_ex(md, "resourceVersion", &rv);
-        snprintf(s->log + strlen(s->log), sizeof(s->log) - strlen(s->log), "%s:%s ",
-                 cn_kube_watch_event_type_to_string(type), rv ? json_object_get_string(rv) : "-");
+        snprintf(s->log + strlen(s->log), sizeof(s->log) - strlen(s->log), "%s:%s%s ",
+                 cn_kube_watch_event_type_to_string(type), rv ? json_object_get_string(rv) : "-",
+                 json_object_object_get_ex(md, "labels", NULL) ? "+labels" : "");
         return 0;
 }
 
@@ -42,6 +50,7 @@ static int feed_in_chunks(const char *data, size_t size, size_t chunk, Seen *s, 
         int r = 0;
 
         assert(cn_kube_watch_parser_new(4096, on_event, s, &p) == 0);
+        cn_kube_watch_parser_set_filter(p, filter);
         for (size_t i = 0; i < size && r >= 0; i += chunk)
                 r = cn_kube_watch_parser_feed(p, data + i, MIN(chunk, size - i), msg);
         if (ret_p)
@@ -53,14 +62,16 @@ static int feed_in_chunks(const char *data, size_t size, size_t chunk, Seen *s, 
 
 static void test_chunking(void) {
         static const size_t chunks[] = { sizeof(stream), 1, 2, 3, 7, 64, 100 };
-        const char *want = "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 ";
+        const char *want = filter ? "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 "
+                                  : "ADDED:10 MODIFIED:11+labels BOOKMARK:15 DELETED:16 ";
 
         for (size_t i = 0; i < ELEMENTSOF(chunks); i++) {
                 Seen s = {};
                 _cleanup_(cn_kube_watch_parser_freep) CnKubeWatchParser *p = NULL;
 
                 TAP_EQ_INT(feed_in_chunks(stream, strlen(stream), chunks[i], &s, &p, NULL), 0, "stream parses");
-                tap_ok(streq(s.log, want), "chunks of %zu bytes give the same four events in order", chunks[i]);
+                tap_ok(streq(s.log, want), "chunks of %zu bytes give the same four events in order%s", chunks[i],
+                       filter ? ", without the members filtered out" : "");
                 if (!streq(s.log, want))
                         printf("# got %s\n", s.log);
                 TAP_OK(!cn_kube_watch_parser_partial(p), "nothing left over after complete events");
@@ -78,7 +89,9 @@ static void test_cut(void) {
 
         /* The rest arrives later: the partial event completes. */
         TAP_EQ_INT(cn_kube_watch_parser_feed(p, stream + cut, strlen(stream) - cut, NULL), 0, "rest of the stream");
-        TAP_EQ_STR(s.log, "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 ", "partial event completes with more bytes");
+        TAP_EQ_STR(s.log, filter ? "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 "
+                                 : "ADDED:10 MODIFIED:11+labels BOOKMARK:15 DELETED:16 ",
+                   "partial event completes with more bytes");
 }
 
 static void test_gone(void) {
@@ -127,9 +140,13 @@ static void test_bad(void) {
 }
 
 int main(void) {
-        test_chunking();
-        test_cut();
-        test_gone();
-        test_bad();
+        for (int pass = 0; pass < 2; pass++) {
+                filter = pass ? object_filter : NULL;
+                printf("# %s\n", pass ? "with an object filter" : "whole objects");
+                test_chunking();
+                test_cut();
+                test_gone();
+                test_bad();
+        }
         return tap_done();
 }

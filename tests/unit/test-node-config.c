@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Node config parsing: keys, types, defaults, and errors that name the key. */
+#include "json-util.h"
 #include "node-config.h"
 #include "metadata.h"
 #include "tap.h"
@@ -18,7 +19,8 @@ static void test_full(void) {
         r = parse("{\"platform\":\"aws\",\"role\":\"control-plane\",\"nodeName\":\"n1\","
                   "\"kubeconfig\":\"/k\",\"metadata\":{\"endpoint\":\"http://127.0.0.1:1\","
                   "\"configDrive\":\"/cd\",\"timeout\":\"1m500ms\",\"retries\":3,\"deadline\":20,"
-                  "\"requireIMDSv2\":true},\"cloudConfig\":{\"Global\":{\"zone\":\"a\",\"n\":5,\"b\":true}},"
+                  "\"requireIMDSv2\":true},\"cloudConfig\":{\"Global\":{\"zone\":\"a\",\"n\":5,\"b\":true},"
+                  "\"ServiceOverride\":{\"1\":{\"Service\":\"ec2\"}}},"
                   "\"credentialsFile\":\"/c\",\"images\":\"/i.json\",\"healthPort\":1234}",
                   &c, &err);
         TAP_EQ_INT(r, 0, "full config parses");
@@ -38,6 +40,8 @@ static void test_full(void) {
         TAP_EQ_STR(json_object_get_string(json_object_object_get(
                            json_object_object_get(c->cloud_config, "Global"), "n")),
                    "5", "cloudConfig scalar kept as string");
+        TAP_EQ_STR(cn_json_string(c->cloud_config, "ServiceOverride", "1", "Service", NULL), "ec2",
+                   "cloudConfig subsection kept");
         TAP_EQ_STR(c->images_path, "/i.json", "images path");
         TAP_EQ_INT(c->health_port, 1234, "healthPort");
 }
@@ -77,6 +81,9 @@ int main(void) {
         expect_error("{\"cloudConfig\":{\"Glo]bal\":{}}}", "invalid section name", "INI-breaking section name");
         expect_error("{\"cloudConfig\":{\"Global\":{\"a=b\":\"x\"}}}", "invalid key name", "INI-breaking key");
         expect_error("{\"cloudConfig\":{\"Global\":{\"a\":[1]}}}", "must be a scalar", "non-scalar value");
+        expect_error("{\"cloudConfig\":{\"S\":{\"1\":{\"a\":{}}}}}", "must be a scalar", "subsections do not nest");
+        expect_error("{\"cloudConfig\":{\"S\":{\"1\":{\"a=b\":\"x\"}}}}", "invalid key name", "INI-breaking key "
+                     "in a subsection");
         expect_error("{\"healthPort\":70000}", "healthPort", "port out of range");
         expect_error("[1]", "must be a mapping", "non-mapping document");
         return tap_done();

@@ -108,7 +108,8 @@ static void test_kubelet(void) {
 static void test_cloud_conf(void) {
         _cleanup_instance_metadata_ CnInstanceMetadata *m = sample("node-1");
         _cleanup_json_ json_object *cfg = json_tokener_parse(
-                "{\"Global\":{\"Zone\":\"override-zone\",\"KubernetesClusterTag\":\"c1\"},\"ServiceOverride\":{\"x\":\"y\"}}");
+                "{\"Global\":{\"Zone\":\"override-zone\",\"KubernetesClusterTag\":\"c1\"},\"ServiceOverride\":{\"x\":\"y\","
+                "\"1\":{\"Service\":\"ec2\",\"URL\":\"https://ec2.example.com\"}}}");
         _cleanup_json_ json_object *cred = json_tokener_parse("{\"secret\":\"p;a#s\\\"s\"}");
         _cleanup_json_ json_object *bad = json_tokener_parse("{\"secret\":\"x\\n[Evil]\\nk=v\"}");
         _cleanup_free_ char *text = NULL, *text2 = NULL, *text3 = NULL;
@@ -134,6 +135,8 @@ static void test_cloud_conf(void) {
                            "cloud.conf: a value with ; # and quotes reads back exactly");
                 TAP_EQ_STR(cn_cloud_config_get(parsed, "Global", "Zone"), "override-zone", "cloud.conf: Zone reads back");
                 TAP_EQ_STR(cn_cloud_config_get(parsed, "ServiceOverride", "x"), "y", "cloud.conf: other section");
+                TAP_EQ_STR(cn_cloud_config_get(parsed, "ServiceOverride \"1\"", "URL"), "https://ec2.example.com",
+                           "cloud.conf: an object in a section is a subsection ([ServiceOverride \"1\"])");
         }
         p.credentials = bad;
         TAP_OK(cn_render_cloud_conf(&p, &text3, &size) < 0 && !text3, "cloud.conf: a newline cannot start a section");

@@ -15,7 +15,7 @@ suite=bookworm
 # dbus: the agent asks systemd for a daemon-reload over the system bus after writing the kubelet
 # drop-in. curl: the stand-in for kubelet registration. The rest is what the binaries link.
 packages="systemd systemd-sysv udev dbus linux-image-amd64 ca-certificates iproute2 curl
-libcurl4 libyaml-0-2 libjson-c5 libmnl0 libmicrohttpd12 libssl3 libsystemd0"
+libcurl4 libyaml-0-2 libjson-c5 libmnl0 libmicrohttpd12 libexpat1 libssl3 libsystemd0"
 
 mkdir "$dest"
 debootstrap --variant=minbase --include="$(echo $packages | tr ' ' ,)" \

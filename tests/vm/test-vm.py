@@ -30,14 +30,14 @@ import vmtest  # noqa: E402
 MESSAGE_UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 KUBELET_USER = "system:node-registration"
-DEFAULT_CASES = "aws:bootstrap hetzner:worker"
+DEFAULT_CASES = "aws:bootstrap hetzner:worker digitalocean:bootstrap"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
-CLUSTER_PROVIDERS = ("azure", "gcp", "hetzner", "openstack")
+CLUSTER_PROVIDERS = ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstack")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
-BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-secrets/kubeconfig"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
+BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-secrets/kubeconfig"
 
 
 def unit_props(text):
@@ -239,14 +239,15 @@ def cloudnode_case(t, base, work, built, platform, role):
                           "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"})
             with open(ignition_config(stage, role), "rb") as f:
                 project = f.read()
-            # The installer's bootstrap kubeconfig, which the static pod and the agent's hand-off
-            # (daemon mode, waiting for the in-cluster initializer) use where a static pod runs.
-            bootstrap = []
-            if role == "bootstrap" and platform in CLUSTER_PROVIDERS:
-                admin, _ = guest_kubeconfig(kube, kube.token_for("system:admin", ["system:masters"]))
-                bootstrap = [(BOOTSTRAP_KUBECONFIG, admin, 0o600)]
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
+            # A bootstrap VM on a platform with a cluster-mode provider runs the static pod, and
+            # its agent waits with the installer's bootstrap kubeconfig for the in-cluster
+            # initializer to take over (it never does here: the agent stays active, waiting).
+            bootstrap = []
+            if role == "bootstrap" and platform in CLUSTER_PROVIDERS:
+                admin, _ = guest_kubeconfig(kube, kube.token_for("vmtest-installer", ["system:masters"]))
+                bootstrap = [(BOOTSTRAP_KUBECONFIG, admin, 0o600)]
             g.ignition(vmtest.Guest.merge_config(
                 project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
                                 ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
@@ -298,7 +299,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     provider_id = env.get("CLOUDNODE_PROVIDER_ID")
     # The providerID formats of the providers' own cloud-controller-managers.
     scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://", "gcp": "gce://",
-              "azure": "azure://"}[platform]
+              "azure": "azure://", "digitalocean": "digitalocean://"}[platform]
     # GCE and Azure name the instance by its name in the providerID, the others by its id.
     tail = "/" + inst["name"] if platform in ("gcp", "azure") else str(inst["id"])
     t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(tail),
@@ -312,7 +313,7 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     t.ok(kubelet.get("Result") == "success" and kubelet.get("ActiveState") == "active",
          "%s: kubelet stand-in registered the Node" % n)
 
-    # The static pod only where the cluster-mode initializer has a provider.
+    # The static pod only where the cluster-mode initializer has a provider (CLUSTER_PROVIDERS).
     pod_expected = role == "bootstrap" and platform in CLUSTER_PROVIDERS
     for path, present in ((CLOUD_CONF, role == "bootstrap"), (STATIC_POD, pod_expected)):
         m = res.get("files" + path)
@@ -359,7 +360,11 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
                        ("topology.kubernetes.io/region", "CLOUDNODE_REGION"),
                        ("topology.kubernetes.io/zone", "CLOUDNODE_ZONE")):
         t.eq(labels.get(label), env.get(key), "%s: label %s = %s" % (n, label, key))
-    t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
+    if platform == "digitalocean":
+        # DigitalOcean has regions, no zones: its metadata service names the region only.
+        t.ok(env.get("CLOUDNODE_REGION") and not env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a region" % n)
+    else:
+        t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
     addrs = {(a.get("type"), a.get("address")) for a in node.get("status", {}).get("addresses", [])}
     t.ok(("InternalIP", inst["private_ipv4"]) in addrs, "%s: Node has InternalIP %s" % (n, inst["private_ipv4"]),
          sorted(addrs))

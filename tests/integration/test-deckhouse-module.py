@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""deckhouse/modules/030-cloud-provider-cloudnode renders with the real helm v3 (tests/helm/build.sh)
+over every x-examples entry of openapi/values.yaml and hand-written value sets, without
+Deckhouse's helm_lib; `helm lint` is clean; the rendered objects, the capi/ templates and an
+InstanceClass of every instance class are applied with strict field validation to the real
+kube-apiserver holding the module's CRDs, which judges them against the Kubernetes schemas and
+the CRDs' OpenAPI schemas."""
+import base64
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import yaml  # noqa: E402
+import d8module  # noqa: E402
+import realkube  # noqa: E402
+from cntap import Tap, src, wait_for  # noqa: E402
+
+NS = "d8-cloud-provider-cloudnode"
+RELEASE = "cloud-provider-cloudnode"
+
+
+def value_sets():
+    """(name, module values) to render: the x-examples and hand-written sets."""
+    examples = d8module.load("values.yaml")["x-examples"]
+    out = [("x-examples[%d]" % i, ex) for i, ex in enumerate(examples)]
+    # The configuration examples, each over the first values example.
+    for i, cfg in enumerate(d8module.load("config-values.yaml")["x-examples"]):
+        if cfg:
+            out.append(("config-values x-examples[%d]" % i, dict(copy.deepcopy(examples[0]), **cfg)))
+    hetzner = copy.deepcopy(examples[0])
+    pcc = hetzner["internal"]["providerClusterConfiguration"]
+    pcc["provider"]["endpoint"] = "https://api.hetzner.example.com/v1"
+    pcc["masterNodeGroup"]["replicas"] = 1
+    pcc["nodeGroups"] = []
+    hetzner["cni"] = "simple-bridge"
+    # Deckhouse's vertical-pod-autoscaler module on: the Deployments get their VPAs.
+    hetzner["global"] = {"enabledModules": d8module.GLOBAL["enabledModules"] + ["vertical-pod-autoscaler"]}
+    out.append(("hetzner, one master, custom endpoint", hetzner))
+    openstack = copy.deepcopy(examples[1])
+    creds = openstack["internal"]["providerClusterConfiguration"]["provider"]["credentials"]
+    for k in ("applicationCredentialID", "applicationCredentialSecret"):
+        creds.pop(k)
+    # A password a template would break if it pasted it into a file.
+    creds.update(username="admin", password='p"a\nss: [x]\n# {{ .Values }}')
+    openstack["internal"]["providerClusterConfiguration"]["nodeGroups"] = [
+        {"name": "gpu", "replicas": 0, "instanceClass": {"openstack": {
+            "flavor": "g1.xlarge", "image": "debian-12", "securityGroups": ["default", "gpu"]}}}]
+    out.append(("openstack, password, node group", openstack))
+    return out
+
+
+def full_values(values):
+    v = d8module.with_defaults("values.yaml", {k: x for k, x in values.items() if k != "global"})
+    v["global"] = dict(copy.deepcopy(d8module.GLOBAL), **values.get("global", {}))
+    return v
+
+
+def module_values(values):
+    """The module's own values (what its schema judges), without the global ones of a set."""
+    return {k: x for k, x in values.items() if k != "global"}
+
+
+def helm_run(t, helm, tmp, *args):
+    env = dict(os.environ, HOME=tmp, HELM_CACHE_HOME=os.path.join(tmp, "cache"),
+               HELM_CONFIG_HOME=os.path.join(tmp, "config"), HELM_DATA_HOME=os.path.join(tmp, "data"))
+    return subprocess.run([helm] + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+
+def write_values(tmp, name, values):
+    path = os.path.join(tmp, "values-%s.yaml" % abs(hash(name)))
+    with open(path, "w") as f:
+        yaml.safe_dump(values, f)
+    return path
+
+
+def by(objs, kind, name):
+    return next((o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name), None)
+
+
+def check_objects(t, name, values, objs):
+    pcc = values["internal"]["providerClusterConfiguration"]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    for want in [("Namespace", NS), ("Deployment", "cloud-controller-manager"), ("Deployment", "capi-controller-manager"),
+                 ("PodDisruptionBudget", "cloud-controller-manager"), ("Secret", "cloudnode-credentials"),
+                 ("Secret", "d8-node-manager-cloud-provider"), ("Secret", "d8-cni-configuration"),
+                 ("Secret", "deckhouse-registry")]:
+        t.ok(want in kinds, "%s: renders %s %s" % (name, *want))
+    creds = by(objs, "Secret", "cloudnode-credentials")
+    env = {k: base64.b64decode(v).decode() for k, v in (creds or {}).get("data", {}).items()}
+    c = pcc["provider"]["credentials"]
+    if pcc["provider"]["name"] == "hetzner":
+        want = {"HCLOUD_TOKEN": c["token"]}
+        if "endpoint" in pcc["provider"]:
+            want["HCLOUD_ENDPOINT"] = pcc["provider"]["endpoint"]
+    else:
+        want = {"OS_AUTH_URL": pcc["provider"]["endpoint"], "OS_PROJECT_ID": c["projectID"],
+                "OS_REGION_NAME": pcc["provider"]["region"]}
+        for k, e in (("username", "OS_USERNAME"), ("password", "OS_PASSWORD"),
+                     ("applicationCredentialID", "OS_APPLICATION_CREDENTIAL_ID"),
+                     ("applicationCredentialSecret", "OS_APPLICATION_CREDENTIAL_SECRET")):
+            if k in c:
+                want[e] = c[k]
+    t.eq(env, want, "%s: the credentials Secret holds exactly the provider's variables, byte for byte" % name)
+    secrets = [v for v in c.values()]
+    plain = json.dumps([o for o in objs if o["kind"] != "Secret"])
+    t.ok(not any(s in plain for s in secrets), "%s: no credential outside the Secret's data" % name)
+    reg = by(objs, "Secret", "d8-node-manager-cloud-provider")
+    reg = {k: base64.b64decode(v).decode() for k, v in (reg or {}).get("data", {}).items()}
+    t.eq((reg.get("type"), reg.get("instanceClassKind"), reg.get("capiMachineTemplateKind"), reg.get("zones"),
+          reg.get("sshPublicKey")),
+         ("cloudnode", "CloudnodeInstanceClass", "CloudnodeMachineTemplate",
+          json.dumps(values["internal"]["providerDiscoveryData"].get("zones", []), separators=(",", ":")),
+          pcc["sshPublicKey"]), "%s: registration data for node-manager" % name)
+    cni = by(objs, "Secret", "d8-cni-configuration")
+    t.eq(base64.b64decode(cni["data"]["cni"]).decode() if cni else None, values.get("cni", "cilium"),
+         "%s: the CNI Secret" % name)
+    vpa_on = "vertical-pod-autoscaler" in full_values(values)["global"]["enabledModules"]
+    t.eq(sorted(o["spec"]["targetRef"]["name"] for o in objs if o["kind"] == "VerticalPodAutoscaler"),
+         ["capi-controller-manager", "cloud-controller-manager"] if vpa_on else [],
+         "%s: a VerticalPodAutoscaler per Deployment exactly when vertical-pod-autoscaler is on" % name)
+    for d in ("cloud-controller-manager", "capi-controller-manager"):
+        dep = by(objs, "Deployment", d)
+        pod = dep["spec"]["template"]["spec"]
+        ctr = pod["containers"][0]
+        t.ok(pod["securityContext"].get("runAsNonRoot") and ctr["securityContext"]["readOnlyRootFilesystem"]
+             and ctr["securityContext"]["capabilities"]["drop"] == ["ALL"]
+             and not ctr["securityContext"]["allowPrivilegeEscalation"], "%s: %s is hardened" % (name, d))
+        t.eq(pod.get("imagePullSecrets"), [{"name": "deckhouse-registry"}], "%s: %s pulls with the registry Secret" % (name, d))
+        t.ok(ctr["image"].startswith(d8module.GLOBAL["modulesImages"]["registry"]["base"] + "@sha256:"),
+             "%s: %s image by digest" % (name, d))
+        t.ok("--cloud-provider=%s" % pcc["provider"]["name"] in ctr["args"]
+             or "--machine-provider=%s" % pcc["provider"]["name"] in ctr["args"], "%s: %s for the cloud" % (name, d))
+    for o in objs:
+        if o["kind"] == "Role":
+            for r in o["rules"]:
+                if "leases" in r["resources"]:
+                    t.ok(r["verbs"] == ["create"] or r.get("resourceNames"),
+                         "%s: Role %s names its Lease for every verb but create" % (name, o["metadata"]["name"]))
+        if o["kind"] in ("Role", "ClusterRole"):
+            t.ok(not any("*" in r.get("verbs", []) + r.get("resources", []) for r in o["rules"]),
+                 "%s: %s %s has no wildcard" % (name, o["kind"], o["metadata"]["name"]))
+            t.ok(o["kind"] == "Role" or not any("secrets" in r["resources"] for r in o["rules"]),
+                 "%s: ClusterRole %s grants no Secrets" % (name, o["metadata"]["name"]))
+
+
+def capi_chart(tmp):
+    """capi/ as node-manager renders it: a chart of those templates and the values it passes."""
+    d = os.path.join(tmp, "capi-chart")
+    os.makedirs(os.path.join(d, "templates"), exist_ok=True)
+    with open(os.path.join(d, "Chart.yaml"), "w") as f:
+        f.write("apiVersion: v2\nname: capi\nversion: 0.1.0\n")
+    for n in os.listdir(os.path.join(d8module.MODULE, "capi")):
+        with open(os.path.join(d8module.MODULE, "capi", n)) as s, open(os.path.join(d, "templates", n), "w") as o:
+            o.write(s.read())
+    return d
+
+
+def apply(k, obj):
+    """Server-side apply with strict field validation: an unknown or mistyped field is an error."""
+    md = obj["metadata"]
+    path = k.resource_path(obj["apiVersion"], obj["kind"], md.get("namespace"))
+    return k.api("PATCH", "%s/%s?fieldManager=cloudnode-test&fieldValidation=Strict&force=true" % (path, md["name"]),
+                 json.dumps(obj), content_type="application/apply-patch+yaml")
+
+
+def crds():
+    out = []
+    d = os.path.join(d8module.MODULE, "crds")
+    for n in sorted(os.listdir(d)):
+        with open(os.path.join(d, n)) as f:
+            out += [x for x in yaml.safe_load_all(f) if x]
+    for n in ("fakekube-capi-core-crds.yaml", "vpa-crd.yaml"):
+        with open(src("tests", "data", n)) as f:
+            out += [x for x in yaml.safe_load_all(f) if x]
+    return out
+
+
+def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
+    bins, why = realkube.bindir()
+    if bins is None:
+        t.skip("rendered objects applied to the real API server", why)
+        return
+    with realkube.RealKube(os.path.join(tmp, "kube")) as k:
+        for c in crds():
+            st, r = apply(k, c)
+            t.ok(st in (200, 201), "CRD %s is accepted" % c["metadata"]["name"], "%s %s" % (st, r))
+        for c in crds():
+            g, plural = c["spec"]["group"], c["spec"]["names"]["plural"]
+            v = c["spec"]["versions"][0]["name"]
+            t.ok(wait_for(lambda: k.api("GET", "/apis/%s/%s/%s" % (g, v, plural))[0] == 200, timeout=20),
+                 "CRD %s is served" % c["metadata"]["name"])
+        k.ensure_namespace("d8-cloud-instance-manager")
+        for name, objs in rendered:
+            # Namespaces first, as Helm installs them.
+            for o in sorted(objs, key=lambda o: o["kind"] != "Namespace"):
+                st, r = apply(k, o)
+                t.ok(st in (200, 201), "%s: the real server accepts %s %s" % (name, o["kind"], o["metadata"]["name"]),
+                     "%s %s" % (st, r))
+        # The pods the Deployments make are admitted (Pod Security of the namespace, the pod
+        # schema), and but for the host network of the cloud-controller-manager they are
+        # "restricted": admission warns about nothing else.
+        for name, objs in rendered[:1]:
+            for o in objs:
+                if o["kind"] != "Deployment":
+                    continue
+                pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": o["metadata"]["name"] + "-probe"},
+                       "spec": o["spec"]["template"]["spec"]}
+                st, hdrs, raw = k.request("POST", "/api/v1/namespaces/%s/pods?dryRun=All" % NS, pod)
+                warning = " ".join(v for h, v in hdrs.items() if h.lower() == "warning")
+                t.diag("%s: %s" % (o["metadata"]["name"], warning or "no warning"))
+                t.ok(st == 201, "%s: a pod of Deployment %s is admitted" % (name, o["metadata"]["name"]), raw[:500])
+                # What the host network implies (its ports are host ports) is all "restricted" may name.
+                rest = warning
+                if pod["spec"].get("hostNetwork"):
+                    rest = rest.replace("host namespaces (hostNetwork=true)", "")
+                    for c in pod["spec"]["containers"]:
+                        for p in c.get("ports", []):
+                            rest = rest.replace('hostPort (container \\"%s\\" uses hostPort %d)' % (c["name"], p["containerPort"]), "")
+                    rest = rest.replace('299 - "would violate PodSecurity \\"restricted:latest\\": , "', "")
+                t.ok(rest == "" and (bool(warning) == bool(pod["spec"].get("hostNetwork"))),
+                     "%s: %s is restricted but for what it must do" % (name, o["metadata"]["name"]), warning)
+        # What the ServiceAccounts may do, asked of the real server's RBAC.
+        def can(sa, verb, resource, namespace=None, name=None, group=""):
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+                "user": "system:serviceaccount:%s:%s" % (NS, sa),
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:" + NS, "system:authenticated"],
+                "resourceAttributes": {k: v for k, v in (("verb", verb), ("resource", resource), ("group", group),
+                                                         ("namespace", namespace), ("name", name)) if v}}}
+            st, r = k.api("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+            return st == 201 and r["status"].get("allowed", False)
+        for sa, verb, res, ns, name, group, want in [
+                ("cloud-controller-manager", "patch", "nodes", None, "n1", "", True),
+                ("cloud-controller-manager", "delete", "nodes", None, "n1", "", True),
+                ("cloud-controller-manager", "update", "leases", NS, "cloud-controller-manager", "coordination.k8s.io", True),
+                ("cloud-controller-manager", "update", "leases", NS, "other", "coordination.k8s.io", False),
+                ("cloud-controller-manager", "update", "leases", "kube-system", "cloud-controller-manager",
+                 "coordination.k8s.io", False),
+                ("cloud-controller-manager", "get", "secrets", NS, "cloudnode-credentials", "", False),
+                ("capi-controller-manager", "get", "secrets", "d8-cloud-instance-manager", "m1-bootstrap", "", True),
+                ("capi-controller-manager", "get", "secrets", "kube-system", "d8-provider-cluster-configuration", "",
+                 False),
+                ("capi-controller-manager", "list", "secrets", "d8-cloud-instance-manager", None, "", False),
+                ("capi-controller-manager", "patch", "cloudnodemachines", "d8-cloud-instance-manager", "m1",
+                 "infrastructure.cluster.x-k8s.io", True),
+                ("capi-controller-manager", "update", "leases", NS, "cloudnode-controller", "coordination.k8s.io", True),
+                ("capi-controller-manager", "patch", "nodes", None, "n1", "", False)]:
+            t.eq(can(sa, verb, res, ns, name, group), want, "RBAC: %s %s %s %s/%s: %s" % (
+                sa, verb, res, ns or "", name or "*", "allowed" if want else "denied"))
+        for o in capi_objs + instance_classes:
+            st, r = apply(k, o)
+            t.ok(st in (200, 201), "the real server accepts %s %s" % (o["kind"], o["metadata"]["name"]),
+                 "%s %s" % (st, r))
+        # The CRDs' schemas do judge: a wrong field is refused.
+        bad = copy.deepcopy(instance_classes[0])
+        bad["metadata"]["name"] = "bad"
+        bad["spec"] = {"hetzner": {"serverType": "cx22", "image": "debian-12"}}
+        st, r = apply(k, bad)
+        t.ok(st == 422 and "location" in json.dumps(r), "the real server refuses an InstanceClass without location",
+             "%s %s" % (st, r))
+        bad["spec"] = {"hetzner": {"serverType": "cx22", "image": "d", "location": "fsn1", "flavour": "x"}}
+        st, r = apply(k, bad)
+        # Server-side apply reports a field its schema lacks as an error of the typed patch (500).
+        t.ok(st >= 400 and "flavour" in json.dumps(r), "the real server refuses an unknown InstanceClass field",
+             "%s %s" % (st, r))
+
+
+def main():
+    t = Tap()
+    try:
+        helm, why = d8module.helm()
+    except RuntimeError as e:
+        print("Bail out! %s" % e)
+        sys.exit(1)
+    if helm is None:
+        t.skip_all(why)
+    with tempfile.TemporaryDirectory(prefix="cn-d8-") as tmp:
+        chart = d8module.chart_copy(os.path.join(tmp, RELEASE))
+        link = os.readlink(os.path.join(d8module.MODULE, "charts", "helm_lib"))
+        t.eq(link, "../../../helm_lib/charts/deckhouse_lib_helm", "charts/helm_lib is Deckhouse's library chart")
+        # .helmignore leaves Helm only what is Helm's: the package holds Chart.yaml and templates/.
+        r = helm_run(t, helm, tmp, "package", chart, "-d", os.path.join(tmp, "pkg"))
+        t.ok(r.returncode == 0, "helm package", r.stderr)
+        if r.returncode == 0:
+            import tarfile
+            pkg = os.path.join(tmp, "pkg", os.listdir(os.path.join(tmp, "pkg"))[0])
+            with tarfile.open(pkg) as tf:
+                names = sorted(n.split("/", 1)[1] for n in tf.getnames() if "/" in n)
+            t.eq(sorted({n.split("/")[0] for n in names}), [".helmignore", "Chart.yaml", "templates"],
+                 "the packaged chart holds only Chart.yaml, .helmignore and templates/", )
+        rendered, capi_objs, instance_classes = [], [], []
+        for name, values in value_sets():
+            t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", module_values(values))), [],
+                 "%s: the values are valid" % name)
+            vf = write_values(tmp, name, full_values(values))
+            r = helm_run(t, helm, tmp, "lint", "--strict", chart, "-f", vf)
+            t.ok(r.returncode == 0 and "0 chart(s) failed" in r.stdout, "%s: helm lint --strict is clean" % name,
+                 r.stdout + r.stderr)
+            r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", vf, "--namespace", NS)
+            t.ok(r.returncode == 0, "%s: helm template renders" % name, r.stderr)
+            objs = [o for o in yaml.safe_load_all(r.stdout) if o] if r.returncode == 0 else []
+            if objs:
+                check_objects(t, name, values, objs)
+                rendered.append((name, objs))
+            pcc = values["internal"]["providerClusterConfiguration"]
+            groups = [dict(g, name="master") for g in [pcc["masterNodeGroup"]]] + pcc.get("nodeGroups", [])
+            for g in groups:
+                cvals = {"providerClusterConfiguration": pcc,
+                         "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
+                         "templateName": "%s-%s" % (g["name"], len(capi_objs)),
+                         "instanceClassChecksum": "0" * 64,
+                         "nodeGroup": {"name": g["name"], "instanceClass": g["instanceClass"]}}
+                cf = write_values(tmp, name + g["name"], cvals)
+                r = helm_run(t, helm, tmp, "template", "capi", capi_chart(tmp), "-f", cf)
+                t.ok(r.returncode == 0, "%s: capi/ renders for node group %s" % (name, g["name"]), r.stderr)
+                got = [o for o in yaml.safe_load_all(r.stdout) if o] if r.returncode == 0 else []
+                mt = next((o for o in got if o["kind"] == "CloudnodeMachineTemplate"), None)
+                t.eq(mt and mt["spec"]["template"]["spec"], g["instanceClass"],
+                     "%s: the %s machine template is the instance class" % (name, g["name"]))
+                capi_objs += got
+                instance_classes.append({"apiVersion": "deckhouse.io/v1", "kind": "CloudnodeInstanceClass",
+                                         "metadata": {"name": cvals["templateName"]}, "spec": g["instanceClass"]})
+        # Broken values: one clear error, nothing rendered.
+        broken = full_values(value_sets()[0][1])
+        del broken["global"]["modulesImages"]["digests"]["cloudProviderCloudnode"]["cloudnodeInitializer"]
+        r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", write_values(tmp, "broken", broken))
+        t.ok(r.returncode != 0 and "no image digest for cloudnodeInitializer" in r.stderr and not r.stdout.strip(),
+             "a missing image digest is one clear error", r.stderr)
+        t.run(test_real_server, rendered, capi_objs, instance_classes, tmp)
+    sys.exit(t.done())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""The real Cluster API drives cloudnode's infrastructure provider: Cluster API v1.11.7's core
+manager, kubeadm bootstrap and control-plane managers and clusterctl (tests/realcapi/build.sh),
+two real kube-apiservers (the management cluster, and the workload cluster whose API server is
+the Cluster's control-plane endpoint), the Hetzner API of tests/fake-cloud.
+
+- `clusterctl init --infrastructure cloudnode` (and the core, kubeadm bootstrap and kubeadm
+  control-plane providers) from a local repository named in clusterctl's `providers:`
+  configuration; cert-manager from a local file through its `cert-manager:` configuration.
+- The providers' Deployments run as processes (tests/pylib/realcapi.py: their args, env,
+  ServiceAccount tokens, Secret volumes; webhooks on loopback), cloudnode-controller among them.
+- `clusterctl generate cluster` from templates/cluster-template.yaml, applied with kubectl: the
+  Cluster's CloudnodeCluster is provisioned; the control-plane Machine's KubeadmConfig (init) and
+  the MachineDeployment's KubeadmConfigTemplate give each Machine its bootstrap data, which
+  reaches the server cloudnode creates; each server registers a Node in the workload cluster
+  (what its kubelet does, by name, with the uninitialized taint) and cloudnode-initializer in
+  cluster mode initializes it (providerID, addresses); the real Machine controller finds the
+  Node by providerID and the Machines reach Running.
+- The MachineDeployment scaled from 2 to 3.
+- `clusterctl move` to a second management cluster (installed the same way): nothing is left in
+  the first; in the second the Cluster is unpaused, the Machines are Running, the second
+  controller adopts the CloudnodeMachines (relabels each server with the new uid) and no server
+  is created or deleted.
+- The Cluster deleted in the second management cluster: every Machine, CloudnodeMachine and
+  server goes.
+
+The workload cluster's CA is the Cluster's <name>-ca Secret (a CA the user brings, which Cluster
+API then uses for the workload kubeconfig and the kubeadm join data). The control plane is a
+stand-alone Machine, not a KubeadmControlPlane: KCP judges its Machines by the etcd and
+kube-apiserver static pods kubeadm runs on them (it reads etcd members through the Pods of the
+workload cluster), which needs a kubelet and kubeadm on the server; see docs/design.md.
+
+Skips (plan 1..0) where Go or the Go module proxy is missing (an older Go runs the pinned
+go1.24 toolchain). Its cost, once the
+binaries are cached: 90 to 110 s of wall time on a loaded 2-core machine."""
+import base64
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap, build, wait_for  # noqa: E402
+from cninit import CLUSTER_SA, RBAC as INIT_RBAC, TAINT, hetzner_conf  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+import realcapi  # noqa: E402
+import realkube  # noqa: E402
+
+NS = "default"
+CAPI = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
+INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
+UID_LABEL = "cloudnode.io/machine-uid"
+
+
+def items(k, path):
+    st, body = k.api("GET", path)
+    return body.get("items", []) if st == 200 else []
+
+
+class Kubelets:
+    """What each server's kubelet does on boot: registers its Node (named after the server, with
+    the uninitialized taint, as a kubelet with --cloud-provider=external does), as the node."""
+
+    def __init__(self, wl, cloud):
+        self.wl, self.cloud, self.done = wl, cloud, set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.wait(0.3):
+            try:
+                for inst in self.cloud.instances():
+                    name = inst["name"]
+                    if name in self.done or inst.get("status") != "running":
+                        continue
+                    tok = self.wl.token_for("system:node:" + name, ["system:nodes"])
+                    st, _ = self.wl.api("POST", "/api/v1/nodes", {
+                        "apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                        "spec": {"taints": [{"key": TAINT, "value": "true", "effect": "NoSchedule"}]}}, token=tok)
+                    if st in (201, 409):
+                        self.done.add(name)
+            except (OSError, KeyError, RuntimeError):
+                pass
+
+
+def running(mgmt):
+    return [m for m in items(mgmt, CAPI + "machines") if (m.get("status") or {}).get("phase") == "Running"]
+
+
+def main():
+    t = Tap()
+    try:
+        bindir, why = realcapi.bins()
+        kube_bins, kube_why = realkube.bindir()
+    except RuntimeError as e:
+        t.bail_out(str(e))
+    if bindir is None or kube_bins is None:
+        t.skip_all(why or kube_why)
+    tmp = tempfile.mkdtemp(prefix="cn-realcapi-")
+    procs = []
+    with realkube.RealKube(os.path.join(tmp, "mgmt")) as mgmt, \
+            realkube.RealKube(os.path.join(tmp, "workload"), rbac=INIT_RBAC) as wl, \
+            FakeCloud(os.path.join(tmp, "cloud")) as cloud:
+        cloud.settings(build_seconds=0.3, action_seconds=0.2)
+        try:
+            scenario(t, tmp, bindir, mgmt, wl, cloud, procs)
+        finally:
+            realcapi.stop(procs)
+    t.done()
+
+
+def install(t, tmp, repo, mgmt, conf_b64, procs, who):
+    """clusterctl init on a management cluster, then its providers as processes; whether all
+    went well. who names the cluster in the test lines."""
+    d = os.path.join(tmp, "providers-" + who)
+    os.makedirs(d, exist_ok=True)
+    r = repo.clusterctl(mgmt.kubeconfig, "init", "--core", "cluster-api:" + realcapi.CAPI_VERSION,
+                        "--bootstrap", "kubeadm:" + realcapi.CAPI_VERSION,
+                        "--control-plane", "kubeadm:" + realcapi.CAPI_VERSION,
+                        "--infrastructure", "cloudnode:" + realcapi.CLOUDNODE_VERSION,
+                        env={"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64}, check=False)
+    t.ok(r.returncode == 0, "%s: clusterctl init installs the four providers from the local repository" % who,
+         r.stdout[-3000:] + r.stderr[-3000:])
+    if r.returncode:
+        return False
+    provs = sorted((p["metadata"]["name"], p.get("type"), p.get("version")) for p in
+                   items(mgmt, "/apis/clusterctl.cluster.x-k8s.io/v1alpha3/providers"))
+    t.eq(provs, [("bootstrap-kubeadm", "BootstrapProvider", realcapi.CAPI_VERSION),
+                 ("cluster-api", "CoreProvider", realcapi.CAPI_VERSION),
+                 ("control-plane-kubeadm", "ControlPlaneProvider", realcapi.CAPI_VERSION),
+                 ("infrastructure-cloudnode", "InfrastructureProvider", realcapi.CLOUDNODE_VERSION)],
+         "%s: clusterctl's inventory: the four providers at their versions" % who)
+
+    # The providers, as processes.
+    agg = realcapi.aggregate_cluster_roles(mgmt)
+    t.ok("capi-aggregated-manager-role" in agg, "%s: the aggregated ClusterRoles get their rules" % who, agg)
+    cm = realcapi.CertManager(mgmt, d)
+    t.eq(cm.issue(), 3, "%s: cert-manager's part: a serving certificate for each Cluster API provider" % who)
+    ports = {}
+    for ns in realcapi.PROGRAMS:
+        p, port, log = realcapi.run_capi_manager(mgmt, ns, repo.bindir, d)
+        procs.append(p)
+        ports[ns] = port
+        ok = realcapi.wait_port(port, p)
+        t.ok(ok, "%s: %s: the manager serves its webhooks" % (who, ns),
+             None if ok else open(log, errors="replace").read()[-4000:])
+        if not ok:
+            return False
+    t.ok(cm.route(ports) >= 6, "%s: webhook configurations and conversion webhooks point at the managers" % who)
+    mgmt.api("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings" % NS, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "cloudnode-controller-secrets"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cloudnode:controller:capi-secrets"},
+        "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-controller", "namespace": "cloudnode-system"}]})
+    ctl_port = realcapi.free_port()
+    p, _, _ = realcapi.run_deployment(
+        mgmt, realcapi.deployment(mgmt, "cloudnode-system"), build("controller", "cloudnode-controller"), d,
+        lambda mounts: ["--port=%d" % ctl_port, "--bind-address=127.0.0.1", "-v", "4"])
+    procs.append(p)
+    return True
+
+
+def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
+    repo = realcapi.Repository(tmp, bindir)
+    conf = hetzner_conf(os.path.join(tmp, "hetzner.conf"), cloud.url, HETZNER_TOKEN)
+    with open(conf, "rb") as f:
+        conf_b64 = base64.b64encode(f.read()).decode()
+
+    if not install(t, tmp, repo, mgmt, conf_b64, procs, "mgmt"):
+        return
+    init = subprocess.Popen(
+        [build("initializer", "cloudnode-initializer"), "--kubeconfig=" + wl.kubeconfig_for(CLUSTER_SA),
+         "--cloud-provider=hetzner", "--cloud-config=" + conf, "--leader-elect=false", "--controllers=cloud-node",
+         "--bind-address=127.0.0.1", "--port=0", "--concurrent-node-syncs=2"],
+        stdout=open(os.path.join(tmp, "initializer.log"), "ab"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, HTTP_PROXY="", HTTPS_PROXY="", NO_PROXY=""))
+    procs.append(init)
+    kubelets = Kubelets(wl, cloud)
+    kubelets.thread.start()
+
+    # --- clusterctl generate cluster ---------------------------------------------------------
+    r = repo.clusterctl(mgmt.kubeconfig, "generate", "cluster", "c1", "--infrastructure",
+                        "cloudnode:" + realcapi.CLOUDNODE_VERSION, "--kubernetes-version", "v1.32.13",
+                        "--worker-machine-count", "2", "--target-namespace", NS,
+                        env={"CONTROL_PLANE_ENDPOINT_HOST": "127.0.0.1", "CONTROL_PLANE_ENDPOINT_PORT": str(wl.port)},
+                        check=False)
+    t.ok(r.returncode == 0 and "kind: MachineDeployment" in r.stdout,
+         "clusterctl generate cluster renders the template", r.stderr[-3000:])
+    if r.returncode:
+        return
+    with open(os.path.join(wl.state_dir, "ca.crt"), "rb") as f:
+        ca_crt = f.read()
+    with open(os.path.join(wl.state_dir, "ca.key"), "rb") as f:
+        ca_key = f.read()
+    st, body = mgmt.api("POST", "/api/v1/namespaces/%s/secrets" % NS, {
+        "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+        "metadata": {"name": "c1-ca", "labels": {"cluster.x-k8s.io/cluster-name": "c1"}},
+        "data": {"tls.crt": base64.b64encode(ca_crt).decode(), "tls.key": base64.b64encode(ca_key).decode()}})
+    t.eq(st, 201, "the workload cluster's CA as the Cluster's c1-ca Secret")
+    a = subprocess.run(["kubectl", "--kubeconfig", mgmt.kubeconfig, "apply", "-f", "-"], input=r.stdout,
+                       capture_output=True, text=True)
+    t.ok(a.returncode == 0, "kubectl apply of the generated cluster (through the providers' webhooks)",
+         a.stdout + a.stderr)
+
+    # --- the machines come up ----------------------------------------------------------------
+    def log_tail(k=mgmt):
+        out = []
+        for path in sorted(glob.glob(os.path.join(tmp, "providers-*", "capi-system-*.log")) +
+                           glob.glob(os.path.join(tmp, "providers-*", "cloudnode-system-*.log")) +
+                           [os.path.join(tmp, "initializer.log")]):
+            out.append("== %s\n%s" % (path, open(path, errors="replace").read()[-2000:]))
+        out.append("== machines\n%s" % realcapi.dump([(m["metadata"]["name"], m.get("status")) for m in
+                                                      items(k, CAPI + "machines")]))
+        return "\n".join(out)
+
+    ok = wait_for(lambda: len(running(mgmt)) == 3, 180, 1)
+    t.ok(ok, "the control-plane Machine and both workers reach Running", None if ok else log_tail())
+    servers = {"hcloud://%s" % i["id"]: i for i in cloud.instances()}
+    nodes = {n["spec"].get("providerID"): n for n in items(wl, "/api/v1/nodes")}
+    for m in running(mgmt):
+        pid = m["spec"].get("providerID")
+        node = nodes.get(pid) or {}
+        t.ok(pid in servers and node.get("metadata", {}).get("name") == m["status"].get("nodeRef", {}).get("name"),
+             "%s: providerID names a server, nodeRef the Node our initializer gave it" % m["metadata"]["name"])
+        ud = servers.get(pid, {}).get("user_data") or ""
+        cp = "cluster.x-k8s.io/control-plane" in m["metadata"].get("labels", {})
+        t.ok(("kubeadm init" if cp else "kubeadm join") in ud,
+             "%s: the server's user data is the kubeadm bootstrap data (%s)" % (
+                 m["metadata"]["name"], "init" if cp else "join"))
+    st, c1 = mgmt.api("GET", CAPI + "clusters/c1")
+    t.eq(((c1.get("status") or {}).get("initialization") or {}).get("infrastructureProvisioned"), True,
+         "the Cluster's infrastructure is provisioned (CloudnodeCluster)")
+    t.eq([(c["status"]) for c in (c1.get("status") or {}).get("conditions", []) if c["type"] == "ControlPlaneInitialized"],
+         ["True"], "the Cluster's control plane is initialized")
+
+    # --- scale -------------------------------------------------------------------------------
+    st, _ = mgmt.api("PATCH", CAPI + "machinedeployments/c1-md-0", {"spec": {"replicas": 3}},
+                     "application/merge-patch+json")
+    t.eq(st, 200, "the MachineDeployment scaled to 3")
+    ok = wait_for(lambda: len(running(mgmt)) == 4 and len(cloud.instances()) == 4, 120, 1)
+    t.ok(ok, "a third worker Machine reaches Running on a fourth server", None if ok else log_tail())
+
+    # --- clusterctl move ----------------------------------------------------------------------
+    with realkube.RealKube(os.path.join(tmp, "mgmt2-kube")) as mgmt2:
+        if not install(t, tmp, repo, mgmt2, conf_b64, procs, "mgmt2"):
+            return
+        before = sorted(i["id"] for i in cloud.instances())
+        r = repo.clusterctl(mgmt.kubeconfig, "move", "--to-kubeconfig", mgmt2.kubeconfig, "--namespace", NS,
+                            check=False)
+        t.ok(r.returncode == 0, "clusterctl move to the second management cluster", r.stdout[-3000:] + r.stderr[-3000:])
+        t.eq((items(mgmt, CAPI + "clusters"), len(items(mgmt, INFRA + "cloudnodemachines"))), ([], 0),
+             "nothing of the cluster is left in the first management cluster")
+        ok = wait_for(lambda: len(running(mgmt2)) == 4 and
+                      not (items(mgmt2, CAPI + "clusters")[0]["spec"].get("paused")), 60, 1)
+        t.ok(ok, "in the second, the Cluster is unpaused and its four Machines are Running", None if ok else log_tail(mgmt2))
+        def relabeled():
+            servers = {"hcloud://%s" % i["id"]: i for i in cloud.instances()}
+            cnms = items(mgmt2, INFRA + "cloudnodemachines")
+            return len(cnms) == 4 and all(
+                (servers.get(m["spec"].get("providerID")) or {}).get("labels", {}).get(UID_LABEL) == m["metadata"]["uid"]
+                for m in cnms)
+        ok = wait_for(relabeled, 60, 1)
+        t.ok(ok, "the second controller adopts the moved CloudnodeMachines: each server is relabeled "
+             "with its new uid", None if ok else log_tail(mgmt2))
+        t.eq(sorted(i["id"] for i in cloud.instances()), before, "the same four servers: none created, none deleted")
+
+        # --- delete ----------------------------------------------------------------------------
+        st, _ = mgmt2.api("DELETE", CAPI + "clusters/c1")
+        t.eq(st, 200, "the Cluster deleted")
+        ok = wait_for(lambda: mgmt2.api("GET", CAPI + "clusters/c1")[0] == 404, 120, 1)
+        t.ok(ok, "the Cluster goes", None if ok else log_tail(mgmt2))
+        t.eq((len(items(mgmt2, CAPI + "machines")), len(items(mgmt2, INFRA + "cloudnodemachines")),
+              len(items(mgmt2, INFRA + "cloudnodeclusters")), len(cloud.instances())), (0, 0, 0, 0),
+             "no Machine, CloudnodeMachine, CloudnodeCluster or server is left")
+    kubelets.stop.set()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Filtered parsing: members kept, dropped, narrowed; arrays filtered element by element; "*" and
+ * included filters; structure (brackets, strings) checked in dropped parts too. */
+#include "json-filter.h"
+#include "json-util.h"
+#include "tap.h"
+
+static const CnJsonFilter cond_members[] = { { "type" }, { "status" }, {} };
+static const CnJsonFilter annotations[] = { { "alpha.kubernetes.io/provided-node-ip" }, {} };
+static const CnJsonFilter metadata[] = { { "name" }, { "resourceVersion" }, { "labels" },
+                                         { "annotations", annotations }, {} };
+static const CnJsonFilter status[] = { { "addresses" }, { "conditions", cond_members }, {} };
+static const CnJsonFilter node[] = { { "metadata", metadata }, { "spec" }, { "status", status }, {} };
+
+static const CnJsonFilter no_managed_md[] = { { "managedFields", .drop = true }, { CN_JSON_FILTER_ANY }, {} };
+static const CnJsonFilter no_managed[] = { { "metadata", no_managed_md }, { CN_JSON_FILTER_ANY }, {} };
+
+static const char *const wanted_types[] = { "Ready", "Mine", NULL };
+static const CnJsonFilter selected_status[] = {
+        { "conditions", cond_members, .select_key = "type", .select_values = wanted_types }, {}
+};
+static const CnJsonFilter selected[] = { { "status", selected_status }, {} };
+
+static const CnJsonFilter extra[] = { { "code" }, { "reason" }, {} };
+static const CnJsonFilter with_extra[] = { CN_JSON_FILTER_INCLUDE(node), { "code" }, { "reason" }, {} };
+
+static char *filtered(const char *in, const CnJsonFilter *f) {
+        char *out = NULL;
+        size_t n = 0;
+        int r = cn_json_filter_text(in, strlen(in), f, &out, &n);
+
+        if (r < 0)
+                return NULL;
+        return n == strlen(out) ? out : NULL;
+}
+
+static void check(const char *in, const CnJsonFilter *f, const char *want, const char *what) {
+        _cleanup_free_ char *out = filtered(in, f);
+
+        TAP_EQ_STR(out, want, what);
+}
+
+static void check_bad(const char *in, const char *what) {
+        _cleanup_json_ json_object *o = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = cn_json_parse_filtered(in, strlen(in), CN_JSON_MAX_SIZE, node, &o, &err);
+
+        TAP_OK(r == -EBADMSG && !o && err, "%s rejected (%s)", what, strna(err));
+}
+
+int main(void) {
+        static const char *full =
+                "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u\","
+                "\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\",\"kubernetes.io/hostname\":\"n1\"},"
+                "\"annotations\":{\"x\":\"{\\\"y\\\":[1,2]}\",\"alpha.kubernetes.io/provided-node-ip\":\"10.0.0.1\"},"
+                "\"managedFields\":[{\"manager\":\"kubelet\",\"fieldsV1\":{\"f:status\":{\"f:images\":{}}}}]},"
+                "\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]},"
+                "\"status\":{\"images\":[{\"names\":[\"a@sha256:00\",\"a:1\"],\"sizeBytes\":12}],"
+                "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"lastHeartbeatTime\":\"t\"},"
+                "{\"type\":\"DiskPressure\",\"status\":\"False\",\"message\":\"m\"}],"
+                "\"addresses\":[{\"type\":\"Hostname\",\"address\":\"n1\"}],\"nodeInfo\":{\"bootID\":\"b\"}}}";
+        _cleanup_json_ json_object *o = NULL, *plain = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        check(full, node,
+              "{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\","
+              "\"kubernetes.io/hostname\":\"n1\"},\"annotations\":{\"alpha.kubernetes.io/provided-node-ip\":"
+              "\"10.0.0.1\"}},\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]},"
+              "\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},{\"type\":\"DiskPressure\","
+              "\"status\":\"False\"}],\"addresses\":[{\"type\":\"Hostname\",\"address\":\"n1\"}]}}",
+              "a Node keeps what its reader reads; array elements narrowed one by one");
+        check(full, no_managed,
+              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u\","
+              "\"resourceVersion\":\"7\",\"labels\":{\"a\":\"b\",\"kubernetes.io/hostname\":\"n1\"},"
+              "\"annotations\":{\"x\":\"{\\\"y\\\":[1,2]}\",\"alpha.kubernetes.io/provided-node-ip\":\"10.0.0.1\"}},"
+              "\"spec\":{\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]},"
+              "\"status\":{\"images\":[{\"names\":[\"a@sha256:00\",\"a:1\"],\"sizeBytes\":12}],"
+              "\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"lastHeartbeatTime\":\"t\"},"
+              "{\"type\":\"DiskPressure\",\"status\":\"False\",\"message\":\"m\"}],"
+              "\"addresses\":[{\"type\":\"Hostname\",\"address\":\"n1\"}],\"nodeInfo\":{\"bootID\":\"b\"}}}",
+              "\"*\" keeps every member but the one dropped before it");
+        check("{\"code\":410,\"reason\":\"Expired\",\"metadata\":{\"name\":\"x\",\"uid\":\"u\"},\"message\":\"m\"}",
+              with_extra, "{\"code\":410,\"reason\":\"Expired\",\"metadata\":{\"name\":\"x\"}}",
+              "an included filter is looked up first, then the entries after it");
+        check("{\"code\":1}", extra, "{\"code\":1}", "a filter without includes");
+        check(full, selected, "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}",
+              "array elements selected by the value of a member");
+        check("{\"status\":{\"conditions\":[{\"type\":\"Disk\"},{\"status\":\"x\",\"type\":\"Mine\"},7,"
+              "{\"type\":1},{\"type\":\"Ready\"},{\"type\":\"R\\u0065ady\"}]}}",
+              selected, "{\"status\":{\"conditions\":[{\"status\":\"x\",\"type\":\"Mine\"},{\"type\":\"Ready\"}]}}",
+              "selection: the key anywhere in the element; non-objects, other types and escaped values left out");
+        check("{\"status\":{\"conditions\":[{\"type\":\"Disk\"}]}}", selected, "{\"status\":{\"conditions\":[]}}",
+              "no element selected leaves an empty array");
+        check("{\"status\":{\"conditions\":{\"type\":\"Disk\"}}}", selected,
+              "{\"status\":{\"conditions\":{\"type\":\"Disk\"}}}", "selection applies to arrays only");
+        check(" [ {\"metadata\" : {\"name\" : \"a\" , \"x\" : [ ] } } , 3 , \"s\" , null ] ", node,
+              "[{\"metadata\" :{\"name\" :\"a\"}},3,\"s\",null]",
+              "an array at the top is filtered element by element; scalars stay");
+        check("{\"metadata\":{},\"spec\":[],\"status\":{}}", node, "{\"metadata\":{},\"spec\":[],\"status\":{}}",
+              "empty objects and arrays");
+        check("{\"status\":\"Failure\",\"spec\":true}", node, "{\"status\":\"Failure\",\"spec\":true}",
+              "a scalar where the filter expects an object is kept as it is");
+        check("{\"meta\\u0064ata\":{\"name\":\"a\"},\"kind\":\"x\"}", node, "{}",
+              "a key written with escapes matches no named entry");
+        check("{\"meta\\u0064ata\":{\"name\":\"a\"}}", no_managed, "{\"meta\\u0064ata\":{\"name\":\"a\"}}",
+              "a key written with escapes still matches \"*\"");
+        check("{\"skip\":\"a\\\"}b\",\"metadata\":{\"name\":\"\\\\\"}}", node, "{\"metadata\":{\"name\":\"\\\\\"}}",
+              "quotes and backslashes inside dropped and kept strings");
+
+        TAP_EQ_INT(cn_json_parse_filtered(full, strlen(full), CN_JSON_MAX_SIZE, node, &o, &err), 0, "parse filtered");
+        TAP_EQ_INT(json_object_array_length(cn_json_get(o, "status", "conditions", NULL)), 2, "conditions kept");
+        TAP_OK(!cn_json_get(o, "status", "images", NULL) && !cn_json_get(o, "metadata", "managedFields", NULL) &&
+               !cn_json_get(o, "kind", NULL),
+               "images, managedFields, kind dropped from the tree");
+        TAP_EQ_STR(cn_json_string(o, "metadata", "annotations", "alpha.kubernetes.io/provided-node-ip", NULL),
+                   "10.0.0.1", "the one annotation read is there");
+        TAP_EQ_INT(cn_json_parse_filtered(full, strlen(full), CN_JSON_MAX_SIZE, NULL, &plain, NULL), 0,
+                   "no filter parses everything");
+        TAP_OK(cn_json_get(plain, "status", "images", NULL) != NULL, "... images included");
+
+        check_bad("{\"skip\":{\"a\":[1,2}},\"metadata\":{}}", "mismatched brackets in a dropped member");
+        check_bad("{\"skip\":\"unterminated}", "an unterminated string in a dropped member");
+        check_bad("{\"metadata\":{\"name\":\"a\"}", "a missing closing brace");
+        check_bad("{\"metadata\":{\"name\":\"a\"}} x", "trailing bytes");
+        check_bad("{\"metadata\" {}}", "a missing colon");
+        check_bad("{\"skip\":}", "a member without a value");
+        check_bad("", "empty input");
+        check_bad("{\"metadata\":{\"name\":nope}}", "a bad literal in a kept member (json-c checks kept parts)");
+        {
+                /* Deeper than CN_JSON_MAX_DEPTH inside a dropped member. */
+                size_t n = 2 * CN_JSON_MAX_DEPTH + 2;
+                _cleanup_free_ char *deep = malloc(n + 16);
+
+                strcpy(deep, "{\"skip\":");
+                for (size_t i = 0; i < CN_JSON_MAX_DEPTH + 1; i++)
+                        strcat(deep, "[");
+                for (size_t i = 0; i < CN_JSON_MAX_DEPTH + 1; i++)
+                        strcat(deep, "]");
+                strcat(deep, "}");
+                check_bad(deep, "nesting deeper than the cap in a dropped member");
+        }
+        return tap_done();
+}
