@@ -7,6 +7,7 @@
 #include "initializer-config.h"
 #include "initializer-manager.h"
 #include "log.h"
+#include "provider.h"
 #include "string-util.h"
 
 void config_done(Config *c) {
@@ -21,6 +22,10 @@ void config_done(Config *c) {
 }
 
 static int help(void) {
+        _cleanup_free_ char *providers = cn_provider_names();
+
+        if (!providers)
+                return log_oom();
         printf("Usage: cloudnode-initializer [OPTIONS]\n\n"
                "Initializes Kubernetes Nodes: addresses, providerID, instance-type and topology labels,\n"
                "removal of the node.cloudprovider.kubernetes.io/uninitialized taint.\n\n"
@@ -30,7 +35,7 @@ static int help(void) {
                "     --kubeconfig FILE                  Kubeconfig (default: in-cluster, then $KUBECONFIG)\n"
                "     --node-name NAME                   Node mode: initialize this Node from local metadata\n"
                "     --config FILE                      Node config (node mode, default %s)\n"
-               "     --cloud-provider NAME              Cluster mode: hetzner, openstack, aws, digitalocean\n"
+               "     --cloud-provider NAME              Cluster mode: %s\n"
                "     --cloud-config FILE                Cloud provider configuration (cloud.conf)\n"
                "     --controllers LIST                 cloud-node, cloud-node-lifecycle, '*', '-NAME' (default '*')\n"
                "     --leader-elect BOOL                Leader election on a Lease (default true)\n"
@@ -47,7 +52,7 @@ static int help(void) {
                "     --node-status-update-frequency DUR Address reconciliation period (default 5m)\n"
                "     --node-monitor-period DUR          Lifecycle check period (default 5s)\n"
                "     --node-startup-grace-period DUR    No deletion of Nodes younger than this (default 1m)\n",
-               "/etc/cloudnode/cloudnode.yaml", CN_INITIALIZER_PORT_DEFAULT);
+               "/etc/cloudnode/cloudnode.yaml", providers, CN_INITIALIZER_PORT_DEFAULT);
         return 0;
 }
 

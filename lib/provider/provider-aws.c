@@ -205,15 +205,6 @@ static size_t list_length(json_object *l) {
         return l ? json_object_array_length(l) : 0;
 }
 
-static int add_address(CnProviderInstance *i, CnNodeAddressType t, const char *address) {
-        int r;
-
-        if (isempty(address))
-                return 0;
-        r = cn_node_address_list_add(&i->addresses, t, address);
-        return r == -EINVAL ? -EBADMSG : r;
-}
-
 /* Network interfaces in use, by device index, as cloud-provider-aws orders them. */
 static int add_interface_addresses(CnProviderInstance *i, json_object *ifaces, bool v6) {
         size_t n = list_length(ifaces);
@@ -237,7 +228,8 @@ static int add_interface_addresses(CnProviderInstance *i, json_object *ifaces, b
                         for (size_t j = 0; j < list_length(ips); j++) {
                                 json_object *e = json_object_array_get_idx(ips, j);
 
-                                r = add_address(i, CN_NODE_ADDRESS_INTERNAL_IP,
+                                r = cn_provider_instance_add_address(
+                                                i, CN_NODE_ADDRESS_INTERNAL_IP,
                                                 cn_json_string(e, v6 ? "ipv6Address" : "privateIpAddress", NULL));
                                 if (r < 0)
                                         return r;
@@ -278,17 +270,19 @@ int cn_provider_aws_parse_instance(json_object *instance, bool ipv4, bool ipv6, 
         if (ipv4 && ifaces)
                 r = add_interface_addresses(i, ifaces, false);
         else if (ipv4)
-                r = add_address(i, CN_NODE_ADDRESS_INTERNAL_IP, cn_json_string(instance, "privateIpAddress", NULL));
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_INTERNAL_IP,
+                                                     cn_json_string(instance, "privateIpAddress", NULL));
         if (r >= 0 && ipv6)
                 r = add_interface_addresses(i, ifaces, true);
         if (r >= 0 && ipv4)
-                r = add_address(i, CN_NODE_ADDRESS_EXTERNAL_IP, cn_json_string(instance, "ipAddress", NULL));
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_EXTERNAL_IP,
+                                                     cn_json_string(instance, "ipAddress", NULL));
         if (r >= 0)
-                r = add_address(i, CN_NODE_ADDRESS_INTERNAL_DNS, private_dns);
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_INTERNAL_DNS, private_dns);
         if (r >= 0)
-                r = add_address(i, CN_NODE_ADDRESS_HOSTNAME, private_dns);
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_HOSTNAME, private_dns);
         if (r >= 0)
-                r = add_address(i, CN_NODE_ADDRESS_EXTERNAL_DNS, public_dns);
+                r = cn_provider_instance_add_address(i, CN_NODE_ADDRESS_EXTERNAL_DNS, public_dns);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(i);

@@ -75,6 +75,8 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
                 if (r < 0 && reply.error == 0)
                         reply.error = -EBADMSG;
         }
+        if (error >= 0 && reply.error < 0 && reply.error != -EBADMSG && c->error_classifier)
+                reply.error = c->error_classifier(reply.status, body, reply.error);
         if (reply.error < 0 && reply.error != -EBADMSG) {
                 if (body && c->error_parser)
                         reply.message = c->error_parser(body);
@@ -153,6 +155,7 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
         c->http_cb = cb;
         c->http_userdata = userdata;
         c->error_parser = o ? o->error_parser : NULL;
+        c->error_classifier = o ? o->error_classifier : NULL;
         c->body_parser = o ? o->body_parser : NULL;
         c->operation = o ? o->operation : NULL;
         r = cn_http_request_submit(req, on_http_done, c);

@@ -26,6 +26,9 @@ int cn_provider_read_secret_file(const char *path, char **ret);
  * first line of token-file; what names the cloud in the error. */
 int cn_provider_token_setting(CnProvider *p, json_object *cfg, const char *env, const char *what, char **ret_token,
                               char **ret_error);
+/* Appends an address from a cloud's answer (none when empty); one that is not an IP address
+ * is -EBADMSG. */
+int cn_provider_instance_add_address(CnProviderInstance *i, CnNodeAddressType t, const char *address);
 /* An endpoint URL copied without trailing slashes (paths are joined to it). */
 char *cn_provider_endpoint_dup(const char *url);
 
@@ -53,6 +56,9 @@ typedef struct CnProviderHttpReply {
 typedef void (*CnProviderHttpCallback)(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
 /* Pulls a human-readable message out of an error body (may return NULL). Borrowed from body. */
 typedef const char *(*CnProviderErrorParser)(json_object *body);
+/* Reclassifies an error answer from its body where a cloud says more than the status (GCE's 403
+ * rateLimitExceeded is a retryable throttle, not a refusal); returns the errno to use. */
+typedef int (*CnProviderErrorClassifier)(long status, json_object *body, int error);
 
 typedef struct CnProviderHttpOptions {
         const char *bearer_token;       /* Authorization: Bearer */
@@ -63,6 +69,7 @@ typedef struct CnProviderHttpOptions {
         const char *form;               /* or this, as application/x-www-form-urlencoded */
         CnTreeParser body_parser;       /* of answers; NULL: JSON */
         CnProviderErrorParser error_parser;
+        CnProviderErrorClassifier error_classifier;
         const char *operation;          /* metric label */
 } CnProviderHttpOptions;
 
@@ -77,6 +84,43 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
 /* Finishes an instance lookup: answers the caller (once) and releases the call's in-flight
  * reference. Takes ownership of instance. */
 void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
+/* The same without an instance: the fail() of an instance lookup's CnProviderAuth. */
+void cn_provider_call_fail_instance(CnProviderCall *c, const CnProviderResult *res);
+
+/* provider-token.c: the bearer token of a provider's API, cached until shortly before it
+ * expires. */
+typedef struct CnProviderToken {
+        char *value;    /* secret */
+        usec_t expires; /* CLOCK_REALTIME; 0 when unknown */
+} CnProviderToken;
+
+void cn_provider_token_forget(CnProviderToken *t);
+int cn_provider_token_set(CnProviderToken *t, const char *value, usec_t expires);
+bool cn_provider_token_usable(const CnProviderToken *t);
+
+/* A call that needs the token keeps one CnProviderAuth in its state: next() issues its request
+ * once a token is there, fail() ends the call when none can be had. */
+typedef struct CnProviderAuth {
+        int (*next)(CnProviderCall *call);
+        void (*fail)(CnProviderCall *call, const CnProviderResult *res);
+        bool refreshed; /* the token was fetched for this call */
+} CnProviderAuth;
+
+/* An OAuth 2.0 token answer ({"access_token", "expires_in"}): stores the token and runs
+ * auth->next, or fails the call when the answer holds no usable token. */
+void cn_provider_oauth_token_reply(CnProviderCall *call, CnProviderAuth *auth, CnProviderToken *token,
+                                   json_object *body);
+/* Starts the provider's token request; its answer stores the token and runs auth->next. */
+typedef int (*CnProviderTokenFetch)(CnProviderCall *call, CnProviderAuth *auth);
+void cn_provider_auth_fail(CnProviderCall *call, CnProviderAuth *auth, int error, usec_t retry_after,
+                           const char *message);
+/* Runs auth->next at once when the token is usable, else fetch(). */
+int cn_provider_authorize(CnProviderCall *call, CnProviderAuth *auth, const CnProviderToken *token,
+                          CnProviderTokenFetch fetch);
+/* A reply of 401 on a call whose token was not fetched afresh: forgets the token and fetches one
+ * more. True when it took the call over (the reply is then not to be used). */
+bool cn_provider_reauthorize(CnProviderCall *call, CnProviderAuth *auth, CnProviderToken *token,
+                             CnProviderTokenFetch fetch, const CnProviderHttpReply *reply);
 
 /* Machine lifecycle calls (provider-<cloud>-machine.c): creates the call (exactly one of mcb/ccb),
  * runs start(call, arg) to issue its first request, and finishes it with one of the two functions
@@ -133,6 +177,7 @@ struct CnProviderCall {
         CnProviderHttpCallback http_cb;
         void *http_userdata;
         CnProviderErrorParser error_parser;
+        CnProviderErrorClassifier error_classifier;
         CnTreeParser body_parser;
         const char *operation;
 };

@@ -7,17 +7,10 @@
 #include "log.h"
 #include "provider-openstack.h"
 
-/* A token is not reused when it expires within this margin. */
-#define OPENSTACK_TOKEN_MARGIN (60 * USEC_PER_SEC)
-
 void cn_provider_openstack_forget_token(OpenStack *o) {
-        if (o->token)
-                explicit_bzero(o->token, strlen(o->token));
-        free(o->token);
-        o->token = NULL;
+        cn_provider_token_forget(&o->token);
         free(o->compute_url);
         o->compute_url = NULL;
-        o->token_expires = 0;
 }
 
 /* {"name": n} or {"id": i} for users, projects and domains. */
@@ -155,12 +148,6 @@ const char *cn_provider_openstack_find_endpoint(json_object *token_body, const c
         return NULL;
 }
 
-static void auth_fail(CnProviderCall *call, CnOpenStackAuth *auth, int error, usec_t retry_after, const char *message) {
-        CnProviderResult res = { .error = error, .retry_after = retry_after, .message = message };
-
-        auth->fail(call, &res);
-}
-
 static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
@@ -171,17 +158,17 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
 
         if (reply->error < 0) {
                 /* 401 from Keystone means the credentials are wrong: terminal, say so. */
-                auth_fail(call, auth, reply->error, reply->retry_after,
+                cn_provider_auth_fail(call, auth, reply->error, reply->retry_after,
                           reply->status == 401 ? "OpenStack credentials rejected by Keystone" : reply->message);
                 return;
         }
         if (isempty(reply->subject_token)) {
-                auth_fail(call, auth, -EBADMSG, 0, "Keystone returned no X-Subject-Token");
+                cn_provider_auth_fail(call, auth, -EBADMSG, 0, "Keystone returned no X-Subject-Token");
                 return;
         }
         compute = cn_provider_openstack_find_endpoint(reply->body, "compute", "public", o->region);
         if (!compute) {
-                auth_fail(call, auth, -EINVAL, 0, "no compute endpoint in the Keystone catalog for this region");
+                cn_provider_auth_fail(call, auth, -EINVAL, 0, "no compute endpoint in the Keystone catalog for this region");
                 return;
         }
         expires = cn_json_string(reply->body, "token", "expires_at", NULL);
@@ -189,19 +176,17 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                 (void) cn_parse_rfc3339(expires, &exp);
 
         cn_provider_openstack_forget_token(o);
-        o->token = strdup(reply->subject_token);
         o->compute_url = strdup(compute);
-        if (!o->token || !o->compute_url) {
+        if (!o->compute_url || cn_provider_token_set(&o->token, reply->subject_token, exp) < 0) {
                 cn_provider_openstack_forget_token(o);
-                auth_fail(call, auth, -ENOMEM, 0, "out of memory");
+                cn_provider_auth_fail(call, auth, -ENOMEM, 0, "out of memory");
                 return;
         }
         for (size_t l = strlen(o->compute_url); l > 0 && o->compute_url[l - 1] == '/'; l--)
                 o->compute_url[l - 1] = 0;
-        o->token_expires = exp;
         r = auth->next(call);
         if (r < 0)
-                auth_fail(call, auth, r, 0, "failed to start the Nova request");
+                cn_provider_auth_fail(call, auth, r, 0, "failed to start the Nova request");
 }
 
 static int authenticate(CnProviderCall *call, CnOpenStackAuth *auth) {
@@ -215,39 +200,19 @@ static int authenticate(CnProviderCall *call, CnOpenStackAuth *auth) {
                 .operation = "authenticate",
         };
 
-        auth->reauthenticated = true;
         if (asprintf(&url, "%s/v3/auth/tokens", o->auth_url) < 0)
                 return -ENOMEM;
         return cn_provider_call_http(call, "POST", url, &opts, on_token, auth);
 }
 
-static bool token_usable(const OpenStack *o) {
-        if (!o->token || !o->compute_url)
-                return false;
-        /* Tokens without a known expiry are used until Nova refuses them. */
-        return o->token_expires == 0 || cn_now(CLOCK_REALTIME) + OPENSTACK_TOKEN_MARGIN < o->token_expires;
-}
-
 int cn_provider_openstack_authorize(CnProviderCall *call, CnOpenStackAuth *auth) {
         OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
 
-        assert(auth && auth->next && auth->fail);
-        if (token_usable(o))
-                return auth->next(call);
-        return authenticate(call, auth);
+        return cn_provider_authorize(call, auth, &o->token, authenticate);
 }
 
 bool cn_provider_openstack_reauthorize(CnProviderCall *call, CnOpenStackAuth *auth, const CnProviderHttpReply *reply) {
         OpenStack *o = cn_provider_data(cn_provider_call_provider(call));
-        int r;
 
-        if (reply->error != -EACCES || reply->status != 401 || auth->reauthenticated)
-                return false;
-        /* The cached token was revoked or expired early: one fresh token, then give up. */
-        cn_provider_openstack_forget_token(o);
-        r = authenticate(call, auth);
-        if (r < 0)
-                auth_fail(call, auth, r, 0, "failed to start authentication");
-        return true;
+        return cn_provider_reauthorize(call, auth, &o->token, authenticate, reply);
 }
-

@@ -203,10 +203,6 @@ static void lookup_free(void *p) {
         free(l);
 }
 
-static void finish_lookup_error(CnProviderCall *call, const CnProviderResult *res) {
-        cn_provider_call_finish_instance(call, res, NULL);
-}
-
 /* Bounds the flavor cache: a cloud has a few dozen flavors, not thousands. */
 #define OPENSTACK_FLAVOR_CACHE_MAX 1024
 
@@ -240,7 +236,7 @@ static int resolve_flavor(CnProviderCall *call, json_object *server, CnProviderI
         _cleanup_free_ char *url = NULL, *esc = NULL;
         json_object *cached;
         CnProviderHttpOptions opts = {
-                .auth_token = o->token,
+                .auth_token = o->token.value,
                 .ca_file = o->ca_file,
                 .error_parser = cn_provider_openstack_error_message,
                 .operation = "flavor",
@@ -357,7 +353,7 @@ static int get_server(CnProviderCall *call) {
 const char *cn_provider_openstack_nova(CnProvider *p, CnProviderHttpOptions *opts) {
         OpenStack *o = cn_provider_data(p);
 
-        opts->auth_token = o->token;
+        opts->auth_token = o->token.value;
         opts->ca_file = o->ca_file;
         opts->headers = nova_headers;
         opts->error_parser = cn_provider_openstack_error_message;
@@ -388,7 +384,7 @@ static int openstack_instance_get(CnProvider *p, CnProviderCall *call, const CnP
         l = calloc(1, sizeof(Lookup));
         if (!l)
                 return -ENOMEM;
-        l->auth = (CnOpenStackAuth) { .next = get_server, .fail = finish_lookup_error };
+        l->auth = (CnOpenStackAuth) { .next = get_server, .fail = cn_provider_call_fail_instance };
         cn_provider_call_set_state(call, l, lookup_free);
         if (!isempty(node->provider_id)) {
                 const char *id = cn_provider_openstack_server_id(node->provider_id, false);

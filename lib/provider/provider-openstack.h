@@ -12,9 +12,8 @@ typedef struct OpenStack {
         char *region;
         char *ca_file;
         json_object *auth;     /* the body of POST /v3/auth/tokens; holds the secret */
-        char *token;
-        char *compute_url;
-        usec_t token_expires;  /* CLOCK_REALTIME */
+        CnProviderToken token;
+        char *compute_url;     /* from the token's catalog */
         json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
         json_object *settings; /* the [Global] settings in effect (file or environment); holds the secret */
 } OpenStack;
@@ -41,11 +40,7 @@ const char *cn_provider_openstack_find_endpoint(json_object *token_body, const c
 /* provider-openstack-keystone.c: the Keystone token shared by every Nova request. A call that talks to
  * Nova keeps one CnOpenStackAuth in its state: next() issues its Nova request once a token is
  * there, fail() ends the call when none can be had. */
-typedef struct CnOpenStackAuth {
-        int (*next)(CnProviderCall *call);
-        void (*fail)(CnProviderCall *call, const CnProviderResult *res);
-        bool reauthenticated;
-} CnOpenStackAuth;
+typedef CnProviderAuth CnOpenStackAuth;
 
 /* Runs auth->next at once when the cached token is usable, else after Keystone issued one. */
 int cn_provider_openstack_authorize(CnProviderCall *call, CnOpenStackAuth *auth);

@@ -12,15 +12,19 @@
 #include "string-util.h"
 
 extern const CnProviderOps cn_provider_aws_ops;
+extern const CnProviderOps cn_provider_azure_ops;
 extern const CnProviderOps cn_provider_digitalocean_ops;
+extern const CnProviderOps cn_provider_gcp_ops;
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
 
 const CnProviderOps *const cn_provider_table[] = {
+        &cn_provider_aws_ops,
+        &cn_provider_azure_ops,
+        &cn_provider_digitalocean_ops,
+        &cn_provider_gcp_ops,
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,
-        &cn_provider_aws_ops,
-        &cn_provider_digitalocean_ops,
         NULL,
 };
 
@@ -201,6 +205,15 @@ int cn_provider_token_setting(CnProvider *p, json_object *cfg, const char *env, 
                 return cn_provider_config_error(ret_error, r, "cannot read the %s API token from %s: %s", what,
                                                 token_file, strerror(-r));
         return 0;
+}
+
+int cn_provider_instance_add_address(CnProviderInstance *i, CnNodeAddressType t, const char *address) {
+        int r;
+
+        if (isempty(address))
+                return 0;
+        r = cn_node_address_list_add(&i->addresses, t, address);
+        return r == -EINVAL ? -EBADMSG : r;
 }
 
 char *cn_provider_endpoint_dup(const char *url) {
@@ -404,6 +417,10 @@ void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult 
                 break;
         }
         cn_provider_call_unref(c);
+}
+
+void cn_provider_call_fail_instance(CnProviderCall *c, const CnProviderResult *res) {
+        cn_provider_call_finish_instance(c, res, NULL);
 }
 
 int cn_provider_migration_check(const char *expected, CnProviderUidIsLive is_live, void *userdata,

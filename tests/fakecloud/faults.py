@@ -86,10 +86,17 @@ def throttle_response(platform, service, st=None):
                                             "retryAfter": "1"}}, 429).add("Retry-After", 1)
     if platform == "digitalocean" and service == "api":
         return digitalocean.throttle_response()
+    if platform == "azure" and service == "arm":
+        from . import azure
+        return azure.arm_error(429, "TooManyRequests", "The request is being throttled.",
+                               headers=[("Retry-After", "3"), ("x-ms-ratelimit-remaining-subscription-reads", "0")])
     if platform == "azure":
         return json_response({"error": "Too many requests"}, 429, "application/json; charset=utf-8")
     if platform == "aws":
         return aws_ec2.throttle_response() if service == "api" else metadata.aws_error(429)
+    if platform == "gcp" and service == "compute":
+        from . import gcp
+        return gcp.rate_limited()
     if platform == "gcp":
         return metadata._gcp_html(429, "Too Many Requests", "Too many requests.")
     return text("Too Many Requests\n", 429)
@@ -114,8 +121,14 @@ def error_response(platform, service, status):
         return aws_ec2.status_response(status) if service == "api" else metadata.aws_error(status)
     if platform == "digitalocean" and service == "api":
         return digitalocean.status_response(status)
+    if platform == "gcp" and service == "compute":
+        from . import gcp
+        return gcp.error(status, "injected failure", "backendError" if status >= 500 else "invalid")
     if platform == "gcp":
         return metadata._gcp_html(status, "Error", "injected failure")
+    if platform == "azure" and service == "arm":
+        from . import azure
+        return azure.arm_error(status, "InternalServerError" if status >= 500 else "BadRequest", "injected failure")
     if platform == "azure":
         return json_response({"error": "injected failure"}, status, "application/json; charset=utf-8")
     return text("injected failure\n", status)

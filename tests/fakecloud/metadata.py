@@ -429,6 +429,12 @@ GCP_PROJECT = "cloudnode-test"
 GCP_PROJECT_NUMBER = "123456789012"
 
 
+def _gcp_service_account(inst):
+    """The instance's default service account (extra.gcp_service_account: null for none)."""
+    return (inst.get("extra") or {}).get("gcp_service_account",
+                                         "%s-compute@developer.gserviceaccount.com" % GCP_PROJECT_NUMBER)
+
+
 def gcp_tree(inst):
     attrs = {k: v for k, v in (inst.get("labels") or {}).items()}
     ud = _user_data_bytes(inst)
@@ -469,7 +475,10 @@ def gcp_tree(inst):
             "network-interfaces": {"0": nic},
             "preempted": "FALSE",
             "scheduling": {"automatic-restart": "TRUE", "on-host-maintenance": "MIGRATE", "preemptible": "FALSE"},
-            "service-accounts": {},
+            "service-accounts": ({} if not _gcp_service_account(inst) else {
+                name: {"aliases": "default", "email": _gcp_service_account(inst),
+                       "scopes": "https://www.googleapis.com/auth/cloud-platform\n"}
+                for name in ("default", _gcp_service_account(inst))}),
             "tags": json.dumps(sorted(inst.get("labels") or {})),
             "zone": "projects/%s/zones/%s" % (GCP_PROJECT_NUMBER, inst["zone"]),
         },
@@ -541,6 +550,12 @@ def gcp(req, inst, path):
         return done(text("v1/\n", content_type="application/text"))
     if parts[1] != "v1":
         return None
+    if parts[2:] in (["instance", "service-accounts", "default", "token"],
+                     ["instance", "service-accounts", _gcp_service_account(inst), "token"]):
+        from . import gcp as gcp_api
+        if not _gcp_service_account(inst):
+            return None
+        return done(json_response(gcp_api.issue_token(req.state, _gcp_service_account(inst))))
     tree = gcp_tree(inst)
     node = walk(tree, parts[2:])
     if node is None:
@@ -677,6 +692,9 @@ def azure(req, inst, path):
         return _azure_err(405, "Method not allowed")
     if _azure_throttled(req.state, inst):
         return _azure_err(429, "Too many requests")
+    if parts == ["metadata", "identity", "oauth2", "token"]:
+        from . import azure as azure_api
+        return azure_api.imds_token(req, inst)
     if parts == ["metadata", "versions"]:
         return json_response({"apiVersions": AZURE_API_VERSIONS}, content_type="application/json; charset=utf-8")
     if len(parts) < 2 or parts[1] != "instance":

@@ -11,6 +11,8 @@ Routing on the main port (in this order):
   /compute/v2.1/...               OpenStack Nova (the Keystone catalog points here)
   /image/...                      OpenStack Glance v2 (image catalog)
   /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
+  /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
+  /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -364,10 +366,14 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import aws_ec2, digitalocean, hetzner, openstack, openstack_services
+    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_services
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/ec2", "aws", "api", aws_ec2.Api(state).handle),
             ("/v2", "digitalocean", "api", digitalocean.Api(state).handle),
+            ("/arm", "azure", "arm", azure.Api(state).handle),
+            ("/aad", "azure", "aad", azure.Api(state).handle),
+            ("/compute/v1", "gcp", "compute", gcp.Api(state).handle),
+            ("/oauth2", "gcp", "oauth2", gcp.Api(state).handle),
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),
             ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle),
             ("/image", "openstack", "image", openstack_services.Glance(state).handle),
@@ -454,6 +460,7 @@ def main(argv=None):
     if not args.instance:
         print("hetzner-api %s/v1" % url)
         print("keystone %s/v3" % url)
+        print("gce-api %s/compute/v1" % url)
         print("admin %s/_admin" % url)
     if inst is not None:
         print("instance %s %s" % (inst["platform"], inst["id"]))

@@ -50,6 +50,20 @@ DEFAULT_SETTINGS = {
     # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
     "hetzner_action_errors": [],
     "nova_build_errors": [],
+    # Google: access token lifetime, the service account keys the OAuth endpoint knows
+    # ({"client_email", "public_key" (PEM), "private_key_id", "project_id"}), and the Compute
+    # API's request rate beyond which it answers 403 rateLimitExceeded (0: no limit).
+    "gcp_token_ttl": 3599,
+    "gcp_service_accounts": [],
+    "gcp_requests_per_second": 0,
+    "gcp_page_size": 500,
+    # Azure: token lifetime, the service principals of the Entra ID token endpoint
+    # ({"client_id", "secret"}), ARM reads per second beyond which it answers 429 (0: no
+    # limit), and the page size of ARM lists.
+    "azure_token_ttl": 3599,
+    "azure_service_principals": [],
+    "azure_arm_reads_per_second": 0,
+    "azure_page_size": 1000,
     # EC2 API access keys (the example keys of the AWS documentation), and the lifetime of the
     # temporary credentials of an instance role (IMDS iam/security-credentials/ROLE).
     "aws_credentials": [{"access_key_id": "AKIAIOSFODNN7EXAMPLE",

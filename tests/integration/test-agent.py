@@ -279,7 +279,7 @@ def test_hostile_keeps_previous(t, tmp):
 
 
 def test_static_pod_where_a_provider_exists(t, tmp):
-    for platform in ("hetzner", "openstack", "aws", "digitalocean"):
+    for platform in ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstack"):
         with FakeCloud(os.path.join(tmp, "fc-pod-" + platform), platform=platform) as c:
             root = make_root(tmp, {"role": "control-plane", "metadata": {"endpoint": c.url, "retries": 0}},
                              name="root-pod-" + platform)

@@ -14,6 +14,7 @@ from cntap import Tap  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
 from providerlookup import TOOL, addrs, eq, lookup, write  # noqa: E402
 
+
 def test_hetzner(t, c, d):
     w1 = c.add_instance({"platform": "hetzner", "name": "w1"})
     conf = write(os.path.join(d, "hetzner.conf"), "[Global]\ntoken = %s\nendpoint = %s/v1\n" % (HETZNER_TOKEN, c.url))

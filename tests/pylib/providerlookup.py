@@ -1,13 +1,16 @@
 """tests/provider-lookup, the C driver of lib/provider/provider.h, run by the provider tests: one
-JSON object per call, with the environment of the credentials the test names only."""
+JSON object per call, with the environment of the credentials the test names only.
+
+    lookup("gcp", conf, "metadata", "gce://p/z/n", "exists", "name", env={...}) -> [dict, ...]"""
 import json
 import os
 import subprocess
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(BUILD, "tests", "provider-lookup")
-# Variables through which a provider may take settings from the environment.
-CLOUD_ENV_PREFIXES = ("HCLOUD_", "OS_", "AWS_", "DO_")
+# Variables through which a provider may take settings from the environment: a test gives them
+# explicitly or not at all.
+CLOUD_ENV_PREFIXES = ("HCLOUD_", "OS_", "AWS_", "DO_", "GOOGLE_", "GCE_", "AZURE_")
 
 
 def lookup(provider, conf, *calls, env=None):
@@ -33,3 +36,20 @@ def write(path, text):
 
 def addrs(r):
     return [(a["type"], a["address"]) for a in r.get("addresses", [])]
+
+
+def renewed_once(t, c, provider, conf, key, api_fault, is_token_request):
+    """A cached token the API rejects (api_fault: a fault rule with status 401) is fetched again
+    once, between two lookups of key by one provider object."""
+    p = subprocess.Popen([TOOL, provider, conf, "exists", key, "wait", "-", "exists", key],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    r1 = json.loads(p.stdout.readline())
+    p.stdout.readline()
+    before = len(c.requests())
+    c.fail(dict(api_fault, status=401, count=1))
+    out, _ = p.communicate("\n", timeout=60)
+    r2 = json.loads(out.splitlines()[0])
+    eq(t, (r1["value"], r2["value"]), (True, True), "%s: a token the API rejected is renewed once" % provider, r2)
+    eq(t, len([r for r in c.requests()[before:] if is_token_request(r)]), 1,
+       "%s: exactly one new token after the rejection" % provider)
+    c.clear_faults()

@@ -33,7 +33,7 @@ KUBELET_USER = "system:node-registration"
 DEFAULT_CASES = "aws:bootstrap hetzner:worker digitalocean:bootstrap"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
-CLUSTER_PROVIDERS = ("hetzner", "openstack", "aws", "digitalocean")
+CLUSTER_PROVIDERS = ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstack")
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
@@ -298,10 +298,12 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
              (inst["type"], inst["region"], inst["zone"]), "%s: %s has instance type, region, zone" % (n, ENV_FILE))
     provider_id = env.get("CLOUDNODE_PROVIDER_ID")
     # The providerID formats of the providers' own cloud-controller-managers.
-    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://",
-              "digitalocean": "digitalocean://"}[platform]
-    t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(str(inst["id"])),
-         "%s: %s has a %s provider id ending in the instance id" % (n, ENV_FILE, scheme), provider_id)
+    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://", "gcp": "gce://",
+              "azure": "azure://", "digitalocean": "digitalocean://"}[platform]
+    # GCE and Azure name the instance by its name in the providerID, the others by its id.
+    tail = "/" + inst["name"] if platform in ("gcp", "azure") else str(inst["id"])
+    t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(tail),
+         "%s: %s has a %s provider id ending in the instance's %s" % (n, ENV_FILE, scheme, tail), provider_id)
 
     dropin = g.result_text("files" + DROPIN) or ""
     t.ok("KUBELET_PROVIDERID=%s" % provider_id in dropin, "%s: kubelet drop-in carries the provider id" % n, dropin)
