@@ -246,7 +246,13 @@ def test_create_builtin(t, k):
             continue
         r = k.kubectl(*args)
         t.ok(r.returncode == 0 and "created" in r.stdout, "kubectl " + name, r.stdout + r.stderr)
-    creates = [a for a in k.audit()[mark:] if a["verb"] == "create" and a["resource"] != "namespaces"]
+    def audited_creates():
+        return [a for a in k.audit()[mark:] if a["verb"] == "create" and a["resource"] != "namespaces"]
+
+    # The audit record of a request follows its response: the last create's may come a moment
+    # after kubectl has returned.
+    creates = wait_for(lambda: len(audited_creates()) >= len(cmds) - len(old) and audited_creates(), 10) \
+        or audited_creates()
     sent = sorted((a["resource"], a["contentType"].split(";")[0]) for a in creates)
     t.diag("kubectl 1.%d sent: %s" % (kubectl_minor(), ", ".join("%s as %s" % x for x in sent)))
     if kubectl_minor() >= 26:
