@@ -59,7 +59,7 @@ go=$("$here/../realkube/build.sh" --go) || {
 	echo "real-capi: no Go >= 1.$GO_MINOR_MIN found: not building Cluster API $CAPI_VERSION" >&2
 	exit 77
 }
-minor=$("$go" env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+minor=$(GOTOOLCHAIN=local "$go" env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
 toolchain=local
 if [ -z "$minor" ] || [ "$minor" -lt "$GO_MINOR_MIN" ]; then
 	# Go >= 1.21 runs another toolchain named in GOTOOLCHAIN, fetched as a module.
@@ -102,7 +102,7 @@ import (
 GO
 
 pkgs="sigs.k8s.io/cluster-api sigs.k8s.io/cluster-api/bootstrap/kubeadm sigs.k8s.io/cluster-api/controlplane/kubeadm sigs.k8s.io/cluster-api/cmd/clusterctl"
-echo "real-capi: fetching Cluster API $CAPI_VERSION ($("$go" version))" >&2
+echo "real-capi: fetching Cluster API $CAPI_VERSION (Go toolchain: $toolchain)" >&2
 # Fetching the modules is the one step that needs the network (exit 77 when the proxy cannot
 # be reached or is not trusted: the tests skip and say why); any other failure is an error.
 "$here/../realkube/build.sh" --fetch "$work" "$cache/unreachable" $pkgs

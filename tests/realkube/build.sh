@@ -46,7 +46,7 @@ fi
 go=""
 for g in "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go /usr/lib/go-1.23/bin/go; do
 	[ -n "$g" ] && [ -x "$g" ] || continue
-	v=$("$g" env GOVERSION 2>/dev/null | sed -n 's/^go\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+	v=$(GOTOOLCHAIN=local "$g" env GOVERSION 2>/dev/null | sed -n 's/^go\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
 	major=${v% *} minor=${v#* }
 	if [ -n "$v" ] && { [ "$major" -gt 1 ] || [ "$minor" -ge 23 ]; }; then go=$g; break; fi
 done
