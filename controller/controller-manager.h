@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `cloudnode-controller run`: one sd-event loop that watches the operand's objects, the images
- * ConfigMap, the cloud config source and the control-plane Nodes through informers, and after any
- * change (and only then) computes the desired state and writes what differs. Leader-elected;
- * status on a ClusterOperator when the cluster has that API, else on the CloudnodeOperator. */
+/* `cloudnode-controller run`: one sd-event loop. With the operand (the default) it watches the
+ * operand's objects, the images ConfigMap, the cloud config source and the control-plane Nodes
+ * through informers, and after any change (and only then) computes the desired state and writes
+ * what differs, with status on a ClusterOperator when the cluster has that API, else on the
+ * CloudnodeOperator. With --operand=false (a Cluster API management cluster, the Deckhouse module)
+ * it runs the Cluster API controllers only. Leader-elected either way. */
 #pragma once
 
 #include <stdbool.h>
