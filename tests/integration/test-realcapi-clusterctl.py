@@ -36,6 +36,7 @@ binaries are cached: 90 to 110 s of wall time on a loaded 2-core machine."""
 import base64
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,11 @@ def main():
             scenario(t, tmp, bindir, mgmt, wl, cloud, procs)
         finally:
             realcapi.stop(procs)
+    # Its servers' state and the managers' logs stay for a failed run only.
+    if t.failed:
+        t.diag("kept %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     t.done()
 
 
