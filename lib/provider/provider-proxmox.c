@@ -46,6 +46,7 @@ typedef struct Proxmox {
         bool pinned;
         uint8_t fingerprint[CN_HTTP_SHA256_SIZE];
         CnProviderToken ticket; /* PVEAuthCookie */
+        json_object *uuids;     /* SMBIOS UUID -> vmid found last time */
 } Proxmox;
 
 static void erase(char **s) {
@@ -65,6 +66,7 @@ static void pve_done(CnProvider *p) {
         erase(&o->password);
         free(o->ca_file);
         cn_provider_token_forget(&o->ticket);
+        json_object_put(o->uuids);
 }
 
 int cn_provider_proxmox_parse_fingerprint(const char *s, uint8_t ret[static CN_HTTP_SHA256_SIZE]) {
@@ -217,7 +219,8 @@ typedef struct Lookup {
         Stage stage;
         char *path; /* of the request in flight, again after a new ticket */
         bool by_uuid;
-        bool other_region; /* the providerID names another cluster: not found */
+        bool other_region; /* the providerID names another cluster: refused, never "gone" */
+        int64_t hint;       /* the vmid that had the SMBIOS UUID last time, 0 if none */
         char *uuid;
         char *name;
         int64_t vmid;
@@ -543,15 +546,34 @@ static bool is_vm(json_object *vm) {
         return cn_json_string_is(vm, "type", "qemu") && template == 0;
 }
 
-/* The next VM config to read for a proxmox://<uuid>, or -ENOENT when all were read. */
+static bool vm_has_id(json_object *vm, int64_t vmid) {
+        int64_t v;
+
+        return cn_json_get_int64(vm, &v, "vmid", NULL) >= 0 && v == vmid;
+}
+
+/* The next VM config to read for a proxmox://<uuid>, or -ENOENT when all were read: first the VM
+ * that had the UUID last time (so that a lookup costs one config read while VMs stay where they
+ * are), then every other one. */
 static int scan_next(CnProviderCall *call) {
         Lookup *l = cn_provider_call_get_state(call);
+        size_t n = json_object_array_length(l->vms);
 
-        for (; l->scan < json_object_array_length(l->vms); l->scan++) {
-                json_object *vm = json_object_array_get_idx(l->vms, l->scan);
+        for (; l->scan <= n; l->scan++) {
+                /* index 0 is the hint, i the list's entry i - 1 */
+                json_object *vm = NULL;
                 int r;
 
-                if (!is_vm(vm))
+                if (l->scan == 0) {
+                        for (size_t k = 0; l->hint > 0 && k < n && !vm; k++)
+                                if (vm_has_id(json_object_array_get_idx(l->vms, k), l->hint))
+                                        vm = json_object_array_get_idx(l->vms, k);
+                } else {
+                        vm = json_object_array_get_idx(l->vms, l->scan - 1);
+                        if (l->hint > 0 && vm_has_id(vm, l->hint))
+                                continue;
+                }
+                if (!vm || !is_vm(vm))
                         continue;
                 r = select_vm(l, vm);
                 if (r < 0)
@@ -560,6 +582,22 @@ static int scan_next(CnProviderCall *call) {
                 return request(call, STAGE_SCAN, vm_path(l, "/config"));
         }
         return -ENOENT;
+}
+
+#define PVE_MAX_UUIDS 20000
+
+static void remember_uuid(Proxmox *o, const char *uuid, int64_t vmid) {
+        json_object *v = json_object_new_int64(vmid);
+
+        if (!o->uuids || json_object_object_length(o->uuids) >= PVE_MAX_UUIDS) {
+                json_object_put(o->uuids);
+                o->uuids = json_object_new_object();
+        }
+        if (!o->uuids || !v) {
+                json_object_put(v); /* only a hint: nothing is lost without it */
+                return;
+        }
+        (void) json_object_object_add(o->uuids, uuid, v);
 }
 
 static void on_resources(CnProviderCall *call, json_object *data) {
@@ -624,8 +662,10 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         (void) userdata;
         if (!o->token_header && cn_provider_reauthorize(call, &l->auth, &o->ticket, login, reply))
                 return;
+        /* Not "gone": a Node of another cluster must not be deleted because this one lacks it. */
         if (l->other_region && reply->error == 0)
-                return finish(call, -ENOENT, 0, "the providerID names another Proxmox VE cluster", NULL);
+                return finish(call, -EINVAL, 0, "the providerID names another Proxmox VE cluster (region) than the "
+                              "cloud config's", NULL);
         if (reply->error < 0 && l->stage == STAGE_AGENT && reply->status == 500)
                 /* No agent configured, not running, not answering: the config's cloud-init addresses. */
                 return finish_vm(call, NULL);
@@ -661,6 +701,7 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                         return;
                 }
                 l->config = json_object_get(data);
+                remember_uuid(o, l->uuid, l->vmid);
                 r = request(call, STAGE_STATUS, vm_path(l, "/status/current"));
                 break;
         case STAGE_STATUS:
@@ -713,6 +754,9 @@ static int pve_instance_get(CnProvider *p, CnProviderCall *call, const CnProvide
                         l->by_uuid = true;
                         if (!(l->uuid = strdup(s)) || !(l->provider_id = strdup(node->provider_id)))
                                 return -ENOMEM;
+                        for (char *c = l->uuid; *c; c++)
+                                *c = (char) tolower((unsigned char) *c);
+                        (void) cn_json_get_int64(o->uuids, &l->hint, l->uuid, NULL);
                 } else {
                         _cleanup_free_ char *region = slash ? strndup(s, slash - s) : NULL;
 

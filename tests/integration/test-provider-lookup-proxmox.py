@@ -101,14 +101,25 @@ def test_lookups(t, c, d, ca):
     c.update_instance(w1["id"], {"extra": {"cores": 4, "memory": 8192, "pve_config": {"agent": None}}})
     r, = lookup(conf, "metadata", pid)
     eq(t, (r["error"], len(addrs(r))), (0, 3), "no agent configured: the config's ipconfig0 too", r)
+    for n in range(5):
+        c.add_instance({"platform": "proxmoxve", "name": "filler-%d" % n})
+    before = len(c.requests())
+    r1, r2 = lookup(conf, "exists", "proxmox://" + uuid.upper(), "exists", "proxmox://" + uuid)
+    configs = [r["path"] for r in api_log(c, before) if r["path"].endswith("/config")]
+    eq(t, (r1.get("value"), r2.get("value")), (True, True), "the SMBIOS UUID matches in any case", r1)
+    t.ok(len(configs) >= 2 and configs[-1] == configs[-2] and
+         len([p for p in configs if p.endswith("/%d/config" % vmid(w1))]) == 2,
+         "the second lookup by UUID reads only the config of the VM found the first time", configs)
     c.stop(w1["id"])
-    r1, r2 = lookup(conf, "shutdown", pid, "metadata", "proxmox://" + smbios(c, w1))
+    r1, r2 = lookup(conf, "shutdown", pid, "metadata", "proxmox://" + uuid)
     eq(t, (r1["error"], r1["value"]), (0, True), "a stopped VM is shut down", r1)
     eq(t, (r2["error"], r2["shutdown"]), (0, True), "a stopped VM found by SMBIOS UUID is shut down", r2)
     c.start(w1["id"])
     r1, r2, r3 = lookup(conf, "exists", "proxmox://other-cluster/%d" % vmid(w1), "metadata", "proxmox://pve/99999",
                         "metadata", "proxmox://00000000-0000-0000-0000-000000000000")
-    eq(t, (r1["error"], r1["value"]), (0, False), "another cluster's providerID does not exist here", r1)
+    eq(t, (r1["class"], r1.get("message")),
+       ("terminal", "the providerID names another Proxmox VE cluster (region) than the cloud config's"),
+       "another cluster's providerID is refused, never reported gone (its Node must not be deleted)", r1)
     eq(t, (r2["class"], r3["class"]), ("not-found", "not-found"), "unknown vmid and unknown UUID are not-found", r3)
     r, = lookup(conf, "metadata", "proxmox://pve/abc")
     eq(t, r["class"], "terminal", "a malformed providerID is refused as terminal", r)
