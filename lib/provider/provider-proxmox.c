@@ -726,15 +726,6 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                 finish(call, r, 0, "cannot build the Proxmox VE API request", NULL);
 }
 
-static bool is_uuid(const char *s) {
-        if (strlen(s) != 36)
-                return false;
-        for (size_t k = 0; k < 36; k++)
-                if ((k == 8 || k == 13 || k == 18 || k == 23) ? s[k] != '-' : !isxdigit((unsigned char) s[k]))
-                        return false;
-        return true;
-}
-
 static int pve_instance_get(CnProvider *p, CnProviderCall *call, const CnProviderNodeRef *node) {
         Proxmox *o = cn_provider_data(p);
         Lookup *l = calloc(1, sizeof(Lookup));
@@ -749,7 +740,7 @@ static int pve_instance_get(CnProvider *p, CnProviderCall *call, const CnProvide
                 if (!s)
                         return -EINVAL;
                 slash = strrchr(s, '/');
-                if (!slash && is_uuid(s)) {
+                if (!slash && cn_is_uuid(s)) {
                         /* cloudnode-agent's form: the SMBIOS UUID */
                         l->by_uuid = true;
                         if (!(l->uuid = strdup(s)) || !(l->provider_id = strdup(node->provider_id)))
