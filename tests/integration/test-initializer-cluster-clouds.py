@@ -305,6 +305,63 @@ def test_lifecycle_proxmox(t, k, c, d, ca):
                     lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
 
 
+def pod_args(k, root, args):
+    """The static pod's arguments as the test runs them: the cluster-mode identity's kubeconfig,
+    the cloud config under the test's root, the default port."""
+    run = []
+    for a in args:
+        if a.startswith("--kubeconfig="):
+            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
+        elif a.startswith("--cloud-config="):
+            a = "--cloud-config=" + os.path.join(root, a.split("=", 1)[1].lstrip("/"))
+        elif a.startswith("--port="):
+            continue
+        run.append(a)
+    return run
+
+
+def test_static_pod_proxmox(t, k, c, d, ca):
+    """The bootstrap static pod the agent renders on a Proxmox VE control-plane VM (cloud-init drive,
+    SMBIOS UUID), run with its arguments and the cloud.conf the agent wrote from cloudConfig: it
+    initializes a worker's Node and its own, whose kubelet has the agent's proxmox://<UUID>."""
+    vm = c.add_instance({"platform": "proxmoxve", "name": "pve-cp-pod"})
+    w = c.add_instance({"platform": "proxmoxve", "name": "pve-pod-w1", "zone": "pve2"})
+    root = tempfile.mkdtemp(prefix="root", dir=d)
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    c.write_config_drive(vm["id"], os.path.join(root, "run", "cloudnode", "cidata"), fmt="nocloud")
+    uuid = pve_uuid(c, vm)
+    dmi = os.path.join(root, "sys", "class", "dmi", "id")
+    os.makedirs(dmi)
+    with open(os.path.join(dmi, "product_uuid"), "w") as f:
+        f.write(uuid.upper() + "\n")
+    settings = {"url": c.tls_url, "region": "pve", "ca-file": ca, "token-id": "%s!%s" % (PVE_TOKEN["user"], PVE_TOKEN["name"]),
+                "token-secret": PVE_TOKEN["secret"]}
+    with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+        yaml.safe_dump({"platform": "proxmoxve", "role": "control-plane", "cloudConfig": {"Global": settings}}, f)
+    with open(os.path.join(root, "etc", "cloudnode", "images.json"), "w") as f:
+        f.write('{"cloudControllerManager": "example.com/cloudnode-initializer:test"}')
+    r = subprocess.run([build("agent", "cloudnode-agent"), "--root", root, "--once"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+    t.eq(r.returncode, 0, "proxmoxve: the agent runs on a control-plane VM") or t.diag(r.stderr)
+    pod_path = os.path.join(root, "etc", "kubernetes", "manifests", "cloudnode-cloud-node.yaml")
+    if not t.ok(os.path.exists(pod_path), "proxmoxve: it renders the bootstrap static pod", r.stderr):
+        return
+    with open(pod_path) as f:
+        args = yaml.safe_load(f)["spec"]["containers"][0]["args"]
+    make_node(k, w["name"])
+    make_node(k, vm["name"], provider_id="proxmox://" + uuid)
+    run = pod_args(k, root, args)
+    t.ok("--cloud-provider=proxmoxve" in run, "proxmoxve: the pod runs its provider", args)
+    with Initializer(run + ["--bind-address=127.0.0.1"], state_dir=d, name="pve-static-pod") as i:
+        ok = wait_for(lambda: initialized(k, w["name"]) and initialized(k, vm["name"]), 30)
+        t.ok(ok, "proxmoxve: the static pod's initializer initializes the Nodes", i.log()[-2000:])
+        t.eq(((get_node(k, w["name"]) or {}).get("spec", {}).get("providerID"),
+              (get_node(k, vm["name"]) or {}).get("spec", {}).get("providerID")),
+             (pve_pid(w), "proxmox://" + uuid), "proxmoxve: the worker gets proxmox://pve/<vmid>, the VM the agent ran "
+             "on keeps its SMBIOS UUID form")
+        t.ok(PVE_TOKEN["secret"] not in i.log(), "proxmoxve: the token secret is in no log line")
+
+
 class Gcp:
     platform = "gcp"
     project = "cloudnode-test"
@@ -450,15 +507,7 @@ def test_static_pod(t, k, c, d, cloud):
     with open(pod_path) as f:
         args = yaml.safe_load(f)["spec"]["containers"][0]["args"]
     make_node(k, cloud.node_name(w))
-    run = []
-    for a in args:
-        if a.startswith("--kubeconfig="):
-            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
-        elif a.startswith("--cloud-config="):
-            a = "--cloud-config=" + os.path.join(root, a.split("=", 1)[1].lstrip("/"))
-        elif a.startswith("--port="):
-            continue
-        run.append(a)
+    run = pod_args(k, root, args)
     t.ok("--cloud-provider=" + p in run, "%s: the pod runs its provider" % p, args)
     with Initializer(run + ["--bind-address=127.0.0.1"], state_dir=d, name=p + "-static-pod") as i:
         node = wait_for(lambda: initialized(k, cloud.node_name(w)), 30)
@@ -481,6 +530,7 @@ def main():
             t.run(test_lifecycle_digitalocean, k, c, d)
             t.run(test_initialize_proxmox, k, c, d, ca)
             t.run(test_lifecycle_proxmox, k, c, d, ca)
+            t.run(test_static_pod_proxmox, k, c, d, ca)
             for cloud in (Gcp(), Azure()):
                 for fn in (test_initialize, test_lifecycle, test_static_pod):
                     t.run(fn, k, c, d, cloud)
