@@ -311,7 +311,7 @@ class Api:
             self._node(node)
             rest = parts[2:]
             if rest == ["qemu"] and m == "GET":
-                return data([self.qemu_list_json(i) for i in self._vms() if i["zone"] == node])
+                return data([self.vm_status_json(i) for i in self._vms() if i["zone"] == node])
             if len(rest) == 4 and rest[:2] == ["tasks"] and rest[3] == "status" and m == "GET":
                 return self.task_status(node, rest[2], now)
             if len(rest) >= 2 and rest[0] == "tasks" and m == "GET":
@@ -343,9 +343,6 @@ class Api:
             out["lock"] = cfg["lock"]
         return out
 
-    def qemu_list_json(self, inst):
-        return self.vm_status_json(inst)
-
     def resources(self, kind):
         out = []
         if kind in (None, "node"):
@@ -356,8 +353,7 @@ class Api:
             for inst in self._vms():
                 j = self.vm_status_json(inst)
                 j.update(id="qemu/%d" % j["vmid"], type="qemu", node=inst["zone"], template=j.get("template", 0),
-                         maxcpu=j.pop("cpus"), hastate=None)
-                j.pop("hastate")
+                         maxcpu=j.pop("cpus"))
                 out.append(j)
         if kind not in (None, "node", "vm", "storage", "sdn"):
             raise PveError(400, "Parameter verification failed.",
