@@ -118,6 +118,24 @@ def _agent_enabled(cfg):
     return str(cfg.get("agent", "0")).split(",")[0] in ("1", "enabled=1")
 
 
+def add_file(state, spec):
+    """Admin: a file on a node's storage, as an operator copies snippets there ({"node", "storage",
+    "content", "filename", "size"})."""
+    st = state.read()
+    if spec.get("node") not in st["settings"]["pve_nodes"] or \
+            spec.get("content") not in st["settings"]["pve_storages"].get(spec.get("storage"), []):
+        raise StateError(400, "unknown node, storage or content type of that storage")
+    name = spec.get("filename") or ""
+    if not name or "/" in name or name.startswith("."):
+        raise StateError(400, "filename must be a plain file name")
+    volid = "%s:%s/%s" % (spec["storage"], spec["content"], name)
+    entry = {"content": spec["content"], "format": name.rsplit(".", 1)[-1] if "." in name else "raw",
+             "size": int(spec.get("size", 0)), "ctime": int(time.time())}
+    with state.locked() as s:
+        s.setdefault("pve_storage", {}).setdefault("%s/%s" % (spec["node"], spec["storage"]), {})[volid] = entry
+    return dict(entry, volid=volid)
+
+
 class Api:
     def __init__(self, state):
         self.state = state

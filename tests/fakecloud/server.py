@@ -233,6 +233,10 @@ class App:
                         raise StateError(400, "unknown setting(s): %s" % ", ".join(sorted(unknown)))
                     s["settings"].update(changes)
                     return json_response(s["settings"])
+        if parts == ["pve-files"] and m == "POST":
+            # A file put on a Proxmox VE storage outside the API (snippets are copied there by hand).
+            from . import proxmox
+            return json_response(proxmox.add_file(st, req.json()), 201)
         if parts == ["requests"] and m == "GET":
             return json_response({"requests": read_log(self.log_path)})
         if parts == ["requests"] and m == "DELETE":

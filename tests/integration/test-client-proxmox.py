@@ -148,6 +148,14 @@ def faults(t, c, api):
         t.ok(e is not None and e.status_code == 400, "snippets cannot be uploaded through the API, as on PVE", e)
     isos = [x["volid"] for x in api.nodes("pve1").storage("local").content.get(content="iso")]
     t.ok(len(isos) == 1 and isos[0].startswith("local:iso/"), "the upload is in the storage content", isos)
+    c._admin_ok("POST", "/pve-files", {"node": "pve1", "storage": "local", "content": "snippets",
+                                       "filename": "user-data.yaml", "size": 120})
+    snippets = api.nodes("pve1").storage("local").content.get(content="snippets")
+    t.eq([(x["volid"], x["content"]) for x in snippets], [("local:snippets/user-data.yaml", "snippets")],
+         "snippets copied onto the storage are listed with content=snippets")
+    t.eq(api.nodes("pve2").storage("local").content.get(content="snippets"), [], "storages are per node")
+    e = raises(lambda: api.nodes("pve1").storage("nosuch").content.get())
+    t.ok(e is not None and e.status_code == 500 and "does not exist" in str(e), "an unknown storage is an error", e)
 
 
 def refusals(t, c, host, ca, d):
