@@ -73,6 +73,11 @@ void cn_http_request_set_max_response(CnHttpRequest *r, size_t max);
  * directory nor its default bundle). */
 int cn_http_request_set_ca_file(CnHttpRequest *r, const char *path);
 int cn_http_request_set_ca_pem(CnHttpRequest *r, const void *pem, size_t size);
+/* Instead of trust anchors: the peer's certificate must have this SHA-256 digest (of its DER form,
+ * what `openssl x509 -fingerprint -sha256` and Proxmox VE show), whoever signed it and whatever
+ * names it holds: the pinning of self-signed servers. */
+#define CN_HTTP_SHA256_SIZE 32
+int cn_http_request_set_pinned_sha256(CnHttpRequest *r, const uint8_t digest[static CN_HTTP_SHA256_SIZE]);
 /* Client certificate and key, as PEM files or as PEM data. */
 int cn_http_request_set_client_cert_file(CnHttpRequest *r, const char *cert_path, const char *key_path);
 int cn_http_request_set_client_cert_pem(CnHttpRequest *r, const void *cert, size_t cert_size, const void *key,

@@ -362,3 +362,12 @@ int strv_join(char *const *l, const char *separator, char **ret) {
         *ret = r;
         return 0;
 }
+
+bool cn_is_uuid(const char *s) {
+        if (!s || strlen(s) != 36)
+                return false;
+        for (size_t k = 0; k < 36; k++)
+                if ((k == 8 || k == 13 || k == 18 || k == 23) ? s[k] != '-' : !isxdigit((unsigned char) s[k]))
+                        return false;
+        return true;
+}

@@ -33,6 +33,8 @@ bool cn_utf8_is_valid(const char *s, size_t len) _pure_;
 
 /* Decimal parsing of the whole string; -EINVAL for garbage or empty, -ERANGE on overflow. */
 int cn_safe_atoi64(const char *s, int64_t *ret);
+/* Whether s is a UUID in its 8-4-4-4-12 hex form (any case). */
+bool cn_is_uuid(const char *s) _pure_;
 int cn_safe_atou64(const char *s, uint64_t *ret);
 int cn_safe_atoi(const char *s, int *ret);
 int cn_safe_atou(const char *s, unsigned *ret);

@@ -2,10 +2,12 @@
 /* Proxmox VE: the cloud-init NoCloud drive Proxmox attaches (label cidata): meta-data (instance-id),
  * user-data (#cloud-config hostname/fqdn) and network-config (v1 or v2 static addresses). There is
  * no metadata service. providerID: proxmox://<uuid>, the VM's SMBIOS UUID from DMI (which Proxmox
- * sets from the VM config), falling back to the instance-id. */
+ * sets from the VM config's smbios1), which lib/provider/provider-proxmox.c resolves; none without
+ * it. */
 #include <ctype.h>
 
 #include "metadata-source.h"
+#include "string-util.h"
 
 static const CnMetadataKey proxmoxve_drive_keys[] = {
         { "meta-data" },
@@ -109,7 +111,11 @@ static int proxmoxve_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
                 return -EBADMSG;
         for (char *p = uuid; p && *p; p++)
                 *p = (char) tolower((unsigned char) *p);
-        if (asprintf(&m->provider_id, "proxmox://%s", uuid ?: m->instance_id) < 0)
+        /* Only the SMBIOS UUID names the VM to the Proxmox VE API (its config's smbios1); the
+         * drive's instance-id is a hash of the cloud-init settings that no API call finds. Without
+         * a UUID the providerID is left to the cluster-mode provider (proxmox://REGION/VMID). */
+        if (uuid && cn_is_uuid(uuid) && !streq(uuid, "00000000-0000-0000-0000-000000000000") &&
+            asprintf(&m->provider_id, "proxmox://%s", uuid) < 0)
                 return -ENOMEM;
         return 0;
 }

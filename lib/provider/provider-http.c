@@ -127,6 +127,8 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
                 return r;
         if (o && o->ca_file && (r = cn_http_request_set_ca_file(req, o->ca_file)) < 0)
                 return r;
+        if (o && o->pinned_sha256 && (r = cn_http_request_set_pinned_sha256(req, o->pinned_sha256)) < 0)
+                return r;
         for (const char *const *h = o ? o->headers : NULL; h && *h; h++) {
                 _cleanup_free_ char *name = NULL;
                 const char *colon = strchr(*h, ':');

@@ -64,6 +64,7 @@ typedef struct CnProviderHttpOptions {
         const char *bearer_token;       /* Authorization: Bearer */
         const char *auth_token;         /* X-Auth-Token (OpenStack) */
         const char *ca_file;
+        const uint8_t *pinned_sha256;   /* or the server certificate's SHA-256 (CN_HTTP_SHA256_SIZE bytes) */
         const char *const *headers;     /* NULL-terminated "Name: value" list */
         json_object *body;              /* sent as application/json */
         const char *form;               /* or this, as application/x-www-form-urlencoded */

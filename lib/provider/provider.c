@@ -17,6 +17,7 @@ extern const CnProviderOps cn_provider_digitalocean_ops;
 extern const CnProviderOps cn_provider_gcp_ops;
 extern const CnProviderOps cn_provider_hetzner_ops;
 extern const CnProviderOps cn_provider_openstack_ops;
+extern const CnProviderOps cn_provider_proxmox_ops;
 
 const CnProviderOps *const cn_provider_table[] = {
         &cn_provider_aws_ops,
@@ -25,6 +26,7 @@ const CnProviderOps *const cn_provider_table[] = {
         &cn_provider_gcp_ops,
         &cn_provider_hetzner_ops,
         &cn_provider_openstack_ops,
+        &cn_provider_proxmox_ops,
         NULL,
 };
 

@@ -131,6 +131,9 @@ def error_response(platform, service, status):
         return azure.arm_error(status, "InternalServerError" if status >= 500 else "BadRequest", "injected failure")
     if platform == "azure":
         return json_response({"error": "injected failure"}, status, "application/json; charset=utf-8")
+    if platform == "proxmoxve" and service == "api":
+        from . import proxmox
+        return proxmox.status_response(status)
     return text("injected failure\n", status)
 
 

@@ -13,6 +13,7 @@ Routing on the main port (in this order):
   /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
   /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
   /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
+  /api2/json/...                  Proxmox VE API (also on the --tls-listen port, as on port 8006)
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -20,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -231,6 +233,10 @@ class App:
                         raise StateError(400, "unknown setting(s): %s" % ", ".join(sorted(unknown)))
                     s["settings"].update(changes)
                     return json_response(s["settings"])
+        if parts == ["pve-files"] and m == "POST":
+            # A file put on a Proxmox VE storage outside the API (snippets are copied there by hand).
+            from . import proxmox
+            return json_response(proxmox.add_file(st, req.json()), 201)
         if parts == ["requests"] and m == "GET":
             return json_response({"requests": read_log(self.log_path)})
         if parts == ["requests"] and m == "DELETE":
@@ -271,7 +277,7 @@ class Handler(BaseHTTPRequestHandler):
         req = Request(self.command, self.path, self.headers, body, app.state)
         req.service = None
         host = self.headers.get("Host") or "%s:%d" % self.server.server_address[:2]
-        req.base_url = "http://" + host
+        req.base_url = self.server.scheme + "://" + host
         if self.server.only_instance is None and req.path.startswith("/_instance/"):
             iid = req.path[len("/_instance/"):].split("/", 1)[0]
             req.base_url += "/_instance/" + iid
@@ -296,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if logged:
             app.log(req, resp.status, rule, remote)
-        self.send_response_only(resp.status)
+        self.send_response_only(resp.status, resp.reason)
         self.send_header("Server", resp.server or "fake-cloud")
         self.send_header("Date", self.date_time_string())
         for k, v in resp.headers:
@@ -348,11 +354,16 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr, app, family):
+    def __init__(self, addr, app, family, tls=None):
         self.address_family = family
         self.app = app
         self.only_instance = app.only_instance
+        self.scheme = "https" if tls else "http"
         super().__init__(addr, Handler)
+        if tls:
+            # The handshake runs in the request's thread, on its first read: a client that
+            # stalls it holds up no one else.
+            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
 
 def parse_listen(s):
@@ -366,7 +377,7 @@ def parse_listen(s):
 
 
 def build_apis(state):
-    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_services
+    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_services, proxmox
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/ec2", "aws", "api", aws_ec2.Api(state).handle),
             ("/v2", "digitalocean", "api", digitalocean.Api(state).handle),
@@ -377,7 +388,8 @@ def build_apis(state):
             ("/v3", "openstack", "identity", openstack.Keystone(state).handle),
             ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle),
             ("/image", "openstack", "image", openstack_services.Glance(state).handle),
-            ("/network", "openstack", "network", openstack_services.Neutron(state).handle)]
+            ("/network", "openstack", "network", openstack_services.Neutron(state).handle),
+            ("/api2/json", "proxmoxve", "api", proxmox.Api(state).handle)]
 
 
 def ensure_default(state, platform):
@@ -405,6 +417,10 @@ def main(argv=None):
                    "config drive tree to DIR at start")
     p.add_argument("--config-drive-format", choices=configdrive.FORMATS, help="config-2 or nocloud "
                    "(default: nocloud for proxmoxve, else config-2)")
+    p.add_argument("--tls-listen", metavar="HOST:PORT", help="also serve everything over HTTPS here "
+                   "(the Proxmox VE API is HTTPS only); needs --tls-cert and --tls-key")
+    p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain of the HTTPS listener")
+    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of the HTTPS listener")
     p.add_argument("--write-config-drive", metavar="DIR", help="write the --instance's config drive "
                    "tree to DIR and exit without serving")
     args = p.parse_args(argv)
@@ -456,7 +472,24 @@ def main(argv=None):
         return 1
     real_port = httpd.server_address[1]
     url = "http://%s:%d" % ("[%s]" % host if family == socket.AF_INET6 else host, real_port)
+    tls_httpd = None
+    if args.tls_listen:
+        if not (args.tls_cert and args.tls_key):
+            print("fake-cloud: --tls-listen needs --tls-cert and --tls-key", file=sys.stderr)
+            return 1
+        try:
+            thost, tport, tfamily = parse_listen(args.tls_listen)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(args.tls_cert, args.tls_key)
+            tls_httpd = Server((thost, tport), app, tfamily, tls=ctx)
+        except (ValueError, OSError, ssl.SSLError) as e:
+            print("fake-cloud: cannot serve HTTPS on %s: %s" % (args.tls_listen, e), file=sys.stderr)
+            return 1
+        threading.Thread(target=tls_httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
     print(url)
+    if tls_httpd is not None:
+        print("tls https://%s:%d" % ("[%s]" % thost if tfamily == socket.AF_INET6 else thost,
+                                     tls_httpd.server_address[1]))
     if not args.instance:
         print("hetzner-api %s/v1" % url)
         print("keystone %s/v3" % url)
@@ -468,6 +501,8 @@ def main(argv=None):
 
     def stop(signum, frame):
         threading.Thread(target=httpd.shutdown, daemon=True).start()
+        if tls_httpd is not None:
+            threading.Thread(target=tls_httpd.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -73,6 +73,16 @@ DEFAULT_SETTINGS = {
     "do_tokens": [{"token": "dop_v1_cloudnode_test"}],
     # Azure IMDS answers 429 beyond 5 requests per second per VM (0 turns the limit off).
     "azure_imds_requests_per_second": 5,
+    # Proxmox VE: the cluster's name and nodes, API tokens ({"tokenid": "USER@REALM!ID", "secret"}),
+    # users of ticket logins ({"userid", "password"}), the ticket lifetime (2 h, as pveproxy), how
+    # long tasks run, and the storages with the content types each holds.
+    "pve_cluster_name": "pve",
+    "pve_nodes": ["pve1", "pve2"],
+    "pve_tokens": [{"tokenid": "root@pam!cloudnode", "secret": "5f0c4b4e-6a8e-4c52-9d2b-0c9c3a4e7f11"}],
+    "pve_users": [{"userid": "root@pam", "password": "pve-test-password"}],
+    "pve_ticket_ttl": 7200,
+    "pve_task_seconds": 0.3,
+    "pve_storages": {"local": ["iso", "vztmpl", "snippets", "import"], "local-lvm": ["images", "rootdir"]},
 }
 
 # Per-platform defaults, taken from the examples in each cloud's documentation.
@@ -112,6 +122,8 @@ def _empty():
         "actions": {},
         "faults": [],
         "ratelimit": {},
+        "pve_tasks": {},
+        "pve_storage": {},
     }
 
 

@@ -43,6 +43,7 @@ class Response:
         self.headers = [("Content-Type", content_type)] if content_type else []
         self.headers.extend(headers or [])
         self.server = server
+        self.reason = None  # the status line's reason phrase, when not the standard one
 
     def add(self, name, value):
         self.headers.append((name, str(value)))

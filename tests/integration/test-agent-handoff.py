@@ -116,23 +116,22 @@ def test_sigterm(t, tmp):
 
 
 def test_no_provider_no_wait(t, tmp):
-    """proxmoxve has no cluster-mode provider: no static pod (whose initializer would exit and
-    crash-loop), so daemon mode has nothing to hand over and ends after its pass (exit 0) without
-    reading any kubeconfig."""
-    with FakeCloud(os.path.join(tmp, "fc3")) as c:
-        px = c.add_instance({"platform": "proxmoxve"})
-        root = os.path.join(tmp, "root3")
-        os.makedirs(os.path.join(root, "etc", "cloudnode"))
-        c.write_config_drive(px["id"], os.path.join(root, "run", "cloudnode", "cidata"), fmt="nocloud")
-        with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
-            json.dump({"platform": "proxmoxve", "role": "bootstrap",
-                       "images": {"cloudControllerManager": "example.com/init:1"}}, f)
-        p = subprocess.run([AGENT, "--root", root], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
-        t.ok(p.returncode == 0 and not os.path.exists(os.path.join(root, POD)) and
-             "no cluster-mode provider" in p.stderr and
-             os.path.exists(os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")),
-             "proxmoxve bootstrap, daemon mode: no static pod, exit 0 after the pass", p.stderr)
+    """file (bare metal) has no cluster-mode provider: no static pod (whose initializer would exit
+    and crash-loop), so daemon mode has nothing to hand over and ends after its pass (exit 0)
+    without reading any kubeconfig."""
+    root = os.path.join(tmp, "root3")
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    with open(os.path.join(root, "etc", "cloudnode", "metadata.yaml"), "w") as f:
+        json.dump({"instanceID": "node-3", "hostname": "node-3", "ipv4Private": "10.0.0.3"}, f)
+    with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+        json.dump({"platform": "file", "role": "bootstrap",
+                   "images": {"cloudControllerManager": "example.com/init:1"}}, f)
+    p = subprocess.run([AGENT, "--root", root], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+    t.ok(p.returncode == 0 and not os.path.exists(os.path.join(root, POD)) and
+         "no cluster-mode provider" in p.stderr and
+         os.path.exists(os.path.join(root, "etc/kubernetes/bootstrap-configs/cloud.conf")),
+         "file bootstrap, daemon mode: no static pod, exit 0 after the pass", p.stderr)
 
 
 def main():

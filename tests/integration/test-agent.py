@@ -147,8 +147,9 @@ def test_config_drives(t, tmp):
         c.write_config_drive(px["id"], os.path.join(root, "run", "cloudnode", "cidata"), fmt="nocloud")
         rc, out, err = agent(root, "--once")
         env = sh_env(os.path.join(root, ENV)) if rc == 0 else {}
-        t.ok(rc == 0 and env.get("CLOUDNODE_PROVIDER_ID", "").startswith("proxmox://"),
-             "proxmoxve: cidata drive at the default mount point", (rc, err, env))
+        t.ok(rc == 0 and env.get("CLOUDNODE_INSTANCE_ID") and "CLOUDNODE_PROVIDER_ID" not in env,
+             "proxmoxve: cidata drive at the default mount point; no providerID without the SMBIOS UUID",
+             (rc, err, env))
         t.eq(env.get("CLOUDNODE_IPV4_PRIVATE"), px["private_ipv4"], "proxmoxve: address from network-config")
         # DMI's SMBIOS uuid, read under the root, names the VM in the providerID.
         dmi = os.path.join(root, "sys", "class", "dmi", "id")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cloudnode-initializer in cluster mode with --cloud-provider=aws, =digitalocean, =gcp and =azure
+"""cloudnode-initializer in cluster mode with --cloud-provider=aws, =digitalocean, =gcp, =azure and =proxmoxve
 against tests/fake-kube-apiserver (the cluster-mode service account's RBAC of the shipped
 manifests) and the cloud APIs of tests/fake-cloud: Nodes found by name and Nodes with a
 providerID initialized with two writes each (dual-stack addresses, instance type, region and
@@ -8,7 +8,9 @@ ridden out, the lifecycle controller (the Node of an instance that is gone delet
 tainted shut down), and the bootstrap static pod cloudnode-agent renders on a control-plane VM of
 that cloud, run as its arguments say. aws and digitalocean use keys and tokens of the cloud
 config (aws's static pod: the instance role); gcp and azure the token of the VM's own identity
-(GCE metadata server, Azure IMDS managed identity), as the bootstrap static pod gets it."""
+(GCE metadata server, Azure IMDS managed identity), as the bootstrap static pod gets it; proxmoxve
+an API token, then a username and password, over HTTPS verified with the test CA, with Nodes
+whose providerID is upstream's proxmox://<region>/<vmid> or the agent's proxmox://<SMBIOS UUID>."""
 import json
 import os
 import subprocess
@@ -21,7 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cntap import Tap, build  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, events, get_node,  # noqa: E402
                     initialized, make_node, set_status, tainted, wait_for, writes)
-from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, FakeCloud  # noqa: E402
+from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, PVE_TOKEN, PVE_USER, FakeCloud, tls_args  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
 
 
@@ -213,6 +215,153 @@ def test_lifecycle_digitalocean(t, k, c, d):
                     lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
 
 
+def pve_vmid(inst):
+    return int((inst.get("extra") or {}).get("vmid") or 100 + inst["numeric_id"])
+
+
+def pve_pid(inst):
+    return "proxmox://pve/%d" % pve_vmid(inst)
+
+
+def pve_conf(path, c, ca, password=False):
+    auth = ("username = %s\npassword = %s\n" % (PVE_USER["user"], PVE_USER["password"]) if password else
+            "token-id = %s!%s\ntoken-secret = %s\n" % (PVE_TOKEN["user"], PVE_TOKEN["name"], PVE_TOKEN["secret"]))
+    with open(path, "w") as f:
+        f.write("[Global]\nurl = %s/api2/json\nregion = pve\nca-file = %s\n%s" % (c.tls_url, ca, auth))
+    os.chmod(path, 0o600)
+    return path
+
+
+def pve_uuid(c, inst):
+    st, _, cfg = c.api("GET", "/api2/json/nodes/%s/qemu/%d/config" % (inst["zone"], pve_vmid(inst)), headers={
+        "Authorization": "PVEAPIToken=%s!%s=%s" % (PVE_TOKEN["user"], PVE_TOKEN["name"], PVE_TOKEN["secret"])})
+    return cfg["data"]["smbios1"].split("uuid=", 1)[1]
+
+
+def test_initialize_proxmox(t, k, c, d, ca):
+    for password in (False, True):
+        how = "password" if password else "token"
+        by_name = c.add_instance({"platform": "proxmoxve", "name": "pve-%s-1" % how, "zone": "pve2"})
+        by_id = c.add_instance({"platform": "proxmoxve", "name": "pve-%s-2" % how,
+                                "extra": {"cores": 4, "memory": 4096}})
+        by_uuid = c.add_instance({"platform": "proxmoxve", "name": "pve-%s-3" % how, "extra": {"agent_running": False}})
+        uuid_pid = "proxmox://" + pve_uuid(c, by_uuid)
+        make_node(k, by_name["name"])
+        make_node(k, by_id["name"], provider_id=pve_pid(by_id))
+        make_node(k, by_uuid["name"], provider_id=uuid_pid)
+        conf = pve_conf(os.path.join(d, "pve-%s.conf" % how), c, ca, password)
+        want = {by_name["name"]: (pve_pid(by_name), "2VCPU-2GB", "pve2",
+                                  [("InternalIP", by_name["private_ipv4"]), ("ExternalIP", by_name["public_ipv4"]),
+                                   ("ExternalIP", by_name["ipv6"]), ("Hostname", by_name["name"])]),
+                by_id["name"]: (pve_pid(by_id), "4VCPU-4GB", "pve1",
+                                [("InternalIP", by_id["private_ipv4"]), ("ExternalIP", by_id["public_ipv4"]),
+                                 ("ExternalIP", by_id["ipv6"]), ("Hostname", by_id["name"])]),
+                by_uuid["name"]: (uuid_pid, "2VCPU-2GB", "pve1",
+                                  [("InternalIP", by_uuid["private_ipv4"]), ("InternalIP", by_uuid["ipv6"]),
+                                   ("Hostname", by_uuid["name"])])}
+        with Initializer(args_for(k, conf, "--controllers=cloud-node", provider="proxmoxve"), state_dir=d,
+                         name="pve-" + how) as i:
+            t.ok(wait_for(lambda: all(initialized(k, n) for n in want), 30),
+                 "proxmoxve (%s): the three Nodes are initialized" % how, i.log()[-3000:])
+            for name, (pid_, itype, zone, addrs) in want.items():
+                node = get_node(k, name) or {"metadata": {}, "spec": {}}
+                labels = node["metadata"].get("labels", {})
+                t.eq((node["spec"].get("providerID"), labels.get("node.kubernetes.io/instance-type"),
+                      labels.get("topology.kubernetes.io/region"), labels.get("topology.kubernetes.io/zone")),
+                     (pid_, itype, "pve", zone), "proxmoxve %s: providerID, instance type, region and zone" % name)
+                t.eq(sorted(addresses(node)), sorted(addrs),
+                     "proxmoxve %s: addresses (guest agent, else the config's ipconfig0)" % name)
+                t.eq(writes(k, CLUSTER_SA, name), [("patch", "status", name, 200), ("patch", "", name, 200)],
+                     "proxmoxve %s: exactly two writes, status first" % name)
+            t.ok(all(s not in i.log() and s not in json.dumps(events(k))
+                     for s in (PVE_TOKEN["secret"], PVE_USER["password"])),
+                 "proxmoxve (%s): no secret in a log line or an event" % how)
+            t.eq(i.stop(), 0, "proxmoxve (%s): SIGTERM: clean exit" % how)
+        for inst in (by_name, by_id, by_uuid):
+            k.api("DELETE", "/api/v1/nodes/" + inst["name"])
+
+    # A wrong token: a Warning Event that says so, nothing written.
+    wrong = c.add_instance({"platform": "proxmoxve", "name": "pve-wrong"})
+    make_node(k, "pve-wrong")
+    conf = pve_conf(os.path.join(d, "pve-wrong.conf"), c, ca)
+    with open(conf) as f:
+        text = f.read().replace(PVE_TOKEN["secret"], "not-the-secret")
+    with open(conf, "w") as f:
+        f.write(text)
+    with Initializer(args_for(k, conf, "--controllers=cloud-node", provider="proxmoxve"), state_dir=d,
+                     name="pve-wrong") as i:
+        ev = wait_for(lambda: events(k, "pve-wrong", "FailedToGetInstance"), 20)
+        t.ok(ev and ev[0].get("type") == "Warning" and "refused the API token" in ev[0].get("message", ""),
+             "proxmoxve: a wrong token: a Warning Event that says so", ev or i.log()[-2000:])
+        t.eq(writes(k, CLUSTER_SA, "pve-wrong"), [], "proxmoxve: a wrong token: nothing written")
+        t.ok("not-the-secret" not in i.log() and "not-the-secret" not in json.dumps(events(k)),
+             "proxmoxve: the wrong secret is not echoed either")
+    k.api("DELETE", "/api/v1/nodes/pve-wrong")
+    c.remove_instance(wrong["id"])
+
+
+def test_lifecycle_proxmox(t, k, c, d, ca):
+    check_lifecycle(t, k, c, d, "proxmoxve", "proxmoxve", pve_conf(os.path.join(d, "pvelc.conf"), c, ca), pve_pid,
+                    lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
+
+
+def pod_args(k, root, args):
+    """The static pod's arguments as the test runs them: the cluster-mode identity's kubeconfig,
+    the cloud config under the test's root, the default port."""
+    run = []
+    for a in args:
+        if a.startswith("--kubeconfig="):
+            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
+        elif a.startswith("--cloud-config="):
+            a = "--cloud-config=" + os.path.join(root, a.split("=", 1)[1].lstrip("/"))
+        elif a.startswith("--port="):
+            continue
+        run.append(a)
+    return run
+
+
+def test_static_pod_proxmox(t, k, c, d, ca):
+    """The bootstrap static pod the agent renders on a Proxmox VE control-plane VM (cloud-init drive,
+    SMBIOS UUID), run with its arguments and the cloud.conf the agent wrote from cloudConfig: it
+    initializes a worker's Node and its own, whose kubelet has the agent's proxmox://<UUID>."""
+    vm = c.add_instance({"platform": "proxmoxve", "name": "pve-cp-pod"})
+    w = c.add_instance({"platform": "proxmoxve", "name": "pve-pod-w1", "zone": "pve2"})
+    root = tempfile.mkdtemp(prefix="root", dir=d)
+    os.makedirs(os.path.join(root, "etc", "cloudnode"))
+    c.write_config_drive(vm["id"], os.path.join(root, "run", "cloudnode", "cidata"), fmt="nocloud")
+    uuid = pve_uuid(c, vm)
+    dmi = os.path.join(root, "sys", "class", "dmi", "id")
+    os.makedirs(dmi)
+    with open(os.path.join(dmi, "product_uuid"), "w") as f:
+        f.write(uuid.upper() + "\n")
+    settings = {"url": c.tls_url, "region": "pve", "ca-file": ca, "token-id": "%s!%s" % (PVE_TOKEN["user"], PVE_TOKEN["name"]),
+                "token-secret": PVE_TOKEN["secret"]}
+    with open(os.path.join(root, "etc", "cloudnode", "cloudnode.yaml"), "w") as f:
+        yaml.safe_dump({"platform": "proxmoxve", "role": "control-plane", "cloudConfig": {"Global": settings}}, f)
+    with open(os.path.join(root, "etc", "cloudnode", "images.json"), "w") as f:
+        f.write('{"cloudControllerManager": "example.com/cloudnode-initializer:test"}')
+    r = subprocess.run([build("agent", "cloudnode-agent"), "--root", root, "--once"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, CLOUDNODE_LOG_TARGET="console"))
+    t.eq(r.returncode, 0, "proxmoxve: the agent runs on a control-plane VM") or t.diag(r.stderr)
+    pod_path = os.path.join(root, "etc", "kubernetes", "manifests", "cloudnode-cloud-node.yaml")
+    if not t.ok(os.path.exists(pod_path), "proxmoxve: it renders the bootstrap static pod", r.stderr):
+        return
+    with open(pod_path) as f:
+        args = yaml.safe_load(f)["spec"]["containers"][0]["args"]
+    make_node(k, w["name"])
+    make_node(k, vm["name"], provider_id="proxmox://" + uuid)
+    run = pod_args(k, root, args)
+    t.ok("--cloud-provider=proxmoxve" in run, "proxmoxve: the pod runs its provider", args)
+    with Initializer(run + ["--bind-address=127.0.0.1"], state_dir=d, name="pve-static-pod") as i:
+        ok = wait_for(lambda: initialized(k, w["name"]) and initialized(k, vm["name"]), 30)
+        t.ok(ok, "proxmoxve: the static pod's initializer initializes the Nodes", i.log()[-2000:])
+        t.eq(((get_node(k, w["name"]) or {}).get("spec", {}).get("providerID"),
+              (get_node(k, vm["name"]) or {}).get("spec", {}).get("providerID")),
+             (pve_pid(w), "proxmox://" + uuid), "proxmoxve: the worker gets proxmox://pve/<vmid>, the VM the agent ran "
+             "on keeps its SMBIOS UUID form")
+        t.ok(PVE_TOKEN["secret"] not in i.log(), "proxmoxve: the token secret is in no log line")
+
+
 class Gcp:
     platform = "gcp"
     project = "cloudnode-test"
@@ -358,15 +507,7 @@ def test_static_pod(t, k, c, d, cloud):
     with open(pod_path) as f:
         args = yaml.safe_load(f)["spec"]["containers"][0]["args"]
     make_node(k, cloud.node_name(w))
-    run = []
-    for a in args:
-        if a.startswith("--kubeconfig="):
-            a = "--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA)
-        elif a.startswith("--cloud-config="):
-            a = "--cloud-config=" + os.path.join(root, a.split("=", 1)[1].lstrip("/"))
-        elif a.startswith("--port="):
-            continue
-        run.append(a)
+    run = pod_args(k, root, args)
     t.ok("--cloud-provider=" + p in run, "%s: the pod runs its provider" % p, args)
     with Initializer(run + ["--bind-address=127.0.0.1"], state_dir=d, name=p + "-static-pod") as i:
         node = wait_for(lambda: initialized(k, cloud.node_name(w)), 30)
@@ -379,12 +520,17 @@ def main():
     if not os.access(BINARY, os.X_OK):
         t.bail_out("%s is not built" % BINARY)
     with tempfile.TemporaryDirectory() as d:
-        with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
+        tls, ca = tls_args(d)
+        with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, \
+                FakeCloud(os.path.join(d, "cloud"), extra_args=tls) as c:
             t.run(test_initialize_aws, k, c, d)
             t.run(test_lifecycle_aws, k, c, d)
             t.run(test_static_pod_aws, k, c, d)
             t.run(test_initialize_digitalocean, k, c, d)
             t.run(test_lifecycle_digitalocean, k, c, d)
+            t.run(test_initialize_proxmox, k, c, d, ca)
+            t.run(test_lifecycle_proxmox, k, c, d, ca)
+            t.run(test_static_pod_proxmox, k, c, d, ca)
             for cloud in (Gcp(), Azure()):
                 for fn in (test_initialize, test_lifecycle, test_static_pod):
                     t.run(fn, k, c, d, cloud)

@@ -50,6 +50,26 @@ DO_TOKEN = "dop_v1_cloudnode_test"
 AWS_ACCESS_KEY = {"id": "AKIAIOSFODNN7EXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}
 OPENSTACK_USER = {"name": "demo", "password": "demo-password", "domain": "Default", "project": "demo"}
 OPENSTACK_APP_CREDENTIAL = {"id": "appcred-demo", "secret": "appcred-secret"}
+# The fake Proxmox VE API's token and user (settings pve_tokens, pve_users).
+PVE_TOKEN = {"user": "root@pam", "name": "cloudnode", "secret": "5f0c4b4e-6a8e-4c52-9d2b-0c9c3a4e7f11"}
+PVE_USER = {"user": "root@pam", "password": "pve-test-password"}
+
+
+def tls_files(d, name="fake-cloud"):
+    """A test CA and a server certificate for 127.0.0.1 and localhost signed by it, in d:
+    (ca.crt, server.crt, server.key)."""
+    sys.path.insert(0, os.path.join(_SRC, "tests"))
+    from fakekube import certs
+    ca = certs.ensure_ca(d)
+    crt, key = certs.issue(d, name, ca, name, sans=("127.0.0.1", "localhost"), server=True)
+    return ca[0], crt, key
+
+
+def tls_args(d):
+    """extra_args of a FakeCloud that also serves HTTPS (tls_url) with a certificate of a fresh test
+    CA; returns (args, CA file)."""
+    ca, crt, key = tls_files(d)
+    return ["--tls-listen", "127.0.0.1:0", "--tls-cert", crt, "--tls-key", key], ca
 
 
 def netns_argv(name, argv):
@@ -110,6 +130,12 @@ class FakeCloud:
                 err = f.read()
             raise FakeCloudError("fake-cloud did not start: %r %s" % (first, err.strip()))
         self.url = first
+        self.tls_url = None
+        if "--tls-listen" in self.extra_args:
+            tls = self.proc.stdout.readline().strip()
+            if not tls.startswith("tls https://"):
+                raise FakeCloudError("fake-cloud did not announce its HTTPS listener: %r" % tls)
+            self.tls_url = tls.split(" ", 1)[1]
         # The remaining banner lines are drained so the pipe never fills.
         threading.Thread(target=self._drain, daemon=True).start()
         if self.instance_id:

@@ -359,8 +359,8 @@ static void test_proxmoxve(void) {
                 TAP_EQ_INT(cn_metadata_docs_read_dir(&d, -EBADF, dir, cn_metadata_source_proxmoxve.drive_keys), 0,
                            "proxmoxve: drive read");
                 TAP_EQ_INT(parse("proxmoxve", &d, &m), 0, "proxmoxve: fixture parses");
-                TAP_EQ_STR(m ? m->provider_id : NULL, "proxmox://15a9919cb91024fbd1d70fa07f0efa749cbba03b",
-                           "proxmoxve: providerID from the instance id without DMI");
+                TAP_OK(m && m->instance_id && !m->provider_id,
+                       "proxmoxve: no providerID without the SMBIOS UUID (the instance-id names nothing the API finds)");
                 if (streq(cases[i], "static")) {
                         TAP_EQ_STR(m ? m->hostname : NULL, "dummy.local.com", "proxmoxve: fqdn from #cloud-config");
                         TAP_OK(m && m->ipv4_private && streq(m->ipv4_private[0], "192.168.1.1") &&
@@ -380,6 +380,16 @@ static void test_proxmoxve(void) {
                 TAP_EQ_INT(parse("proxmoxve", &d, &m), 0, "proxmoxve: with DMI uuid");
                 TAP_EQ_STR(m ? m->provider_id : NULL, "proxmox://4c4c4544-0042-3510-8052-b4c04f4e3732",
                            "proxmoxve: providerID from the SMBIOS uuid, lower case");
+        }
+        for (size_t i = 0; i < 2; i++) {
+                static const char *const not_uuid[] = { "Not Settable\n", "00000000-0000-0000-0000-000000000000\n" };
+                _cleanup_instance_metadata_ CnInstanceMetadata *m = NULL;
+                CnMetadataDocs d = {};
+
+                put(&d, "meta-data", "instance-id: abc\n");
+                put(&d, "sys/class/dmi/id/product_uuid", not_uuid[i]);
+                TAP_EQ_INT(parse("proxmoxve", &d, &m), 0, "proxmoxve: DMI without a usable uuid parses");
+                TAP_OK(m && !m->provider_id, "proxmoxve: and gives no providerID (DMI value %zu)", i);
         }
 }
 

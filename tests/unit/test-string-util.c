@@ -29,6 +29,11 @@ int main(void) {
 
         TAP_OK(cn_safe_atoi64("-42", &i64) == 0 && i64 == -42, "atoi64 negative");
         TAP_EQ_INT(cn_safe_atoi64("42x", &i64), -EINVAL, "trailing garbage rejected");
+        TAP_OK(cn_is_uuid("4C4C4544-0042-3510-8052-b4c04f4e3732"), "a UUID, any case");
+        TAP_OK(!cn_is_uuid("4c4c4544004235108052b4c04f4e3732") && !cn_is_uuid("4c4c4544-0042-3510-8052-b4c04f4e373") &&
+                       !cn_is_uuid("4c4c4544-0042-3510-8052-b4c04f4e373g") && !cn_is_uuid("Not Settable") &&
+                       !cn_is_uuid(NULL),
+               "no dashes, too short, not hex, DMI's placeholder, NULL: not UUIDs");
         TAP_EQ_INT(cn_safe_atoi64("", &i64), -EINVAL, "empty rejected");
         TAP_EQ_INT(cn_safe_atoi64(" 1", &i64), -EINVAL, "leading space rejected");
         TAP_EQ_INT(cn_safe_atou64("-1", &u64), -EINVAL, "sign rejected for unsigned");
