@@ -13,6 +13,7 @@ Routing on the main port (in this order):
   /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
   /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
   /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
+  Host: login.microsoftonline.com the Entra ID authority host, at its own paths
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -20,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -50,10 +52,13 @@ def _redact(name, value):
 
 
 class App:
-    def __init__(self, state, only_instance=None, apis=None):
+    def __init__(self, state, only_instance=None, apis=None, hosts=None):
         self.state = state
         self.only_instance = only_instance
         self.apis = apis or []  # (prefix, platform, service, handler)
+        # (host name, platform, service, handler): a cloud's well-known host, for a client whose
+        # requests for that name reach the fake (through a proxy, as behind an egress proxy).
+        self.hosts = hosts or []
         self.log_path = os.path.join(state.dir, "requests.jsonl")
         self.log_lock = threading.Lock()
 
@@ -73,6 +78,11 @@ class App:
         hdr = req.header(INSTANCE_HEADER)
         if hdr:
             return ("metadata", (hdr, path))
+        host = (req.header("Host") or "").rsplit(":", 1)[0].lower()
+        for name, platform, service, handler in self.hosts:
+            if host == name:
+                req.platform, req.service = platform, service
+                return ("api", handler)
         for prefix, platform, service, handler in self.apis:
             if path == prefix or path.startswith(prefix + "/"):
                 req.platform, req.service = platform, service
@@ -271,7 +281,7 @@ class Handler(BaseHTTPRequestHandler):
         req = Request(self.command, self.path, self.headers, body, app.state)
         req.service = None
         host = self.headers.get("Host") or "%s:%d" % self.server.server_address[:2]
-        req.base_url = "http://" + host
+        req.base_url = self.server.scheme + "://" + host
         if self.server.only_instance is None and req.path.startswith("/_instance/"):
             iid = req.path[len("/_instance/"):].split("/", 1)[0]
             req.base_url += "/_instance/" + iid
@@ -348,11 +358,28 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr, app, family):
+    def __init__(self, addr, app, family, tls=None):
         self.address_family = family
         self.app = app
         self.only_instance = app.only_instance
+        self.scheme = "https" if tls else "http"
+        self.tls = tls
         super().__init__(addr, Handler)
+
+    def get_request(self):
+        # The handshake runs in the request's own thread (finish_request), so a client that
+        # connects and says nothing holds up no one.
+        sock, addr = super().get_request()
+        return (self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False) if self.tls
+                else sock), addr
+
+    def finish_request(self, request, client_address):
+        if self.tls:
+            try:
+                request.do_handshake()
+            except (OSError, ssl.SSLError):
+                return
+        super().finish_request(request, client_address)
 
 
 def parse_listen(s):
@@ -363,6 +390,11 @@ def parse_listen(s):
     if not host:
         raise ValueError("--listen wants HOST:PORT, got %r" % s)
     return host, int(port), socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def build_hosts(state):
+    from . import azure
+    return [(azure.AUTHORITY_HOST, "azure", "aad", azure.Api(state).handle)]
 
 
 def build_apis(state):
@@ -405,6 +437,9 @@ def main(argv=None):
                    "config drive tree to DIR at start")
     p.add_argument("--config-drive-format", choices=configdrive.FORMATS, help="config-2 or nocloud "
                    "(default: nocloud for proxmoxve, else config-2)")
+    p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM, chain "
+                   "included); needs --tls-key")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
     p.add_argument("--write-config-drive", metavar="DIR", help="write the --instance's config drive "
                    "tree to DIR and exit without serving")
     args = p.parse_args(argv)
@@ -448,14 +483,26 @@ def main(argv=None):
     except ValueError as e:
         print("fake-cloud: %s" % e, file=sys.stderr)
         return 1
-    app = App(state, only_instance=args.instance, apis=None if args.instance else build_apis(state))
+    tls = None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("fake-cloud: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 1
+    if args.tls_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            tls.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            print("fake-cloud: cannot load %s: %s" % (args.tls_cert, e), file=sys.stderr)
+            return 1
+    app = App(state, only_instance=args.instance, apis=None if args.instance else build_apis(state),
+              hosts=None if args.instance else build_hosts(state))
     try:
-        httpd = Server((host, port), app, family)
+        httpd = Server((host, port), app, family, tls)
     except OSError as e:
         print("fake-cloud: cannot listen on %s: %s" % (args.listen, e.strerror), file=sys.stderr)
         return 1
     real_port = httpd.server_address[1]
-    url = "http://%s:%d" % ("[%s]" % host if family == socket.AF_INET6 else host, real_port)
+    url = "%s://%s:%d" % (httpd.scheme, "[%s]" % host if family == socket.AF_INET6 else host, real_port)
     print(url)
     if not args.instance:
         print("hetzner-api %s/v1" % url)
