@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark of cloudnode-initializer in cluster mode: N tainted Nodes in tests/fake-kube-apiserver,
-their Hetzner instances in tests/fake-cloud, one initializer (the cluster-mode service account,
-RBAC enforced) started once all Nodes exist. Prints, per N: time until every Node is initialized,
-Nodes per second, p50/p99 taint-removal latency (initializer start -> the audit time of the Node
-PATCH that removed the taint), API writes per Node (audit log), CPU seconds and peak RSS of the
-initializer.
+their instances in tests/fake-cloud (--providers: hetzner, openstack, aws, gcp, azure,
+digitalocean), one initializer (the cluster-mode service account, RBAC enforced) started once all
+Nodes exist. Prints, per provider and N: time until every Node is initialized, Nodes per second,
+p50/p99 taint-removal latency (initializer start -> the audit time of the Node PATCH that removed
+the taint), API writes and all API requests per Node (audit log), cloud requests per Node (the
+fake cloud's request log: API and token requests), CPU seconds and peak RSS of the initializer.
 
     make bench-initializer BENCH_INITIALIZER_ARGS="--nodes 100,1000 --flag=--concurrent-node-syncs=8"
+    make bench-initializer BENCH_INITIALIZER_ARGS="--providers aws,gcp,azure,digitalocean --nodes 100"
 
 With default flags the client-side rate limit (--kube-api-qps 20, shared by the two PATCHes and
 the Synced Event of each Node) bounds the rate; the fakes are Python and, far above
@@ -14,6 +16,7 @@ the Synced Event of each Node) bounds the rate; the fakes are Python and, far ab
 which side waited."""
 import argparse
 import datetime
+import importlib
 import os
 import sys
 import tempfile
@@ -23,14 +26,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
-from cninit import CLUSTER_SA, RBAC, Initializer, hetzner_conf, wait_for  # noqa: E402
+from cninit import CLUSTER_SA, RBAC, Initializer, aws_conf, do_conf, hetzner_conf, wait_for  # noqa: E402
 from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 import nodegen  # noqa: E402
-from peers import load_fake_cloud_state, proc_stats  # noqa: E402
+from peers import load_fake_cloud_state, openstack_conf, proc_stats  # noqa: E402
 
 
 fcstate = load_fake_cloud_state()
+AZURE_SUBSCRIPTION = importlib.import_module("fakecloud_server.metadata").AZURE_SUBSCRIPTION
+PROVIDERS = ("hetzner", "openstack", "aws", "gcp", "azure", "digitalocean")
 TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
 
 
@@ -54,28 +59,63 @@ def make_node(name, index, objects):
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": [TAINT]}}
 
 
-def run(n, flags, workdir, objects):
+def write_ini(path, settings):
+    with open(path, "w") as f:
+        f.write("[Global]\n" + "".join("%s = %s\n" % kv for kv in settings.items()))
+    os.chmod(path, 0o600)
+    return path
+
+
+def cloud_conf(provider, d, c, vm):
+    """(cloud.conf path, environment) of the provider against the fake. gcp and azure take the
+    token of the VM the initializer runs on (vm: the metadata server's, IMDS's managed identity),
+    as the bootstrap static pod does; the others their API credentials."""
+    path = os.path.join(d, provider + ".conf")
+    if provider == "hetzner":
+        return hetzner_conf(path, c.url, HETZNER_TOKEN), {}
+    if provider == "openstack":
+        return openstack_conf(path, c.url), {}
+    if provider == "aws":
+        return aws_conf(path, c.url), {"AWS_EC2_METADATA_DISABLED": "true"}
+    if provider == "digitalocean":
+        return do_conf(path, c.url), {}
+    if provider == "gcp":
+        return write_ini(path, {"api-endpoint": c.url + "/compute/v1", "metadata-endpoint": c.metadata_url(vm["id"]),
+                                "project-id": "cloudnode-test", "local-zone": vm["zone"]}), {}
+    return write_ini(path, {"resourceManagerEndpoint": c.url + "/arm", "useManagedIdentityExtension": "true",
+                            "metadata-endpoint": c.metadata_url(vm["id"]), "subscriptionId": AZURE_SUBSCRIPTION,
+                            "resourceGroup": "cloudnode-rg", "location": vm["region"]}), {}
+
+
+def node_name(provider, inst):
+    """The name a kubelet on the instance registers, which the provider's lookup by name finds:
+    EC2's private DNS name and GCE's host name; the instance name elsewhere."""
+    return inst["hostname"] if provider in ("aws", "gcp") else inst["name"]
+
+
+def run(provider, n, flags, workdir, objects):
     d = tempfile.mkdtemp(dir=workdir)
     cloud_dir = os.path.join(d, "cloud")
     os.makedirs(cloud_dir)
     # One locked write for all instances: adding them one by one through the fake's API
-    # rewrites its whole state file each time.
+    # rewrites its whole state file each time. The clouds' own rate limits are out of the way.
     st = fcstate.State(cloud_dir)
     with st.locked() as s:
-        s["settings"]["hetzner_ratelimit_limit"] = 10 ** 9
-        s["settings"]["hetzner_ratelimit_refill_per_second"] = 10 ** 6
-        for i in range(n):
-            fcstate.add_instance(s, {"platform": "hetzner", "name": "bench-%05d" % i})
+        s["settings"].update(hetzner_ratelimit_limit=10 ** 9, hetzner_ratelimit_refill_per_second=10 ** 6,
+                             azure_imds_requests_per_second=0)
+        insts = [fcstate.add_instance(s, {"platform": provider, "name": "bench-%05d" % i}) for i in range(n)]
+        vm = fcstate.add_instance(s, {"platform": provider, "name": "bench-control-plane"})
     with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(cloud_dir) as c:
-        for i in range(n):
-            status, out = k.api("POST", "/api/v1/nodes", make_node("bench-%05d" % i, i, objects))
+        for i, inst in enumerate(insts):
+            status, out = k.api("POST", "/api/v1/nodes", make_node(node_name(provider, inst), i, objects))
             if status != 201:
                 raise SystemExit("creating nodes: %s %s" % (status, out))
-        conf = hetzner_conf(os.path.join(d, "hetzner.conf"), c.url, HETZNER_TOKEN)
-        args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
+        conf, env = cloud_conf(provider, d, c, vm)
+        args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=" + provider, "--cloud-config=" + conf,
                 "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1"] + flags
+        c.clear_requests()
         t0 = time.time()
-        with Initializer(args, state_dir=d, name="bench") as ini:
+        with Initializer(args, state_dir=d, name="bench", env=env) as ini:
             def done():
                 status, text = ini.get("/metrics")
                 for line in text.splitlines():
@@ -86,18 +126,22 @@ def run(n, flags, workdir, objects):
                 raise SystemExit("not all nodes initialized; log:\n" + ini.log()[-3000:])
             elapsed = time.time() - t0
             cpu, rss = proc_stats(ini.proc.pid)
-        audit = [r for r in k.audit() if r.get("user") == CLUSTER_SA and r.get("resource") == "nodes"]
+        calls = [r for r in k.audit() if r.get("user") == CLUSTER_SA]
+        audit = [r for r in calls if r.get("resource") == "nodes"]
         writes = [r for r in audit if r.get("verb") in ("patch", "update", "create", "delete")]
         removed = [parse_time(r["time"]) - t0 for r in writes
                    if r.get("verb") == "patch" and not r.get("subresource") and r.get("code") == 200]
-    return {"n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
-            "p99": percentile(removed, 99), "writes": len(writes) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n,
-            "rss": rss}
+        # Cloud API and metadata (token) requests alike: what the cloud is asked per Node.
+        cloud = c.requests()
+    return {"provider": provider, "n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
+            "p99": percentile(removed, 99), "writes": len(writes) / n, "api": len(calls) / n,
+            "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated Node counts")
+    ap.add_argument("--providers", default="hetzner", help="comma-separated cloud providers, among " + ", ".join(PROVIDERS))
     ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
     ap.add_argument("--objects", choices=("realistic", "small"), default="realistic",
                     help="Nodes as a kubelet registers them (default) or bare tainted Nodes")
@@ -109,21 +153,27 @@ def main():
     ap.add_argument("--peer-syncs", type=int, default=1, help="--concurrent-node-syncs of both sides")
     opts = ap.parse_args()
     counts = [int(x) for x in opts.nodes.split(",") if x]
-    print("cloudnode-initializer cluster mode, hetzner, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
+    providers = [p for p in opts.providers.split(",") if p]
+    unknown = sorted(set(providers) - set(PROVIDERS))
+    if unknown:
+        ap.error("unknown provider(s) %s (known: %s)" % (", ".join(unknown), ", ".join(PROVIDERS)))
+    print("cloudnode-initializer cluster mode, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
     if opts.objects == "realistic":
         print("Nodes: %(total)d bytes of JSON each (managedFields %(managedFields)d, status.images %(status.images)d)"
               % nodegen.sizes())
     else:
         print("Nodes: small (name and taint only)")
-    print("%7s %10s %9s %9s %9s %12s %8s %11s %9s" % ("nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node",
-                                                       "CPU s", "CPU ms/node", "RSS MiB"))
+    print("%-12s %7s %9s %8s %7s %7s %11s %9s %10s %7s %11s %8s" % (
+        "provider", "nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node", "API/node", "cloud/node",
+        "CPU s", "CPU ms/node", "RSS MiB"))
     with tempfile.TemporaryDirectory() as w:
-        for n in counts:
-            r = run(n, opts.flag, w, opts.objects)
-            print("%7d %10.2f %9.1f %9.2f %9.2f %12.2f %8.2f %11.3f %9d" % (
-                r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["cpu"], r["cpu_per_node"],
-                r["rss"]))
-            sys.stdout.flush()
+        for provider in providers:
+            for n in counts:
+                r = run(provider, n, opts.flag, w, opts.objects)
+                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8d" % (
+                    r["provider"], r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["api"],
+                    r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"]))
+                sys.stdout.flush()
         if opts.peers:
             import peers
             from fakekubeclient import kube_server

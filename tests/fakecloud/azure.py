@@ -11,16 +11,25 @@ Routes: /aad/<tenant>/oauth2/v2.0/token (the authority host), /arm/subscriptions
 resource manager endpoint)."""
 import time
 import urllib.parse
+import uuid
 
 from . import state as st_mod
 from .metadata import AZURE_SUBSCRIPTION
 from .state import StateError
-from .web import json_response
+from .web import Response, json_response
 
 RESOURCE_GROUP = "cloudnode-rg"
+AUTHORITY_HOST = "login.microsoftonline.com"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
-COMPUTE_APIS = ("2022-08-01", "2022-11-01", "2023-03-01", "2023-07-01", "2023-09-01", "2024-03-01")
-NETWORK_APIS = ("2022-07-01", "2022-09-01", "2023-02-01", "2023-04-01", "2023-05-01", "2023-09-01")
+# The api-versions Resource Manager serves for each resource type (a subset: the recent ones).
+COMPUTE_APIS = ("2019-07-01", "2019-12-01", "2020-06-01", "2020-12-01", "2021-03-01", "2021-04-01", "2021-07-01", "2021-11-01", "2022-03-01", "2022-08-01", "2022-11-01",
+                "2023-03-01", "2023-07-01", "2023-09-01", "2024-03-01", "2024-07-01")
+NETWORK_APIS = ("2018-11-01", "2019-11-01", "2020-05-01", "2020-11-01", "2021-02-01", "2021-03-01", "2021-05-01", "2021-08-01", "2022-01-01", "2022-05-01", "2022-07-01",
+                "2022-09-01", "2022-11-01", "2023-02-01", "2023-04-01", "2023-05-01", "2023-06-01", "2023-09-01",
+                "2023-11-01", "2024-01-01", "2024-03-01", "2024-05-01")
+RESOURCES_APIS = ("2016-06-01", "2019-06-01", "2019-10-01", "2019-11-01", "2020-01-01", "2020-06-01", "2020-10-01", "2021-01-01",
+                  "2021-04-01", "2022-01-01", "2022-09-01", "2022-12-01", "2023-07-01")
+SUBSCRIPTION_NAME = "cloudnode-test"
 POWER = {"running": "running", "stopped": "stopped", "deallocated": "deallocated"}
 
 
@@ -42,6 +51,49 @@ class Api:
         self.state = state
 
     # -- Entra ID ------------------------------------------------------------------------
+
+    def aad(self, req, root, parts):
+        """The authority's routes below root (a tenant's OpenID configuration and token
+        endpoint); parts is the path below root."""
+        if len(parts) == 4 and parts[1:] == ["v2.0", ".well-known", "openid-configuration"] and req.method == "GET":
+            return self.openid_configuration(root, parts[0])
+        if len(parts) == 4 and parts[1:] == ["oauth2", "v2.0", "token"]:
+            return self.token(req, parts[0])
+        return json_response({"error": "not_found"}, 404)
+
+    def openid_configuration(self, root, tenant):
+        if tenant not in (TENANT, "organizations", "common"):
+            return self.aad_error(400, "invalid_tenant", "AADSTS90002: Tenant '%s' not found. Check to make sure "
+                                  "you have the correct tenant ID and are signing into the correct cloud." % tenant)
+        # A tenant's document names the tenant; organizations and common keep the placeholder.
+        tid = TENANT if tenant == TENANT else "{tenantid}"
+        base = "%s/%s" % (root, tenant)
+        return json_response({
+            "token_endpoint": base + "/oauth2/v2.0/token",
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+            "jwks_uri": base + "/discovery/v2.0/keys",
+            "response_modes_supported": ["query", "fragment", "form_post"],
+            "subject_types_supported": ["pairwise"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+            "scopes_supported": ["openid", "profile", "email", "offline_access"],
+            "issuer": "%s/%s/v2.0" % (root, tid),
+            "request_uri_parameter_supported": False,
+            "userinfo_endpoint": "https://graph.microsoft.com/oidc/userinfo",
+            "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+            "device_authorization_endpoint": base + "/oauth2/v2.0/devicecode",
+            "http_logout_supported": True,
+            "frontchannel_logout_supported": True,
+            "end_session_endpoint": base + "/oauth2/v2.0/logout",
+            "claims_supported": ["sub", "iss", "cloud_instance_name", "cloud_instance_host_name", "cloud_graph_host_name",
+                                 "msgraph_host", "aud", "exp", "iat", "auth_time", "acr", "nonce", "preferred_username",
+                                 "name", "tid", "ver", "at_hash", "c_hash", "email"],
+            "kerberos_endpoint": base + "/kerberos",
+            "tenant_region_scope": "EU",
+            "cloud_instance_name": "microsoftonline.com",
+            "cloud_graph_host_name": "graph.windows.net",
+            "msgraph_host": "graph.microsoft.com",
+            "rbac_url": "https://pas.windows.net"})
 
     def token(self, req, tenant):
         if req.method != "POST":
@@ -74,11 +126,14 @@ class Api:
     # -- Resource Manager ------------------------------------------------------------------
 
     def handle(self, req):
+        if req.service == "aad" and not req.path.startswith("/aad/"):
+            # Reached as the authority host itself.
+            return self.aad(req, "https://" + AUTHORITY_HOST, req.path.split("/")[1:])
         if req.path.startswith("/aad/"):
-            parts = req.path.split("/")
-            if len(parts) == 6 and parts[3:] == ["oauth2", "v2.0", "token"]:
-                return self.token(req, parts[2])
-            return json_response({"error": "not_found"}, 404)
+            return self.aad(req, req.base_url + "/aad", req.path.split("/")[2:])
+        # Clients join the endpoint (with its trailing slash) and the path: ARM ignores empty segments.
+        if [p for p in req.path.split("/") if p] == ["arm", "metadata", "endpoints"] and req.method == "GET":
+            return self.metadata_endpoints(req)
         auth = req.header("Authorization") or ""
         if not auth.startswith("Bearer "):
             return arm_error(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is "
@@ -110,16 +165,34 @@ class Api:
     def route(self, req, parts):
         m = req.method
         low = [p.lower() for p in parts]
+        version = req.query.get("api-version")
+        if low in (["subscriptions"], ["tenants"]) and m == "GET":
+            if version not in RESOURCES_APIS:
+                return self.bad_version(version, "Microsoft.Resources", low[0], RESOURCES_APIS)
+            return json_response({"value": [self.subscription() if low[0] == "subscriptions" else self.tenant()],
+                                  "count": {"type": "Total", "value": 1}})
         if len(parts) < 2 or low[0] != "subscriptions":
             return arm_error(404, "NotFound", "The requested resource does not exist.")
         if parts[1] != AZURE_SUBSCRIPTION:
             return arm_error(404, "SubscriptionNotFound", "The subscription '%s' could not be found." % parts[1])
+        if len(parts) == 8 and low[2:5] == ["providers", "microsoft.compute", "locations"] and low[6] == "operations" \
+                and m == "GET":
+            return self.operation(req, parts[7])
+        if len(parts) in (2, 3, 4) and m == "GET" and low[2:3] in ([], ["resourcegroups"]):
+            if version not in RESOURCES_APIS:
+                return self.bad_version(version, "Microsoft.Resources", "resourceGroups" if len(parts) > 2
+                                        else "subscriptions", RESOURCES_APIS)
+            if len(parts) == 2:
+                return json_response(self.subscription())
+            if len(parts) == 3:
+                return json_response({"value": [self.resource_group()]})
         if len(parts) < 4 or low[2] != "resourcegroups":
             return arm_error(404, "NotFound", "The requested resource does not exist.")
         if low[3] != RESOURCE_GROUP:
             return arm_error(404, "ResourceGroupNotFound", "Resource group '%s' could not be found." % parts[3])
+        if len(parts) == 4 and m == "GET":
+            return json_response(self.resource_group())
         rest = low[4:]
-        version = req.query.get("api-version")
         if len(rest) >= 3 and rest[:3] == ["providers", "microsoft.compute", "virtualmachines"]:
             if version not in COMPUTE_APIS:
                 return self.bad_version(version, "Microsoft.Compute", "virtualMachines", COMPUTE_APIS)
@@ -140,14 +213,21 @@ class Api:
                 if m == "DELETE":
                     with self.state.locked() as st:
                         st["instances"][inst["id"]]["delete_at"] = time.time()
-                    return self.accepted(req)
+                    return self.accepted(req, inst)
             if len(rest) == 5 and m == "POST" and rest[4] in ("start", "poweroff", "deallocate"):
                 status = {"start": "running", "poweroff": "stopped", "deallocate": "stopped"}[rest[4]]
                 extra = dict(inst.get("extra") or {}, azure_deallocated=rest[4] == "deallocate")
                 self.state.update_instance(inst["id"], {"status": status, "extra": extra})
-                return self.accepted(req)
+                return self.accepted(req, inst)
             if len(rest) == 5 and m == "GET" and rest[4] == "instanceview":
                 return json_response(self.instance_view(inst))
+        if len(rest) == 3 and rest[:2] == ["providers", "microsoft.network"] and m == "GET" \
+                and rest[2] in ("networkinterfaces", "publicipaddresses"):
+            if version not in NETWORK_APIS:
+                return self.bad_version(version, "Microsoft.Network", parts[6], NETWORK_APIS)
+            if rest[2] == "networkinterfaces":
+                return json_response({"value": [self.nic(req, i) for i in self.instances()]})
+            return json_response({"value": [self.pip(req, i) for i in self.instances() if i.get("public_ipv4")]})
         if len(rest) == 4 and rest[:2] == ["providers", "microsoft.network"] and m == "GET":
             if version not in NETWORK_APIS:
                 return self.bad_version(version, "Microsoft.Network", parts[6], NETWORK_APIS)
@@ -170,9 +250,60 @@ class Api:
                          "'westeurope' and API version '%s' for type '%s'. The supported api-versions are '%s'."
                          % (version, rtype, ", ".join(versions)))
 
-    def accepted(self, req):
-        return json_response({}, 202, headers=[("Retry-After", "0"),
-                                               ("Azure-AsyncOperation", req.base_url + "/arm/operations/done")])
+    def accepted(self, req, inst):
+        """202 Accepted of a long-running operation, with an empty body: its status is polled at
+        Azure-AsyncOperation (and Location), as Compute answers. The fake's operations finish at once."""
+        op = "%s/arm/subscriptions/%s/providers/Microsoft.Compute/locations/%s/operations/%s" % (
+            req.base_url, AZURE_SUBSCRIPTION, inst["region"], uuid.uuid4())
+        version = urllib.parse.urlencode({"api-version": req.query.get("api-version")})
+        return Response(202, b"", None, headers=[
+            ("Retry-After", "0"), ("Azure-AsyncOperation", op + "?" + version),
+            ("Location", op + "?monitor=true&" + version)])
+
+    def operation(self, req, op):
+        if req.query.get("api-version") not in COMPUTE_APIS:
+            return self.bad_version(req.query.get("api-version"), "Microsoft.Compute", "locations/operations",
+                                    COMPUTE_APIS)
+        try:
+            uuid.UUID(op)
+        except ValueError:
+            return arm_error(404, "NotFound", "The requested resource does not exist.")
+        if req.query.get("monitor") == "true":
+            return Response(200, b"", None)
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.0000000+00:00", time.gmtime())
+        return json_response({"startTime": now, "endTime": now, "status": "Succeeded", "name": op})
+
+    @staticmethod
+    def subscription():
+        return {"id": "/subscriptions/" + AZURE_SUBSCRIPTION, "authorizationSource": "RoleBased",
+                "managedByTenants": [], "subscriptionId": AZURE_SUBSCRIPTION, "tenantId": TENANT,
+                "displayName": SUBSCRIPTION_NAME, "state": "Enabled",
+                "subscriptionPolicies": {"locationPlacementId": "Public_2014-09-01",
+                                         "quotaId": "PayAsYouGo_2014-09-01", "spendingLimit": "Off"}}
+
+    @staticmethod
+    def tenant():
+        return {"id": "/tenants/" + TENANT, "tenantId": TENANT, "countryCode": "DE", "displayName": "cloudnode",
+                "domains": ["cloudnode.onmicrosoft.com"], "tenantCategory": "Home",
+                "defaultDomain": "cloudnode.onmicrosoft.com", "tenantType": "AAD"}
+
+    def resource_group(self):
+        return {"id": self.rg_id(), "name": RESOURCE_GROUP, "type": "Microsoft.Resources/resourceGroups",
+                "location": "westeurope", "properties": {"provisioningState": "Succeeded"}}
+
+    @staticmethod
+    def metadata_endpoints(req):
+        """ARM's metadata/endpoints (api-version 2015-01-01), which clients read to learn the
+        authority and token audience of a cloud given its Resource Manager endpoint alone."""
+        if req.query.get("api-version") not in ("2015-01-01", "2019-05-01", "2020-06-01", "2022-09-01"):
+            return arm_error(400, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) "
+                             "is required for all requests.")
+        arm = req.base_url + "/arm/"
+        return json_response({"galleryEndpoint": "https://gallery.azure.com/",
+                              "graphEndpoint": "https://graph.windows.net/",
+                              "portalEndpoint": "https://portal.azure.com/",
+                              "authentication": {"loginEndpoint": "https://%s/" % AUTHORITY_HOST,
+                                                 "audiences": [arm]}})
 
     # -- views ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ Routing on the main port (in this order):
   /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
   /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
   /api2/json/...                  Proxmox VE API (also on the --tls-listen port, as on port 8006)
+  Host: login.microsoftonline.com the Entra ID authority host, at its own paths
   anything else                   metadata of the default instance (--platform), else 404
 With --instance ID only that instance's metadata is served, at the root."""
 import argparse
@@ -52,10 +53,13 @@ def _redact(name, value):
 
 
 class App:
-    def __init__(self, state, only_instance=None, apis=None):
+    def __init__(self, state, only_instance=None, apis=None, hosts=None):
         self.state = state
         self.only_instance = only_instance
         self.apis = apis or []  # (prefix, platform, service, handler)
+        # (host name, platform, service, handler): a cloud's well-known host, for a client whose
+        # requests for that name reach the fake (through a proxy, as behind an egress proxy).
+        self.hosts = hosts or []
         self.log_path = os.path.join(state.dir, "requests.jsonl")
         self.log_lock = threading.Lock()
 
@@ -75,6 +79,11 @@ class App:
         hdr = req.header(INSTANCE_HEADER)
         if hdr:
             return ("metadata", (hdr, path))
+        host = (req.header("Host") or "").rsplit(":", 1)[0].lower()
+        for name, platform, service, handler in self.hosts:
+            if host == name:
+                req.platform, req.service = platform, service
+                return ("api", handler)
         for prefix, platform, service, handler in self.apis:
             if path == prefix or path.startswith(prefix + "/"):
                 req.platform, req.service = platform, service
@@ -359,11 +368,23 @@ class Server(ThreadingHTTPServer):
         self.app = app
         self.only_instance = app.only_instance
         self.scheme = "https" if tls else "http"
+        self.tls = tls
         super().__init__(addr, Handler)
-        if tls:
-            # The handshake runs in the request's thread, on its first read: a client that
-            # stalls it holds up no one else.
-            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def get_request(self):
+        # The handshake runs in the request's own thread (finish_request), so a client that
+        # connects and says nothing holds up no one.
+        sock, addr = super().get_request()
+        return (self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False) if self.tls
+                else sock), addr
+
+    def finish_request(self, request, client_address):
+        if self.tls:
+            try:
+                request.do_handshake()
+            except (OSError, ssl.SSLError):
+                return
+        super().finish_request(request, client_address)
 
 
 def parse_listen(s):
@@ -374,6 +395,11 @@ def parse_listen(s):
     if not host:
         raise ValueError("--listen wants HOST:PORT, got %r" % s)
     return host, int(port), socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def build_hosts(state):
+    from . import azure
+    return [(azure.AUTHORITY_HOST, "azure", "aad", azure.Api(state).handle)]
 
 
 def build_apis(state):
@@ -417,10 +443,11 @@ def main(argv=None):
                    "config drive tree to DIR at start")
     p.add_argument("--config-drive-format", choices=configdrive.FORMATS, help="config-2 or nocloud "
                    "(default: nocloud for proxmoxve, else config-2)")
-    p.add_argument("--tls-listen", metavar="HOST:PORT", help="also serve everything over HTTPS here "
-                   "(the Proxmox VE API is HTTPS only); needs --tls-cert and --tls-key")
-    p.add_argument("--tls-cert", metavar="FILE", help="PEM certificate chain of the HTTPS listener")
-    p.add_argument("--tls-key", metavar="FILE", help="PEM private key of the HTTPS listener")
+    p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM, chain "
+                   "included); needs --tls-key")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
+    p.add_argument("--tls-listen", metavar="HOST:PORT", help="keep --listen plain HTTP and serve "
+                   "everything over HTTPS (--tls-cert) here too, as Proxmox VE clients want it")
     p.add_argument("--write-config-drive", metavar="DIR", help="write the --instance's config drive "
                    "tree to DIR and exit without serving")
     args = p.parse_args(argv)
@@ -464,25 +491,35 @@ def main(argv=None):
     except ValueError as e:
         print("fake-cloud: %s" % e, file=sys.stderr)
         return 1
-    app = App(state, only_instance=args.instance, apis=None if args.instance else build_apis(state))
+    tls = None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("fake-cloud: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 1
+    if args.tls_listen and not args.tls_cert:
+        print("fake-cloud: --tls-listen needs --tls-cert and --tls-key", file=sys.stderr)
+        return 1
+    if args.tls_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            tls.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            print("fake-cloud: cannot load %s: %s" % (args.tls_cert, e), file=sys.stderr)
+            return 1
+    app = App(state, only_instance=args.instance, apis=None if args.instance else build_apis(state),
+              hosts=None if args.instance else build_hosts(state))
     try:
-        httpd = Server((host, port), app, family)
+        httpd = Server((host, port), app, family, None if args.tls_listen else tls)
     except OSError as e:
         print("fake-cloud: cannot listen on %s: %s" % (args.listen, e.strerror), file=sys.stderr)
         return 1
     real_port = httpd.server_address[1]
-    url = "http://%s:%d" % ("[%s]" % host if family == socket.AF_INET6 else host, real_port)
+    url = "%s://%s:%d" % (httpd.scheme, "[%s]" % host if family == socket.AF_INET6 else host, real_port)
     tls_httpd = None
     if args.tls_listen:
-        if not (args.tls_cert and args.tls_key):
-            print("fake-cloud: --tls-listen needs --tls-cert and --tls-key", file=sys.stderr)
-            return 1
         try:
             thost, tport, tfamily = parse_listen(args.tls_listen)
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(args.tls_cert, args.tls_key)
-            tls_httpd = Server((thost, tport), app, tfamily, tls=ctx)
-        except (ValueError, OSError, ssl.SSLError) as e:
+            tls_httpd = Server((thost, tport), app, tfamily, tls)
+        except (ValueError, OSError) as e:
             print("fake-cloud: cannot serve HTTPS on %s: %s" % (args.tls_listen, e), file=sys.stderr)
             return 1
         threading.Thread(target=tls_httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()

@@ -4,7 +4,8 @@ over every x-examples entry of openapi/values.yaml and hand-written value sets, 
 Deckhouse's helm_lib; `helm lint` is clean; the rendered objects, the capi/ templates and an
 InstanceClass of every instance class are applied with strict field validation to the real
 kube-apiserver holding the module's CRDs, which judges them against the Kubernetes schemas and
-the CRDs' OpenAPI schemas."""
+the CRDs' OpenAPI schemas. The Cluster API core CRDs of crds/external are valid, name their
+source, are that release's files unchanged, and are served by the fake and the real API server."""
 import base64
 import copy
 import json
@@ -17,6 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 import yaml  # noqa: E402
 import d8module  # noqa: E402
+import fakekubeclient  # noqa: E402
 import realkube  # noqa: E402
 from cntap import Tap, src, wait_for  # noqa: E402
 
@@ -168,16 +170,87 @@ def apply(k, obj):
                  json.dumps(obj), content_type="application/apply-patch+yaml")
 
 
-def crds():
+def load_crds(d):
     out = []
-    d = os.path.join(d8module.MODULE, "crds")
     for n in sorted(os.listdir(d)):
-        with open(os.path.join(d, n)) as f:
-            out += [x for x in yaml.safe_load_all(f) if x]
-    for n in ("fakekube-capi-core-crds.yaml", "vpa-crd.yaml"):
-        with open(src("tests", "data", n)) as f:
-            out += [x for x in yaml.safe_load_all(f) if x]
+        if n.endswith(".yaml"):
+            with open(os.path.join(d, n)) as f:
+                out += [x for x in yaml.safe_load_all(f) if x]
     return out
+
+
+def crds():
+    """The module's CRDs, the Cluster API core CRDs it carries (crds/external) and the
+    VerticalPodAutoscaler CRD of Deckhouse's module."""
+    out = load_crds(os.path.join(d8module.MODULE, "crds")) + load_crds(EXTERNAL)
+    with open(src("tests", "data", "vpa-crd.yaml")) as f:
+        out += [x for x in yaml.safe_load_all(f) if x]
+    return out
+
+
+EXTERNAL = os.path.join(d8module.MODULE, "crds", "external")
+EXTERNAL_KINDS = {"Cluster", "Machine", "MachineSet", "MachineDeployment", "MachineHealthCheck"}
+
+
+def crd_problems(c):
+    """What makes c no valid apiextensions.k8s.io/v1 CRD (structure the API server requires)."""
+    out = []
+    spec = c.get("spec") or {}
+    names = spec.get("names") or {}
+    if (c.get("apiVersion"), c.get("kind")) != ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+        out.append("not an apiextensions.k8s.io/v1 CustomResourceDefinition")
+    if c.get("metadata", {}).get("name") != "%s.%s" % (names.get("plural"), spec.get("group")):
+        out.append("name is not <plural>.<group>")
+    versions = spec.get("versions") or []
+    if [v.get("storage") for v in versions].count(True) != 1:
+        out.append("not exactly one storage version")
+    for v in versions:
+        schema = ((v.get("schema") or {}).get("openAPIV3Schema") or {})
+        if v.get("served") and schema.get("type") != "object":
+            out.append("version %s has no object schema" % v.get("name"))
+    return out
+
+
+def test_external_crds(t, tmp):
+    """crds/external: the Cluster API core CRDs, copied unchanged by deckhouse/external-crds.sh
+    from the release the tests run for real, valid, and served by the fake API server."""
+    files = sorted(n for n in os.listdir(EXTERNAL) if n.endswith(".yaml"))
+    got = {}
+    for n in files:
+        with open(os.path.join(EXTERNAL, n)) as f:
+            text = f.read()
+        first = text.splitlines()[0]
+        t.ok(first.startswith("# Cluster API v") and first.endswith("config/crd/bases/%s," % n),
+             "%s says where it came from" % n, first)
+        for c in (x for x in yaml.safe_load_all(text) if x):
+            t.eq(crd_problems(c), [], "%s: %s is a valid CRD" % (n, c.get("metadata", {}).get("name")))
+            got[c["spec"]["names"]["kind"]] = c
+    t.eq(set(got), EXTERNAL_KINDS, "crds/external has Cluster, Machine, MachineSet, MachineDeployment, "
+         "MachineHealthCheck")
+    t.ok(all(c["spec"]["group"] == "cluster.x-k8s.io" and "v1beta2" in [v["name"] for v in c["spec"]["versions"]
+                                                                          if v["storage"]] for c in got.values()),
+         "all of group cluster.x-k8s.io, stored as v1beta2 (the contract the controller speaks)")
+    r = subprocess.run(["sh", src("tests", "realcapi", "build.sh"), "--src"], capture_output=True, text=True)
+    if r.returncode != 0:
+        t.skip("crds/external is the release's config/crd/bases unchanged", "the Cluster API release is not built "
+               "(make real-capi)")
+    else:
+        for n in files:
+            with open(os.path.join(r.stdout.strip(), "config", "crd", "bases", n)) as a, \
+                    open(os.path.join(EXTERNAL, n)) as b:
+                t.ok(b.read().split("\n", 2)[2] == a.read(), "%s is the release's file unchanged" % n)
+    with fakekubeclient.FakeKube(os.path.join(tmp, "fakekube")) as k:
+        for kind, c in sorted(got.items()):
+            st, r = k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", c)
+            t.eq(st, 201, "the fake API server accepts the %s CRD" % kind)
+        for kind, c in sorted(got.items()):
+            path = "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/" + c["spec"]["names"]["plural"]
+            t.ok(wait_for(lambda: k.api("GET", path)[0] == 200, timeout=20), "%s is served as v1beta2" % kind)
+        st, _ = k.api("POST", "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/clusters", {
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": "c1"},
+            "spec": {"infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "CloudnodeCluster",
+                                           "name": "c1"}}})
+        t.eq(st, 201, "a Cluster referring to its CloudnodeCluster is created")
 
 
 def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
@@ -191,7 +264,7 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
             t.ok(st in (200, 201), "CRD %s is accepted" % c["metadata"]["name"], "%s %s" % (st, r))
         for c in crds():
             g, plural = c["spec"]["group"], c["spec"]["names"]["plural"]
-            v = c["spec"]["versions"][0]["name"]
+            v = next(x["name"] for x in c["spec"]["versions"] if x["storage"])
             t.ok(wait_for(lambda: k.api("GET", "/apis/%s/%s/%s" % (g, v, plural))[0] == 200, timeout=20),
                  "CRD %s is served" % c["metadata"]["name"])
         k.ensure_namespace("d8-cloud-instance-manager")
@@ -330,6 +403,7 @@ def main():
         r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", write_values(tmp, "broken", broken))
         t.ok(r.returncode != 0 and "no image digest for cloudnodeInitializer" in r.stderr and not r.stdout.strip(),
              "a missing image digest is one clear error", r.stderr)
+        t.run(test_external_crds, tmp)
         t.run(test_real_server, rendered, capi_objs, instance_classes, tmp)
     sys.exit(t.done())
 

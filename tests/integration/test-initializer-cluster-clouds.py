@@ -21,30 +21,14 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
-from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, events, get_node,  # noqa: E402
-                    initialized, make_node, set_status, tainted, wait_for, writes)
+from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, aws_conf, do_conf,  # noqa: E402
+                    events, get_node, initialized, make_node, set_status, tainted, wait_for, writes)
 from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, PVE_TOKEN, PVE_USER, FakeCloud, tls_args  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
 
 
-def aws_conf(path, url, extra=""):
-    with open(path, "w") as f:
-        f.write("[Global]\nZone = us-east-1a\naccess-key-id = %s\nsecret-access-key = %s\n%s"
-                '[ServiceOverride "1"]\nService = ec2\nRegion = us-east-1\nURL = %s/ec2\nSigningRegion = us-east-1\n'
-                % (AWS_ACCESS_KEY["id"], AWS_ACCESS_KEY["secret"], extra, url))
-    os.chmod(path, 0o600)
-    return path
-
-
 def pid(inst):
     return "aws:///%s/%s" % (inst["zone"], inst["id"])
-
-
-def do_conf(path, url):
-    with open(path, "w") as f:
-        f.write("[Global]\nendpoint = %s\ntoken = %s\n" % (url, DO_TOKEN))
-    os.chmod(path, 0o600)
-    return path
 
 
 def args_for(k, conf, *extra, provider="aws"):

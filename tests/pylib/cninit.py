@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
-from fakecloud import FakeCloud, Netns, netns_argv
+from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, FakeCloud, Netns, netns_argv
 from fakekubeclient import kube_server
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -274,5 +274,23 @@ def name_sock(name):
 def hetzner_conf(path, cloud_url, token):
     with open(path, "w") as f:
         f.write("[Global]\ntoken = %s\nendpoint = %s/v1\n" % (token, cloud_url))
+    os.chmod(path, 0o600)
+    return path
+
+
+def aws_conf(path, url, extra=""):
+    """cloud.conf of the aws provider: the fake's access key and its EC2 endpoint (us-east-1)."""
+    with open(path, "w") as f:
+        f.write("[Global]\nZone = us-east-1a\naccess-key-id = %s\nsecret-access-key = %s\n%s"
+                '[ServiceOverride "1"]\nService = ec2\nRegion = us-east-1\nURL = %s/ec2\nSigningRegion = us-east-1\n'
+                % (AWS_ACCESS_KEY["id"], AWS_ACCESS_KEY["secret"], extra, url))
+    os.chmod(path, 0o600)
+    return path
+
+
+def do_conf(path, url):
+    """cloud.conf of the digitalocean provider: the fake's API token and endpoint."""
+    with open(path, "w") as f:
+        f.write("[Global]\nendpoint = %s\ntoken = %s\n" % (url, DO_TOKEN))
     os.chmod(path, 0o600)
     return path

@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import struct
 import subprocess
 import sys
@@ -38,6 +39,9 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fakekube import certs  # noqa: E402
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(_HERE, "..", ".."))
@@ -94,7 +98,12 @@ class FakeCloudError(Exception):
 
 class FakeCloud:
     def __init__(self, state_dir, platform=None, listen="127.0.0.1:0", instance=None, netns=None,
-                 extra_args=None):
+                 extra_args=None, tls_names=None):
+        """tls_names: serve HTTPS with a certificate for these names (and 127.0.0.1) issued by a
+        test CA made in state_dir; self.ca_file is that CA, for clients to trust."""
+        self.tls_names = list(tls_names or [])
+        self.ca_file = None
+        self.ssl_context = None
         self.state_dir = state_dir
         self.platform = platform
         self.listen = listen
@@ -116,6 +125,8 @@ class FakeCloud:
         if self.instance_id:
             cmd += ["--instance", str(self.instance_id)]
         cmd += self.extra_args
+        if self.tls_names:
+            cmd += self._tls_args()
         if self.netns:
             cmd = netns_argv(self.netns, cmd)
         os.makedirs(self.state_dir, exist_ok=True)
@@ -145,6 +156,16 @@ class FakeCloud:
             if self.platform:
                 _, _, self.instance = self._admin("GET", "/default")
         return self
+
+    def _tls_args(self):
+        d = os.path.join(self.state_dir, "tls")
+        os.makedirs(d, exist_ok=True)
+        ca = certs.ensure_ca(d)
+        crt, key = certs.issue(d, "fake-cloud", ca, "fake-cloud", sans=sorted(set(self.tls_names) | {"127.0.0.1"}),
+                               server=True)
+        self.ca_file = ca[0]
+        self.ssl_context = ssl.create_default_context(cafile=self.ca_file)
+        return ["--tls-cert", crt, "--tls-key", key]
 
     def _drain(self):
         try:
@@ -189,7 +210,7 @@ class FakeCloud:
                 data = json.dumps(body).encode()
                 hdrs.setdefault("Content-Type", "application/json")
         req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
-        opener = urllib.request.build_opener(_NoRedirect)
+        opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=self.ssl_context))
         try:
             with opener.open(req, timeout=30) as r:
                 status, rh, raw = r.status, dict(r.headers), r.read()

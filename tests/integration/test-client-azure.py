@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Microsoft's own CLI, `az` (Debian's azure-cli, on MSAL and the Azure SDK), against the fake
+Resource Manager and Entra ID, for what a user does with it every day: register a custom cloud
+given its Resource Manager endpoint alone (the rest is read from ARM's metadata/endpoints), log in
+as a service principal with a client secret, list subscriptions and resource groups, list and show
+virtual machines and their instance view, read their network interfaces and public IP addresses,
+stop, deallocate and start a VM (following the long-running operation), and delete one. Every
+change is also checked in the fake's inventory, so a client that only prints does not pass.
+
+The fake is served over HTTPS with a test CA, which az trusts through REQUESTS_CA_BUNDLE; nothing
+turns verification off. Entra ID is the authority host login.microsoftonline.com itself (MSAL asks
+Microsoft's instance discovery about any other authority host, and the real service knows no test
+host): az reaches it through an egress proxy of the test's own that tunnels that name, and only
+that name, to the fake and refuses every other destination, and the test checks that az asked
+for no other. Skipped when az is not installed."""
+import os
+import select
+import shutil
+import socket
+import socketserver
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cliclient import Cli, wait_for  # noqa: E402
+from cntap import Tap  # noqa: E402
+from fakecloud import FakeCloud  # noqa: E402
+
+# Debian's azure-cli; a user's own az on PATH (a pip install) is not what is judged.
+AZ = "/usr/bin/az" if os.access("/usr/bin/az", os.X_OK) else shutil.which("az")
+AUTHORITY = "login.microsoftonline.com"
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+SUBSCRIPTION = "8d10da13-8125-4ba9-a717-bf7490507b3d"
+RG = "cloudnode-rg"
+# Azure Stack Hub's API profile, as its users register their cloud: the SDK of Debian's
+# azure-cli lacks the Compute API version of the default profile (latest), so every vm command
+# fails there with "No module named 'azure.mgmt.compute.v2022_11_01'" against any cloud.
+PROFILE = "2020-09-01-hybrid"
+NETWORK_API = "2018-11-01"
+# az's own version check, run once a day: a probe of this host, which the proxy refuses.
+VERSION_PROBE = "CONNECT azure.microsoft.com:443 HTTP/1.0"
+APP = {"client_id": "3f0b6c54-6b4e-4a43-9d36-1d8e4c0b5a11", "secret": "az-cli-test-secret"}
+
+
+class EgressProxy(socketserver.ThreadingTCPServer):
+    """An HTTP CONNECT proxy on loopback that tunnels AUTHORITY:443 to the fake's port and
+    answers 403 to anything else, keeping the refused destinations in self.refused."""
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, target_port):
+        self.target_port = target_port
+        self.refused = []
+        self.tunnels = 0
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class _ProxyHandler(socketserver.StreamRequestHandler):
+    def handle(self):
+        line = self.rfile.readline(65536).decode("latin-1").strip()
+        while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+            pass
+        method, _, rest = line.partition(" ")
+        target = rest.split(" ", 1)[0]
+        if method != "CONNECT" or target.lower() != AUTHORITY + ":443":
+            self.server.refused.append(line)
+            self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        with socket.create_connection(("127.0.0.1", self.server.target_port)) as up:
+            self.server.tunnels += 1
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+            ends = [self.connection, up]
+            while True:
+                ready, _, _ = select.select(ends, [], [], 60)
+                if not ready:
+                    return
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (up if s is self.connection else self.connection).sendall(data)
+
+
+def az(t, home, c, proxy):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "MSAL_"))}
+    env.update(HOME=home, AZURE_CONFIG_DIR=os.path.join(home, ".azure"), REQUESTS_CA_BUNDLE=c.ca_file,
+               HTTPS_PROXY=proxy.url, HTTP_PROXY=proxy.url, NO_PROXY="127.0.0.1",
+               AZURE_CORE_COLLECT_TELEMETRY="false", AZURE_CORE_NO_COLOR="true", AZURE_CORE_ONLY_SHOW_ERRORS="true",
+               AZURE_CORE_SURVEY_MESSAGE="false")
+    for k in ("https_proxy", "http_proxy", "no_proxy", "all_proxy", "ALL_PROXY", "CURL_CA_BUNDLE"):
+        env.pop(k, None)
+    return Cli(t, [AZ], env, ["--output", "json"], timeout=180)
+
+
+def azure_vms(c, **match):
+    return [i for i in c.instances() if i["platform"] == "azure" and all(i.get(k) == v for k, v in match.items())]
+
+
+def login(t, a, c, proxy):
+    a.ok("cloud register (Resource Manager endpoint only)", "cloud", "register", "--name", "FakeAzure",
+         "--endpoint-resource-manager", c.url + "/arm/", "--profile", PROFILE)
+    cloud = a.json("cloud show", "cloud", "show", "--name", "FakeAzure") or {}
+    ep = cloud.get("endpoints") or {}
+    t.eq((ep.get("activeDirectory"), ep.get("activeDirectoryResourceId")),
+         ("https://%s/" % AUTHORITY, c.url + "/arm/"), "authority and audience read from ARM's metadata/endpoints")
+    a.ok("cloud set", "cloud", "set", "--name", "FakeAzure")
+    rc, out = a.run("login", "--service-principal", "--username", APP["client_id"], "--password", "not-the-secret",
+                    "--tenant", TENANT)
+    t.ok(rc != 0 and "AADSTS7000215" in out, "a wrong client secret is refused by Entra ID", out[-600:])
+    subs = a.json("login --service-principal", "login", "--service-principal", "--username", APP["client_id"],
+                  "--password", APP["secret"], "--tenant", TENANT) or []
+    t.eq([(s.get("id"), s.get("tenantId"), s.get("name"), s.get("state")) for s in subs],
+         [(SUBSCRIPTION, TENANT, "cloudnode-test", "Enabled")], "logged in: one subscription, enabled")
+    t.ok(proxy.tunnels > 0, "the token came from the authority host, through the egress proxy", proxy.tunnels)
+    acct = a.json("account show", "account", "show") or {}
+    t.eq(((acct.get("user") or {}).get("type"), (acct.get("user") or {}).get("name"), acct.get("environmentName")),
+         ("servicePrincipal", APP["client_id"], "FakeAzure"), "the account is the service principal in FakeAzure")
+    tok = a.json("account get-access-token", "account", "get-access-token") or {}
+    t.ok(bool(tok.get("accessToken")) and tok.get("tenant") == TENANT, "an access token for the tenant",
+         {k: v for k, v in tok.items() if k != "accessToken"})
+    groups = a.json("group list", "group", "list") or []
+    t.eq([(g.get("name"), g.get("location")) for g in groups], [(RG, "westeurope")], "group list")
+    g = a.json("group show", "group", "show", "--name", RG) or {}
+    t.eq((g.get("properties") or {}).get("provisioningState"), "Succeeded", "group show")
+    rc, out = a.run("group", "show", "--name", "nosuch-rg")
+    t.ok(rc != 0 and "ResourceGroupNotFound" in out, "an unknown resource group is ResourceGroupNotFound", out[-400:])
+
+
+def vms(t, a, c):
+    w1 = c.add_instance({"platform": "azure", "name": "web-1", "labels": {"team": "a"}})
+    w2 = c.add_instance({"platform": "azure", "name": "web-2", "zone": "", "public_ipv4": None})
+    listed = a.json("vm list", "vm", "list", "--resource-group", RG) or []
+    t.eq(sorted((v.get("name"), v.get("hardwareProfile", {}).get("vmSize"), v.get("location")) for v in listed),
+         sorted((i["name"], i["type"], i["region"]) for i in (w1, w2)), "vm list: both VMs, size and location")
+    v = a.json("vm show", "vm", "show", "--resource-group", RG, "--name", "web-1") or {}
+    t.eq((v.get("vmId"), v.get("zones"), v.get("tags"), v.get("provisioningState")),
+         (w1["id"], [w1["zone"]], {"team": "a"}, "Succeeded"), "vm show: id, zone, tags")
+    nic_id = ((v.get("networkProfile") or {}).get("networkInterfaces") or [{}])[0].get("id", "")
+    t.ok(nic_id.endswith("/networkInterfaces/web-1-nic"), "vm show names its NIC", nic_id)
+    view = a.json("vm get-instance-view", "vm", "get-instance-view", "--resource-group", RG, "--name", "web-1") or {}
+    codes = [s.get("code") for s in (view.get("instanceView") or {}).get("statuses") or []]
+    t.ok("PowerState/running" in codes, "the instance view says running", codes)
+
+    # `network nic show` and `network public-ip show` of Debian's azure-cli fail before any request
+    # (its SDK lacks the operations of their API versions in either profile): the generic
+    # `resource show` reads the same resources, by the ids the VM and the NIC name.
+    nic = (a.json("resource show (the VM's NIC)", "resource", "show", "--ids", nic_id, "--api-version",
+                  NETWORK_API) or {}).get("properties") or {}
+    ipc = nic.get("ipConfigurations") or [{}]
+    t.eq(((ipc[0].get("properties") or {}).get("privateIPAddress"), nic.get("macAddress")),
+         (w1["private_ipv4"], w1["mac"].replace(":", "-").upper()), "the NIC: private address and MAC")
+    pip_id = ((ipc[0].get("properties") or {}).get("publicIPAddress") or {}).get("id", "")
+    t.ok(pip_id.endswith("/publicIPAddresses/web-1-ip"), "the NIC names its public IP", pip_id)
+    pip = (a.json("resource show (the NIC's public IP)", "resource", "show", "--ids", pip_id or "-",
+                  "--api-version", NETWORK_API) or {}).get("properties") or {}
+    t.eq((pip.get("ipAddress"), pip.get("publicIPAllocationMethod")), (w1["public_ipv4"], "Static"),
+         "the public IP: its address")
+    nics = a.json("network nic list", "network", "nic", "list", "--resource-group", RG) or []
+    t.eq(sorted(n.get("name") for n in nics), ["web-1-nic", "web-2-nic"], "network nic list")
+    pips = a.json("network public-ip list", "network", "public-ip", "list", "--resource-group", RG) or []
+    t.eq([p.get("name") for p in pips], ["web-1-ip"], "network public-ip list: only the VM that has one")
+    rc, out = a.run("vm", "show", "--resource-group", RG, "--name", "nosuch")
+    t.ok(rc != 0 and "ResourceNotFound" in out, "an unknown VM is ResourceNotFound", out[-400:])
+
+    a.ok("vm stop (powerOff, waits for the operation)", "vm", "stop", "--resource-group", RG, "--name", "web-1")
+    t.eq([i["status"] for i in azure_vms(c, name="web-1")], ["stopped"], "stopped in the inventory")
+    view = a.json("vm get-instance-view (stopped)", "vm", "get-instance-view", "-g", RG, "-n", "web-1") or {}
+    t.ok("PowerState/stopped" in [s.get("code") for s in (view.get("instanceView") or {}).get("statuses") or []],
+         "the instance view says stopped", view.get("instanceView"))
+    a.ok("vm deallocate", "vm", "deallocate", "--resource-group", RG, "--name", "web-1")
+    t.eq([(i.get("extra") or {}).get("azure_deallocated") for i in azure_vms(c, name="web-1")], [True],
+         "deallocated in the inventory")
+    a.ok("vm start", "vm", "start", "--resource-group", RG, "--name", "web-1")
+    t.eq([i["status"] for i in azure_vms(c, name="web-1")], ["running"], "running again")
+
+    a.ok("vm delete", "vm", "delete", "--resource-group", RG, "--name", "web-2", "--yes")
+    t.ok(wait_for(lambda: not azure_vms(c, name="web-2")), "web-2 is gone from the inventory")
+    t.eq([v.get("name") for v in a.json("vm list (after delete)", "vm", "list", "-g", RG) or []], ["web-1"],
+         "vm list shows web-1 only")
+
+
+def main():
+    t = Tap()
+    if not AZ:
+        t.skip_all("az (Debian package azure-cli) is not installed")
+    with tempfile.TemporaryDirectory(prefix="cn-az-") as tmp:
+        state = os.path.join(tmp, "cloud")
+        with FakeCloud(state, tls_names=[AUTHORITY]) as c:
+            c.settings(azure_service_principals=[APP])
+            proxy = EgressProxy(int(c.url.rsplit(":", 1)[1]))
+            try:
+                a = az(t, os.path.join(tmp, "home"), c, proxy)
+                t.run(login, a, c, proxy)
+                t.run(vms, a, c)
+                t.eq([r for r in proxy.refused if r != VERSION_PROBE], [],
+                     "az asked the proxy for no destination but the authority host (and its version check)")
+                logged = [r for r in c.requests() if r.get("platform") == "azure"]
+                t.ok(not any(APP["secret"] in str(r) for r in logged), "the client secret is not in the request log")
+            finally:
+                proxy.shutdown()
+                proxy.server_close()
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
