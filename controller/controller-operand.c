@@ -333,6 +333,23 @@ const char *cn_operand_source_cloud_config(json_object *configmap, const char *k
         return v ?: cn_json_string(configmap, "data", CN_OPERAND_CLOUD_CONF_KEY, NULL);
 }
 
+int cn_operand_pick_cloud_config(const CnCloudConfigSource *sources, size_t n, size_t *ret_index,
+                                 const char **ret_text) {
+        for (size_t i = 0; i < n; i++) {
+                const char *text;
+
+                if (!sources[i].configmap)
+                        continue;
+                text = cn_operand_source_cloud_config(sources[i].configmap, sources[i].key);
+                *ret_index = i;
+                if (!text && sources[i].strict)
+                        return -ENOKEY;
+                *ret_text = text;
+                return 0;
+        }
+        return -ENOENT;
+}
+
 const char *cn_operand_cloud_config_credential(const char *text) {
         static const char *const keys[] = { "token", "password", "application-credential-secret" };
         _cleanup_json_ json_object *cfg = NULL;

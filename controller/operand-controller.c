@@ -36,6 +36,11 @@
 #define RETRY_BASE_USEC (500 * USEC_PER_MSEC)
 #define RETRY_CAP_USEC (60 * USEC_PER_SEC)
 #define CONTROL_PLANE_SELECTOR "node-role.kubernetes.io/control-plane"
+/* OpenShift's cloud config: the ConfigMap the Infrastructure names lives in openshift-config; the
+ * one the cluster config operator derives from it is openshift-config-managed/kube-cloud-config. */
+#define OPENSHIFT_CONFIG_NAMESPACE "openshift-config"
+#define OPENSHIFT_MANAGED_NAMESPACE "openshift-config-managed"
+#define OPENSHIFT_MANAGED_CLOUD_CONFIG "kube-cloud-config"
 
 static const CnKubeResource resource_clusteroperators = {
         .group = "config.openshift.io", .version = "v1", .resource = "clusteroperators",
@@ -58,11 +63,14 @@ struct OperandController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         CnMetric *m_reconciles, *m_writes, *m_watch_restarts;
-        /* per informer of ours (informers[], nodes, source, status): restarts already exported */
-        uint64_t watch_restarts_seen[N_RESOURCES + 4];
+        /* per informer of ours (informers[], then the N_OWN below): restarts already exported */
+#define N_OWN 6
+        uint64_t watch_restarts_seen[N_RESOURCES + N_OWN];
 
         CnKubeInformer *informers[N_RESOURCES];
         CnKubeInformer *nodes, *source, *status, *infrastructure;
+        /* OpenShift only: the ConfigMaps of openshift-config, openshift-config-managed/kube-cloud-config */
+        CnKubeInformer *openshift_config, *managed_config;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
         unsigned discovery_step;
@@ -78,6 +86,7 @@ struct OperandController {
         bool pass_failed, pass_wrote, pass_raced, dirty;
         char *last_error;
         char credential_warned[CN_SHA256_HEX_SIZE]; /* hash of the cloud config last warned about */
+        char *cloud_config_from; /* "NS/NAME (key K, origin)" of the source last used, said on change */
 
         /* key "resource/ns/name" -> our last write to the object, until the cache shows it */
         CnWriteExpectations *expectations;
@@ -387,7 +396,9 @@ static bool all_synced(OperandController *oc) {
                         return false;
         return cn_kube_informer_has_synced(oc->nodes) && cn_kube_informer_has_synced(oc->source) &&
                cn_kube_informer_has_synced(oc->status) &&
-               (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure));
+               (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure)) &&
+               (!oc->openshift_config || cn_kube_informer_has_synced(oc->openshift_config)) &&
+               (!oc->managed_config || cn_kube_informer_has_synced(oc->managed_config));
 }
 
 static int set_last_error(OperandController *oc, const char *fmt, ...) _printf_(2, 3);
@@ -443,7 +454,7 @@ static int operand_cloud_provider(OperandController *oc, const char **ret, char 
 /* A credential in the cloud config is in a ConfigMap, readable with the built-in view role: say so
  * loudly, once per content, naming the setting and never its value. It is still copied: refusing
  * would take the cloud away from a running cluster. */
-static void warn_credentials(OperandController *oc, const char *conf) {
+static void warn_credentials(OperandController *oc, const CnCloudConfigSource *source, const char *conf) {
         char hash[CN_SHA256_HEX_SIZE];
         const char *key = cn_operand_cloud_config_credential(conf);
         _cleanup_free_ char *msg = NULL;
@@ -452,18 +463,71 @@ static void warn_credentials(OperandController *oc, const char *conf) {
                 return;
         memcpy(oc->credential_warned, hash, sizeof(hash));
         if (asprintf(&msg, "the cloud config in ConfigMap %s/%s sets '%s', a credential any reader of ConfigMaps "
-                     "can see: move it into the Secret %s/%s", oc->options.cloud_config_namespace,
-                     oc->options.cloud_config_name, key, oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0)
+                     "can see: move it into the Secret %s/%s", source->namespace, source->name, key,
+                     oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0)
                 return;
         log_warning("CredentialsInConfigMap: %s", msg);
         record_event(oc, true, "CredentialsInConfigMap", msg);
 }
 
+/* The cloud config, from the first source that exists: on OpenShift the ConfigMap the
+ * Infrastructure names (spec.cloudConfig, in openshift-config), then
+ * openshift-config-managed/kube-cloud-config, then --cloud-config-source everywhere. A source the
+ * Infrastructure names without its key is an error: the operand keeps its cloud-conf. */
+static int cloud_config(OperandController *oc, const char **ret) {
+        json_object *infra = oc->infrastructure ? cn_kube_informer_lookup(oc->infrastructure, NULL, "cluster") : NULL;
+        const char *infra_name = cn_json_string(infra, "spec", "cloudConfig", "name", NULL);
+        CnCloudConfigSource sources[] = {
+                { OPENSHIFT_CONFIG_NAMESPACE, infra_name, cn_json_string(infra, "spec", "cloudConfig", "key", NULL),
+                  "Infrastructure cluster spec.cloudConfig", true,
+                  oc->openshift_config && !isempty(infra_name) ?
+                          cn_kube_informer_lookup(oc->openshift_config, OPENSHIFT_CONFIG_NAMESPACE, infra_name) : NULL },
+                { OPENSHIFT_MANAGED_NAMESPACE, OPENSHIFT_MANAGED_CLOUD_CONFIG, CN_OPERAND_CLOUD_CONF_KEY,
+                  "OpenShift's managed cloud config", false,
+                  oc->managed_config ? cn_kube_informer_lookup(oc->managed_config, OPENSHIFT_MANAGED_NAMESPACE,
+                                                               OPENSHIFT_MANAGED_CLOUD_CONFIG) : NULL },
+                { oc->options.cloud_config_namespace, oc->options.cloud_config_name, oc->options.cloud_config_key,
+                  "--cloud-config-source", false,
+                  cn_kube_informer_lookup(oc->source, oc->options.cloud_config_namespace, oc->options.cloud_config_name) },
+        };
+        _cleanup_free_ char *from = NULL;
+        const char *text = NULL;
+        size_t i = 0;
+        int r;
+
+        r = cn_operand_pick_cloud_config(sources, ELEMENTSOF(sources), &i, &text);
+        if (r == -ENOKEY)
+                return set_last_error(oc, "ConfigMap %s/%s (named by the %s) has neither the key '%s' nor '%s'",
+                                      sources[i].namespace, sources[i].name, sources[i].origin,
+                                      strna(sources[i].key), CN_OPERAND_CLOUD_CONF_KEY);
+        if (r == -ENOENT) {
+                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
+                               "ConfigMap %s/%s (key %s) not found%s: the operand gets an empty cloud.conf until it "
+                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
+                               oc->options.cloud_config_name, oc->options.cloud_config_key,
+                               oc->infrastructure ? ", nor the Infrastructure's nor openshift-config-managed's" : "");
+                *ret = NULL;
+                return 0;
+        }
+        cn_waiting_over(&oc->no_cloud_config, NULL);
+        if (asprintf(&from, "ConfigMap %s/%s (key %s, from the %s)", sources[i].namespace, sources[i].name,
+                     text && cn_json_string(sources[i].configmap, "data", strempty(sources[i].key), NULL) ?
+                             sources[i].key : CN_OPERAND_CLOUD_CONF_KEY,
+                     sources[i].origin) < 0)
+                return -ENOMEM;
+        if (!oc->cloud_config_from || !streq(from, oc->cloud_config_from)) {
+                log_info("Cloud config from %s", from);
+                free(oc->cloud_config_from);
+                oc->cloud_config_from = TAKE_PTR(from);
+        }
+        warn_credentials(oc, &sources[i], text);
+        *ret = text;
+        return 0;
+}
+
 static int build_config(OperandController *oc, CnOperandConfig *c, json_object **ret_images, char **ret_platform) {
         CnKubeInformer *cms = informer_for(oc, &cn_controller_resource_configmaps);
         json_object *images_cm = cn_kube_informer_lookup(cms, oc->options.namespace, oc->options.images_configmap);
-        json_object *source = cn_kube_informer_lookup(oc->source, oc->options.cloud_config_namespace,
-                                                      oc->options.cloud_config_name);
         const char *images_text = cn_json_string(images_cm, "data", "images.json", NULL);
         _cleanup_json_ json_object *images = NULL;
         int r;
@@ -474,17 +538,11 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
                 .https_proxy = oc->options.https_proxy,
                 .no_proxy = oc->options.no_proxy,
                 .single_node = cn_kube_informer_size(oc->nodes) == 1,
-                .cloud_config = cn_operand_source_cloud_config(source, oc->options.cloud_config_key),
         };
-        warn_credentials(oc, c->cloud_config);
+        r = cloud_config(oc, &c->cloud_config);
+        if (r < 0)
+                return r;
         /* Neither is waited for: the operand is applied without them, and the lines say so. */
-        if (source)
-                cn_waiting_over(&oc->no_cloud_config, NULL);
-        else
-                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
-                               "ConfigMap %s/%s (key %s) not found: the operand gets an empty cloud.conf until it "
-                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
-                               oc->options.cloud_config_name, oc->options.cloud_config_key);
         if (images_cm)
                 cn_waiting_over(&oc->no_images, NULL);
         else
@@ -669,7 +727,7 @@ static int setup_metrics(OperandController *oc, CnMetrics *metrics) {
 }
 
 void operand_controller_export_watch_restarts(OperandController *oc) {
-        CnKubeInformer *all[N_RESOURCES + 4];
+        CnKubeInformer *all[N_RESOURCES + N_OWN];
 
         _Static_assert(ELEMENTSOF(all) == ELEMENTSOF(oc->watch_restarts_seen), "one seen count per informer");
         memcpy(all, oc->informers, sizeof(oc->informers));
@@ -677,6 +735,8 @@ void operand_controller_export_watch_restarts(OperandController *oc) {
         all[N_RESOURCES + 1] = oc->source;
         all[N_RESOURCES + 2] = oc->status;
         all[N_RESOURCES + 3] = oc->infrastructure;
+        all[N_RESOURCES + 4] = oc->openshift_config;
+        all[N_RESOURCES + 5] = oc->managed_config;
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 if (all[i])
                         (void) cn_metric_add_total(oc->m_watch_restarts,
@@ -774,6 +834,18 @@ static int start_informers(OperandController *oc) {
                           &oc->infrastructure);
                 if (r < 0)
                         return r;
+                /* The Infrastructure names its ConfigMap and may name another later: the whole
+                 * namespace is watched (it holds a few cluster-wide ConfigMaps, no Secrets). */
+                r = watch(oc, &cn_controller_resource_configmaps,
+                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_CONFIG_NAMESPACE }, &oc->openshift_config);
+                if (r < 0)
+                        return r;
+                r = watch(oc, &cn_controller_resource_configmaps,
+                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_MANAGED_NAMESPACE,
+                                                     .field_selector = "metadata.name=" OPENSHIFT_MANAGED_CLOUD_CONFIG },
+                          &oc->managed_config);
+                if (r < 0)
+                        return r;
         }
         oc->started = true;
         schedule(oc);
@@ -822,6 +894,8 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_kube_informer_unref(oc->source);
         cn_kube_informer_unref(oc->status);
         cn_kube_informer_unref(oc->infrastructure);
+        cn_kube_informer_unref(oc->openshift_config);
+        cn_kube_informer_unref(oc->managed_config);
         cn_kube_request_free(oc->discovery);
         sd_event_source_disable_unref(oc->reconcile_source);
         sd_event_source_disable_unref(oc->retry_source);
@@ -829,6 +903,7 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_write_expectations_free(oc->expectations);
         free(oc->last_error);
         free(oc->last_degraded_message);
+        free(oc->cloud_config_from);
         cn_waiting_done(&oc->not_applying);
         cn_waiting_done(&oc->no_images);
         cn_waiting_done(&oc->no_cloud_config);

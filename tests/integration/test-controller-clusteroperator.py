@@ -10,13 +10,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 from cntap import Tap, sibling_test, src  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
-from openshift import openshift_crd  # noqa: E402
+import openshift  # noqa: E402
 
 # The cluster setup and the controller process of the apply test, shared rather than copied.
 apply = sibling_test("test-controller-apply.py")
 
-CO = "/apis/config.openshift.io/v1/clusteroperators"
-INFRA = "/apis/config.openshift.io/v1/infrastructures"
+CO = openshift.CO
 
 
 def conditions(k):
@@ -29,16 +28,10 @@ def conditions(k):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml"),
-                src("manifests", "overlays", "openshift", "namespaced", "clusteroperator-rbac.yaml")]
+        rbac = [src("manifests", "controller", "controller-rbac.yaml")] + openshift.overlay_rbac(tmp)
         with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k:
-            for kind, plural in (("ClusterOperator", "clusteroperators"), ("Infrastructure", "infrastructures")):
-                k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", openshift_crd(kind, plural))
-            apply.wait_for(lambda: k.api("GET", CO)[0] == 200 and k.api("GET", INFRA)[0] == 200)
-            k.api("POST", INFRA, {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-                                  "metadata": {"name": "cluster"},
-                                  "spec": {"platformSpec": {"type": "OpenStack"}},
-                                  "status": {"platform": "OpenStack", "platformStatus": {"type": "OpenStack"}}})
+            openshift.install_crds(k)
+            openshift.create_infrastructure(k, "OpenStack")
             apply.setup_cluster(k)
             # No --cloud-provider and no CloudnodeOperator: the provider is the Infrastructure's.
             c = apply.Controller(k, tmp, cloud_provider=None)

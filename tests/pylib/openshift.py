@@ -1,13 +1,89 @@
-"""OpenShift's config.openshift.io types (ClusterOperator, Infrastructure) as
-CustomResourceDefinitions, for the tests that play an OpenShift cluster on the fake API server."""
+"""An OpenShift cluster played on the fake API server: the real CustomResourceDefinitions of
+config.openshift.io (ClusterOperator, Infrastructure, Proxy) and cloudcredential.openshift.io
+(CredentialsRequest), copied unchanged into tests/data/openshift, and the cluster-scoped objects
+an installed cluster has."""
+from cntap import src, wait_for
+
+import yaml
+
+CO = "/apis/config.openshift.io/v1/clusteroperators"
+INFRA = "/apis/config.openshift.io/v1/infrastructures"
+PROXY = "/apis/config.openshift.io/v1/proxies"
+CREDREQ = "/apis/cloudcredential.openshift.io/v1/credentialsrequests"
+CRDS = ("clusteroperators", "infrastructures", "proxies", "credentialsrequests")
 
 
-def openshift_crd(kind, plural):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "%s.config.openshift.io" % plural},
-            "spec": {"group": "config.openshift.io", "scope": "Cluster",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                               "listKind": kind + "List"},
-                     "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                                                  "x-kubernetes-preserve-unknown-fields": True}}}]}}
+def install_crds(k):
+    """Creates the real CRDs and waits until their resources are served."""
+    for name in CRDS:
+        with open(src("tests", "data", "openshift", name + ".crd.yaml")) as f:
+            for doc in yaml.safe_load_all(f):
+                if doc:
+                    code, body = k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+                    assert code == 201, (name, code, body)
+    return wait_for(lambda: all(k.api("GET", p)[0] == 200 for p in (CO, INFRA, PROXY, CREDREQ)))
+
+
+def create_infrastructure(k, platform, topology="HighlyAvailable", cloud_config=None, name="cloudnode-x7k2p",
+                          external_name=None):
+    """The Infrastructure "cluster" as the installer writes it: spec.cloudConfig names the
+    openshift-config ConfigMap (cloud_config: {"name": ..., "key": ...} or None), the status the
+    platform (for External, external_name is its platformName), the infrastructure name and the
+    topologies. Status goes through its subresource."""
+    spec = {"platformSpec": {"type": platform}}
+    platform_status = {"type": platform}
+    if external_name:
+        spec["platformSpec"]["external"] = {"platformName": external_name}
+        platform_status["external"] = {"platformName": external_name}
+    if cloud_config:
+        spec["cloudConfig"] = cloud_config
+    code, body = k.api("POST", INFRA, {"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                                        "metadata": {"name": "cluster"}, "spec": spec})
+    assert code == 201, (code, body)
+    status = {"platform": platform, "platformStatus": platform_status, "infrastructureName": name,
+              "controlPlaneTopology": topology, "infrastructureTopology": topology,
+              "apiServerURL": "https://api.example.test:6443",
+              "apiServerInternalURI": "https://api-int.example.test:6443",
+              "etcdDiscoveryDomain": ""}
+    code, body = k.api("PATCH", INFRA + "/cluster/status", {"status": status}, "application/merge-patch+json")
+    assert code == 200, (code, body)
+    return body
+
+
+def set_proxy(k, http=None, https=None, no_proxy=None):
+    """The Proxy "cluster": status is what the network operator computed from the spec (noProxy
+    with the cluster's own networks added), and what operators read."""
+    code, _ = k.api("GET", PROXY + "/cluster")
+    if code == 404:
+        code, body = k.api("POST", PROXY, {"apiVersion": "config.openshift.io/v1", "kind": "Proxy",
+                                           "metadata": {"name": "cluster"}, "spec": {}})
+        assert code == 201, (code, body)
+    status = {"httpProxy": http, "httpsProxy": https, "noProxy": no_proxy}
+    code, body = k.api("PATCH", PROXY + "/cluster/status", {"status": status}, "application/merge-patch+json")
+    assert code == 200, (code, body)
+    return body
+
+
+def overlay_rbac(tmp, namespace="cloudnode"):
+    """The RBAC of manifests/overlays/openshift for a controller running in namespace (the tests
+    run it in the base's): the overlay's files with their ServiceAccount subjects moved there.
+    Returns the file names to give FakeKube(rbac=...) after manifests/controller's."""
+    import os
+    out = []
+    for rel in (("namespaced", "clusteroperator-rbac.yaml"), ("openshift-config", "cloud-config-reader-rbac.yaml")):
+        with open(src("manifests", "overlays", "openshift", *rel)) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        for d in docs:
+            for s in d.get("subjects") or []:
+                if s.get("kind") == "ServiceAccount":
+                    s["namespace"] = namespace
+        path = os.path.join(tmp, "openshift-" + rel[-1])
+        with open(path, "w") as f:
+            yaml.safe_dump_all(docs, f)
+        out.append(path)
+    return out
+
+
+def create_namespaces(k, *names):
+    for n in names:
+        k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
