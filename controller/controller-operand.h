@@ -27,6 +27,7 @@ typedef struct CnOperandConfig {
         const char *https_proxy;
         const char *no_proxy;
         bool single_node;
+        const char *infrastructure_name; /* OpenShift's Infrastructure status.infrastructureName, or NULL */
         const char *cloud_config;   /* content of cloud.conf; NULL: the source does not exist */
 } CnOperandConfig;
 

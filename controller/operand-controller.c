@@ -50,6 +50,10 @@ static const CnKubeResource resource_infrastructures = {
         .group = "config.openshift.io", .version = "v1", .resource = "infrastructures",
         .kind = "Infrastructure", .namespaced = false,
 };
+static const CnKubeResource resource_proxies = {
+        .group = "config.openshift.io", .version = "v1", .resource = "proxies",
+        .kind = "Proxy", .namespaced = false,
+};
 static const CnKubeResource resource_cloudnodeoperators = {
         .group = "operator.cloudnode.io", .version = "v1alpha1", .resource = "cloudnodeoperators",
         .kind = "CloudnodeOperator", .namespaced = false,
@@ -64,11 +68,11 @@ struct OperandController {
         CnKubeEventRecorder *recorder;
         CnMetric *m_reconciles, *m_writes, *m_watch_restarts;
         /* per informer of ours (informers[], then the N_OWN below): restarts already exported */
-#define N_OWN 6
+#define N_OWN 7
         uint64_t watch_restarts_seen[N_RESOURCES + N_OWN];
 
         CnKubeInformer *informers[N_RESOURCES];
-        CnKubeInformer *nodes, *source, *status, *infrastructure;
+        CnKubeInformer *nodes, *source, *status, *infrastructure, *proxy;
         /* OpenShift only: the ConfigMaps of openshift-config, openshift-config-managed/kube-cloud-config */
         CnKubeInformer *openshift_config, *managed_config;
         const CnKubeResource *status_resource;
@@ -78,7 +82,7 @@ struct OperandController {
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
         bool leading, stopping, started;
-        bool have_admission_policies, have_infrastructures;
+        bool have_admission_policies, have_infrastructures, have_proxies;
         bool status_creating;
 
         /* One pass's writes in flight, and what they found. */
@@ -398,7 +402,8 @@ static bool all_synced(OperandController *oc) {
                cn_kube_informer_has_synced(oc->status) &&
                (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure)) &&
                (!oc->openshift_config || cn_kube_informer_has_synced(oc->openshift_config)) &&
-               (!oc->managed_config || cn_kube_informer_has_synced(oc->managed_config));
+               (!oc->managed_config || cn_kube_informer_has_synced(oc->managed_config)) &&
+               (!oc->proxy || cn_kube_informer_has_synced(oc->proxy));
 }
 
 static int set_last_error(OperandController *oc, const char *fmt, ...) _printf_(2, 3);
@@ -532,13 +537,28 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
         _cleanup_json_ json_object *images = NULL;
         int r;
 
+        json_object *infra = oc->infrastructure ? cn_kube_informer_lookup(oc->infrastructure, NULL, "cluster") : NULL;
+        json_object *proxy = oc->proxy ? cn_kube_informer_lookup(oc->proxy, NULL, "cluster") : NULL;
+
         *c = (CnOperandConfig) {
                 .namespace = oc->options.namespace,
                 .http_proxy = oc->options.http_proxy,
                 .https_proxy = oc->options.https_proxy,
                 .no_proxy = oc->options.no_proxy,
-                .single_node = cn_kube_informer_size(oc->nodes) == 1,
+                /* OpenShift says so for a single-node control plane before its Node registers. */
+                .single_node = cn_kube_informer_size(oc->nodes) == 1 ||
+                               streq(strempty(cn_json_string(infra, "status", "controlPlaneTopology", NULL)),
+                                     "SingleReplica"),
+                .infrastructure_name = cn_json_string(infra, "status", "infrastructureName", NULL),
         };
+        if (proxy) {
+                /* The cluster-wide Proxy's status is what OpenShift's operators hand their operands
+                 * (noProxy completed with the cluster's own networks); it replaces the flags, an
+                 * empty value included. */
+                c->http_proxy = cn_json_string(proxy, "status", "httpProxy", NULL);
+                c->https_proxy = cn_json_string(proxy, "status", "httpsProxy", NULL);
+                c->no_proxy = cn_json_string(proxy, "status", "noProxy", NULL);
+        }
         r = cloud_config(oc, &c->cloud_config);
         if (r < 0)
                 return r;
@@ -737,6 +757,7 @@ void operand_controller_export_watch_restarts(OperandController *oc) {
         all[N_RESOURCES + 3] = oc->infrastructure;
         all[N_RESOURCES + 4] = oc->openshift_config;
         all[N_RESOURCES + 5] = oc->managed_config;
+        all[N_RESOURCES + 6] = oc->proxy;
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 if (all[i])
                         (void) cn_metric_add_total(oc->m_watch_restarts,
@@ -788,6 +809,7 @@ static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *user
                 return;
         }
         oc->have_infrastructures = result->error >= 0 && discovery_lists(result->object, "infrastructures");
+        oc->have_proxies = result->error >= 0 && discovery_lists(result->object, "proxies");
         oc->status_resource = result->error >= 0 && discovery_lists(result->object, "clusteroperators") ?
                                      &resource_clusteroperators :
                                      &resource_cloudnodeoperators;
@@ -847,6 +869,12 @@ static int start_informers(OperandController *oc) {
                 if (r < 0)
                         return r;
         }
+        if (oc->have_proxies) {
+                r = watch(oc, &resource_proxies, &(CnKubeInformerOptions) { .field_selector = "metadata.name=cluster" },
+                          &oc->proxy);
+                if (r < 0)
+                        return r;
+        }
         oc->started = true;
         schedule(oc);
         return 0;
@@ -896,6 +924,7 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_kube_informer_unref(oc->infrastructure);
         cn_kube_informer_unref(oc->openshift_config);
         cn_kube_informer_unref(oc->managed_config);
+        cn_kube_informer_unref(oc->proxy);
         cn_kube_request_free(oc->discovery);
         sd_event_source_disable_unref(oc->reconcile_source);
         sd_event_source_disable_unref(oc->retry_source);

@@ -13,8 +13,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 import openshift  # noqa: E402
-from cntap import Tap, sibling_test, src, wait_for  # noqa: E402
-from fakekubeclient import FakeKube  # noqa: E402
+from cntap import Tap, sibling_test, wait_for  # noqa: E402
 
 apply = sibling_test("test-controller-apply.py")
 
@@ -48,12 +47,8 @@ def configmap(name, data):
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
-        rbac = [src("manifests", "controller", "controller-rbac.yaml")] + openshift.overlay_rbac(tmp)
-        with FakeKube(os.path.join(tmp, "kube"), rbac=rbac) as k:
-            t.ok(openshift.install_crds(k), "the real OpenShift CRDs are served")
-            openshift.create_namespaces(k, "openshift-config", "openshift-config-managed")
-            openshift.create_infrastructure(k, "OpenStack",
-                                            cloud_config={"name": "cloud-provider-config", "key": "config"})
+        with openshift.Cluster(tmp, "OpenStack",
+                               cloud_config={"name": "cloud-provider-config", "key": "config"}) as k:
             apply.setup_cluster(k)
             c = apply.Controller(k, tmp)
             try:
@@ -100,9 +95,7 @@ def main():
                 k.api("DELETE", MANAGED_CM + "/kube-cloud-config")
                 t.ok(wait_for(lambda: synced(k, FLAG_CONF), 30), "with neither, back to --cloud-config-source's")
 
-                denied = [(a.get("verb"), a.get("path")) for a in k.audit()
-                          if a.get("user") == apply.USER and a.get("code") == 403]
-                t.eq(denied, [], "the openshift overlay's RBAC is enough (no 403)")
+                t.eq(openshift.denied(k, apply.USER), [], "the openshift overlay's RBAC is enough (no 403)")
             finally:
                 c.stop()
     return t.done()

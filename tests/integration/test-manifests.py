@@ -56,8 +56,9 @@ def check_common(t, variant, objs, ns):
         if o["kind"] in CLUSTER_SCOPED:
             continue
         want = ns
-        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["namespace"] == "openshift-config":
-            want = "openshift-config"
+        if o["kind"] in ("Role", "RoleBinding") and \
+                o["metadata"]["namespace"] in ("openshift-config", "openshift-config-managed"):
+            want = o["metadata"]["namespace"]
         t.eq(o["metadata"].get("namespace"), want,
              "%s: %s/%s namespace" % (variant, o["kind"], o["metadata"]["name"]))
     for o in objs:
@@ -170,6 +171,10 @@ def test_variants(t, tmp):
                  "openshift: cloud config from openshift-config")
             r = find(objs, "Role", "cloudnode:controller:cloud-config-reader")
             t.eq(r["metadata"]["namespace"], "openshift-config", "openshift: reader Role in openshift-config")
+            r = find(objs, "Role", "cloudnode:controller:managed-cloud-config-reader")
+            t.eq((r["metadata"]["namespace"], r["rules"][0].get("resourceNames")),
+                 ("openshift-config-managed", ["kube-cloud-config"]),
+                 "openshift: reader Role of kube-cloud-config only, in openshift-config-managed")
 
 
 def test_capi_components(t, tmp):

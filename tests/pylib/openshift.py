@@ -2,6 +2,8 @@
 config.openshift.io (ClusterOperator, Infrastructure, Proxy) and cloudcredential.openshift.io
 (CredentialsRequest), copied unchanged into tests/data/openshift, and the cluster-scoped objects
 an installed cluster has."""
+import os
+
 from cntap import src, wait_for
 
 import yaml
@@ -68,7 +70,6 @@ def overlay_rbac(tmp, namespace="cloudnode"):
     """The RBAC of manifests/overlays/openshift for a controller running in namespace (the tests
     run it in the base's): the overlay's files with their ServiceAccount subjects moved there.
     Returns the file names to give FakeKube(rbac=...) after manifests/controller's."""
-    import os
     out = []
     for rel in (("namespaced", "clusteroperator-rbac.yaml"), ("openshift-config", "cloud-config-reader-rbac.yaml")):
         with open(src("manifests", "overlays", "openshift", *rel)) as f:
@@ -87,3 +88,30 @@ def overlay_rbac(tmp, namespace="cloudnode"):
 def create_namespaces(k, *names):
     for n in names:
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
+
+
+def denied(k, user):
+    """(verb, path) of every request of user the API server refused with 403."""
+    return [(a.get("verb"), a.get("path")) for a in k.audit() if a.get("user") == user and a.get("code") == 403]
+
+
+class Cluster:
+    """A fake API server with the base controller's RBAC and the openshift overlay's, the real
+    OpenShift CRDs, the openshift-config namespaces and the Infrastructure "cluster"
+    (create_infrastructure's arguments)."""
+
+    def __init__(self, tmp, platform, **infrastructure):
+        from fakekubeclient import FakeKube
+        rbac = [src("manifests", "controller", "controller-rbac.yaml")] + overlay_rbac(tmp)
+        self.k = FakeKube(os.path.join(tmp, "kube"), rbac=rbac)
+        self.platform, self.infrastructure = platform, infrastructure
+
+    def __enter__(self):
+        k = self.k.__enter__()
+        install_crds(k)
+        create_namespaces(k, "openshift-config", "openshift-config-managed")
+        create_infrastructure(k, self.platform, **self.infrastructure)
+        return k
+
+    def __exit__(self, *exc):
+        return self.k.__exit__(*exc)
