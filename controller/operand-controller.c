@@ -61,6 +61,9 @@ static const CnKubeResource resource_cloudnodeoperators = {
 
 #define N_RESOURCES 10
 
+/* Of the credentials Secret only whether it exists matters here: its data is never cached. */
+static const CnJsonFilter secret_metadata_only[] = { { "apiVersion" }, { "kind" }, { "metadata" }, {} };
+
 struct OperandController {
         ControllerOptions options;
         sd_event *event;
@@ -68,13 +71,15 @@ struct OperandController {
         CnKubeEventRecorder *recorder;
         CnMetric *m_reconciles, *m_writes, *m_watch_restarts;
         /* per informer of ours (informers[], then the N_OWN below): restarts already exported */
-#define N_OWN 7
+#define N_OWN 8
         uint64_t watch_restarts_seen[N_RESOURCES + N_OWN];
 
         CnKubeInformer *informers[N_RESOURCES];
         CnKubeInformer *nodes, *source, *status, *infrastructure, *proxy;
         /* OpenShift only: the ConfigMaps of openshift-config, openshift-config-managed/kube-cloud-config */
         CnKubeInformer *openshift_config, *managed_config;
+        /* OpenShift only: the Secret the Cloud Credential Operator writes (metadata only) */
+        CnKubeInformer *credentials;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
         unsigned discovery_step;
@@ -96,7 +101,7 @@ struct OperandController {
         CnWriteExpectations *expectations;
         char *last_degraded_message;
         /* what we wait for or go on without, each said once per episode */
-        CnWaiting not_applying, no_images, no_cloud_config;
+        CnWaiting not_applying, no_images, no_cloud_config, no_credentials;
 };
 
 typedef struct Write {
@@ -271,6 +276,25 @@ static int issue_write(OperandController *oc, Write *w) {
 
 static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions);
 
+/* Whether the credentials are missing (OpenShift: the Secret the Cloud Credential Operator writes for
+ * the platform's CredentialsRequest); *ret_message says what to do (caller frees). */
+static bool credentials_missing(OperandController *oc, char **ret_message) {
+        if (!oc->credentials || !cn_kube_informer_has_synced(oc->credentials) ||
+            cn_kube_informer_lookup(oc->credentials, oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET)) {
+                cn_waiting_over(&oc->no_credentials, "Found the Secret of the cloud credentials");
+                return false;
+        }
+        if (asprintf(ret_message, "Secret %s/%s does not exist: the Cloud Credential Operator writes it for the "
+                     "CredentialsRequest of the cluster's platform (openshift-cloud-credential-operator/"
+                     "cloudnode-PLATFORM); in manual mode, create it with the keys that CredentialsRequest names",
+                     oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0) {
+                *ret_message = NULL;
+                return false;
+        }
+        cn_waiting_say(&oc->no_credentials, LOG_WARNING, "%s", *ret_message);
+        return true;
+}
+
 static void status_update(OperandController *oc, bool available, bool progressing, bool degraded, const char *message) {
         CnCondition conds[] = {
                 { "Available", available, available ? CN_REASON_AS_EXPECTED : CN_REASON_SYNCING_FAILED,
@@ -282,7 +306,7 @@ static void status_update(OperandController *oc, bool available, bool progressin
                   degraded ? message : "" },
         };
         _cleanup_json_ json_object *conditions = NULL;
-        _cleanup_free_ char *rollout = NULL;
+        _cleanup_free_ char *rollout = NULL, *no_credentials = NULL;
         bool rollout_available, rollout_progressing;
         json_object *live;
         bool changed;
@@ -303,6 +327,8 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 if (rollout_progressing)
                         conds[1] = (CnCondition) { "Progressing", true, CN_REASON_DEPLOYMENT_ROLLING_OUT, rollout };
         }
+        if (!degraded && credentials_missing(oc, &no_credentials))
+                conds[2] = (CnCondition) { "Degraded", true, CN_REASON_CREDENTIALS_MISSING, no_credentials };
         live = cn_kube_informer_lookup(oc->status, NULL, STATUS_OBJECT_NAME);
         r = cn_status_conditions(conds, ELEMENTSOF(conds), live ? cn_json_get(live, "status", "conditions", NULL) : NULL,
                                  cn_now(CLOCK_REALTIME), &conditions, &changed);
@@ -403,7 +429,8 @@ static bool all_synced(OperandController *oc) {
                (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure)) &&
                (!oc->openshift_config || cn_kube_informer_has_synced(oc->openshift_config)) &&
                (!oc->managed_config || cn_kube_informer_has_synced(oc->managed_config)) &&
-               (!oc->proxy || cn_kube_informer_has_synced(oc->proxy));
+               (!oc->proxy || cn_kube_informer_has_synced(oc->proxy)) &&
+               (!oc->credentials || cn_kube_informer_has_synced(oc->credentials));
 }
 
 static int set_last_error(OperandController *oc, const char *fmt, ...) _printf_(2, 3);
@@ -758,6 +785,7 @@ void operand_controller_export_watch_restarts(OperandController *oc) {
         all[N_RESOURCES + 4] = oc->openshift_config;
         all[N_RESOURCES + 5] = oc->managed_config;
         all[N_RESOURCES + 6] = oc->proxy;
+        all[N_RESOURCES + 7] = oc->credentials;
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 if (all[i])
                         (void) cn_metric_add_total(oc->m_watch_restarts,
@@ -868,6 +896,13 @@ static int start_informers(OperandController *oc) {
                           &oc->managed_config);
                 if (r < 0)
                         return r;
+                r = watch(oc, &cn_kube_resource_secrets,
+                          &(CnKubeInformerOptions) { .namespace = oc->options.namespace,
+                                                     .field_selector = "metadata.name=" CN_OPERAND_CREDENTIALS_SECRET,
+                                                     .filter = secret_metadata_only },
+                          &oc->credentials);
+                if (r < 0)
+                        return r;
         }
         if (oc->have_proxies) {
                 r = watch(oc, &resource_proxies, &(CnKubeInformerOptions) { .field_selector = "metadata.name=cluster" },
@@ -925,6 +960,7 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_kube_informer_unref(oc->openshift_config);
         cn_kube_informer_unref(oc->managed_config);
         cn_kube_informer_unref(oc->proxy);
+        cn_kube_informer_unref(oc->credentials);
         cn_kube_request_free(oc->discovery);
         sd_event_source_disable_unref(oc->reconcile_source);
         sd_event_source_disable_unref(oc->retry_source);
@@ -936,6 +972,7 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_waiting_done(&oc->not_applying);
         cn_waiting_done(&oc->no_images);
         cn_waiting_done(&oc->no_cloud_config);
+        cn_waiting_done(&oc->no_credentials);
         free(oc);
         return NULL;
 }

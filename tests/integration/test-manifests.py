@@ -59,6 +59,8 @@ def check_common(t, variant, objs, ns):
         if o["kind"] in ("Role", "RoleBinding") and \
                 o["metadata"]["namespace"] in ("openshift-config", "openshift-config-managed"):
             want = o["metadata"]["namespace"]
+        if o["kind"] == "CredentialsRequest":
+            want = "openshift-cloud-credential-operator"  # where the Cloud Credential Operator reads them
         t.eq(o["metadata"].get("namespace"), want,
              "%s: %s/%s namespace" % (variant, o["kind"], o["metadata"]["name"]))
     for o in objs:

@@ -71,10 +71,13 @@ def overlay_rbac(tmp, namespace="cloudnode"):
     run it in the base's): the overlay's files with their ServiceAccount subjects moved there.
     Returns the file names to give FakeKube(rbac=...) after manifests/controller's."""
     out = []
-    for rel in (("namespaced", "clusteroperator-rbac.yaml"), ("openshift-config", "cloud-config-reader-rbac.yaml")):
+    for rel in (("namespaced", "clusteroperator-rbac.yaml"), ("namespaced", "credentials-rbac.yaml"),
+                ("openshift-config", "cloud-config-reader-rbac.yaml")):
         with open(src("manifests", "overlays", "openshift", *rel)) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         for d in docs:
+            if rel[0] == "namespaced" and d["kind"] in ("Role", "RoleBinding"):
+                d["metadata"]["namespace"] = namespace
             for s in d.get("subjects") or []:
                 if s.get("kind") == "ServiceAccount":
                     s["namespace"] = namespace
@@ -97,20 +100,27 @@ def denied(k, user):
 
 class Cluster:
     """A fake API server with the base controller's RBAC and the openshift overlay's, the real
-    OpenShift CRDs, the openshift-config namespaces and the Infrastructure "cluster"
-    (create_infrastructure's arguments)."""
+    OpenShift CRDs, the openshift-config namespaces, the Infrastructure "cluster"
+    (create_infrastructure's arguments) and, unless credentials=False, the Secret
+    cloud-credentials of the operand namespace "cloudnode" as the Cloud Credential Operator
+    would have written it."""
 
-    def __init__(self, tmp, platform, **infrastructure):
+    def __init__(self, tmp, platform, credentials=True, **infrastructure):
         from fakekubeclient import FakeKube
         rbac = [src("manifests", "controller", "controller-rbac.yaml")] + overlay_rbac(tmp)
         self.k = FakeKube(os.path.join(tmp, "kube"), rbac=rbac)
-        self.platform, self.infrastructure = platform, infrastructure
+        self.platform, self.credentials, self.infrastructure = platform, credentials, infrastructure
 
     def __enter__(self):
         k = self.k.__enter__()
         install_crds(k)
-        create_namespaces(k, "openshift-config", "openshift-config-managed")
+        create_namespaces(k, "openshift-config", "openshift-config-managed", "cloudnode")
         create_infrastructure(k, self.platform, **self.infrastructure)
+        if self.credentials:
+            code, body = k.api("POST", "/api/v1/namespaces/cloudnode/secrets", {
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"},
+                "stringData": {"token": "test-token"}})
+            assert code == 201, (code, body)
         return k
 
     def __exit__(self, *exc):
