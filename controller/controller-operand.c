@@ -249,6 +249,12 @@ int cn_operand_substitute(json_object *object, const CnOperandConfig *c) {
                                        CN_OPERAND_CONFIG_HASH_ANNOTATION, NULL);
                 if (r < 0)
                         return r;
+                if (!isempty(c->release_version)) {
+                        r = cn_json_set_string(object, c->release_version, "spec", "template", "metadata",
+                                               "annotations", CN_OPERAND_RELEASE_ANNOTATION, NULL);
+                        if (r < 0)
+                                return r;
+                }
         } else if (streq(kind, "PodDisruptionBudget") && c->single_node) {
                 /* With one replica, minAvailable 1 would block every node drain for good. */
                 r = cn_json_set(object, json_object_new_int(0), "spec", "minAvailable", NULL);

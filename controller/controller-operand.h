@@ -12,6 +12,7 @@
 
 #define CN_OPERAND_SPEC_HASH_ANNOTATION "cloudnode.io/spec-hash"
 #define CN_OPERAND_CONFIG_HASH_ANNOTATION "cloudnode.io/cloud-config-hash"
+#define CN_OPERAND_RELEASE_ANNOTATION "cloudnode.io/release-version"
 #define CN_OPERAND_MANAGED_BY_LABEL "app.kubernetes.io/managed-by"
 #define CN_OPERAND_MANAGED_BY "cloudnode-controller"
 #define CN_OPERAND_CLOUD_CONF_NAME "cloud-conf"
@@ -28,6 +29,7 @@ typedef struct CnOperandConfig {
         const char *no_proxy;
         bool single_node;
         const char *infrastructure_name; /* OpenShift's Infrastructure status.infrastructureName, or NULL */
+        const char *release_version;     /* stamped on the pod templates, so an upgrade rolls them; or NULL */
         const char *cloud_config;   /* content of cloud.conf; NULL: the source does not exist */
 } CnOperandConfig;
 

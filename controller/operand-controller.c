@@ -274,7 +274,80 @@ static int issue_write(OperandController *oc, Write *w) {
         }
 }
 
-static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions);
+static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions,
+                                   json_object *extra);
+
+static int related_object(json_object *a, const char *group, const char *resource, const char *ns, const char *name) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        r = cn_json_set_string(o, group, "group", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(o, resource, "resource", NULL);
+        if (r >= 0 && ns)
+                r = cn_json_set_string(o, ns, "namespace", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(o, name, "name", NULL);
+        if (r < 0)
+                return r;
+        if (json_object_array_add(a, o) < 0)
+                return -ENOMEM;
+        TAKE_PTR(o);
+        return 0;
+}
+
+/* What a ClusterOperator carries besides its conditions: relatedObjects (what `oc adm
+ * must-gather` collects) and, once the operand of this release has rolled out, versions
+ * ("operator": $RELEASE_VERSION), which the cluster version operator waits for during an upgrade.
+ * Until then the versions stay as they are. *ret: the members to write, *ret_changed whether they
+ * differ from live. */
+static int clusteroperator_extra(OperandController *oc, json_object *live, bool rolled_out, json_object **ret,
+                                 bool *ret_changed) {
+        _cleanup_json_ json_object *extra = json_object_new_object(), *related = json_object_new_array();
+        json_object *versions, *v;
+        bool changed;
+        int r;
+
+        if (!extra || !related)
+                return -ENOMEM;
+        r = related_object(related, "", "namespaces", NULL, oc->options.namespace);
+        if (r >= 0)
+                r = related_object(related, "", "namespaces", NULL, "cloudnode-nodes");
+        if (r >= 0)
+                r = related_object(related, "config.openshift.io", "clusteroperators", NULL, STATUS_OBJECT_NAME);
+        if (r >= 0)
+                r = related_object(related, "apps", "deployments", oc->options.namespace, CN_OPERAND_DEPLOYMENT);
+        if (r < 0)
+                return r;
+        changed = !cn_json_equal(related, cn_json_get(live, "status", "relatedObjects", NULL));
+        r = cn_json_set(extra, TAKE_PTR(related), "relatedObjects", NULL);
+        if (r < 0)
+                return r;
+        if (rolled_out && !isempty(oc->options.release_version)) {
+                versions = json_object_new_array();
+                if (!versions)
+                        return -ENOMEM;
+                r = cn_json_set(extra, versions, "versions", NULL);
+                if (r < 0)
+                        return r;
+                v = json_object_new_object();
+                if (!v || json_object_array_add(versions, v) < 0) {
+                        json_object_put(v);
+                        return -ENOMEM;
+                }
+                r = cn_json_set_string(v, "operator", "name", NULL);
+                if (r >= 0)
+                        r = cn_json_set_string(v, oc->options.release_version, "version", NULL);
+                if (r < 0)
+                        return r;
+                changed = changed || !cn_json_equal(versions, cn_json_get(live, "status", "versions", NULL));
+        }
+        *ret = TAKE_PTR(extra);
+        *ret_changed = changed;
+        return 0;
+}
 
 /* Whether the credentials are missing (OpenShift: the Secret the Cloud Credential Operator writes for
  * the platform's CredentialsRequest); *ret_message says what to do (caller frees). */
@@ -305,8 +378,9 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 { "Degraded", degraded, degraded ? CN_REASON_SYNCING_FAILED : CN_REASON_AS_EXPECTED,
                   degraded ? message : "" },
         };
-        _cleanup_json_ json_object *conditions = NULL;
+        _cleanup_json_ json_object *conditions = NULL, *extra = NULL;
         _cleanup_free_ char *rollout = NULL, *no_credentials = NULL;
+        bool extra_changed = false;
         bool rollout_available, rollout_progressing;
         json_object *live;
         bool changed;
@@ -336,9 +410,17 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 log_warning_errno(r, "Failed to build status conditions, ignoring: %m");
                 return;
         }
-        if (live && !changed)
+        if (oc->status_resource == &resource_clusteroperators) {
+                /* Rolled out: our writes done and the operand Deployment of this spec available. */
+                r = clusteroperator_extra(oc, live, conds[0].status && !conds[1].status, &extra, &extra_changed);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to build the ClusterOperator's status, ignoring: %m");
+                        return;
+                }
+        }
+        if (live && !changed && !extra_changed)
                 return;
-        r = status_write_conditions(oc, live, conditions);
+        r = status_write_conditions(oc, live, conditions, extra);
         if (r < 0)
                 log_warning_errno(r, "Failed to write status, ignoring: %m");
 }
@@ -360,7 +442,8 @@ static void status_written(CnKubeClient *c, const CnKubeResult *result, void *us
         }
 }
 
-static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions) {
+static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions,
+                                   json_object *extra) {
         _cleanup_json_ json_object *o = json_object_new_object();
         int r;
 
@@ -389,6 +472,13 @@ static int status_write_conditions(OperandController *oc, json_object *live, jso
         r = cn_json_set(o, json_object_get(conditions), "status", "conditions", NULL);
         if (r < 0)
                 return r;
+        if (extra) {
+                json_object_object_foreach(extra, k, v) {
+                        r = cn_json_set(o, json_object_get(v), "status", k, NULL);
+                        if (r < 0)
+                                return r;
+                }
+        }
         return cn_kube_patch(oc->client, oc->status_resource, NULL, STATUS_OBJECT_NAME, "status", CN_KUBE_PATCH_MERGE,
                              o, status_written, oc, NULL);
 }
@@ -577,6 +667,7 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
                                streq(strempty(cn_json_string(infra, "status", "controlPlaneTopology", NULL)),
                                      "SingleReplica"),
                 .infrastructure_name = cn_json_string(infra, "status", "infrastructureName", NULL),
+                .release_version = oc->options.release_version,
         };
         if (proxy) {
                 /* The cluster-wide Proxy's status is what OpenShift's operators hand their operands

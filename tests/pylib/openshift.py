@@ -2,6 +2,7 @@
 config.openshift.io (ClusterOperator, Infrastructure, Proxy) and cloudcredential.openshift.io
 (CredentialsRequest), copied unchanged into tests/data/openshift, and the cluster-scoped objects
 an installed cluster has."""
+import contextlib
 import os
 
 from cntap import src, wait_for
@@ -125,3 +126,16 @@ class Cluster:
 
     def __exit__(self, *exc):
         return self.k.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def controller(t, k, tmp, **kwargs):
+    """cnproc.Controller (kwargs are its), stopped at the end; the test's last check is that the
+    openshift overlay's RBAC let it do everything it asked (no 403)."""
+    from cnproc import USER, Controller
+    c = Controller(k, tmp, **kwargs)
+    try:
+        yield c
+        t.eq(denied(k, USER), [], "the openshift overlay's RBAC is enough (no 403)")
+    finally:
+        c.stop()
