@@ -26,6 +26,7 @@ import yaml  # noqa: E402
 from capi import install_core_crds  # noqa: E402
 from cntap import Tap, build, src  # noqa: E402
 import openshift  # noqa: E402
+from fakecloud import HETZNER_TOKEN  # noqa: E402
 
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CAPI_NS = "cloudnode-system"
@@ -47,6 +48,7 @@ def install_openshift(t, c):
     # What an OpenShift cluster already has: the config.openshift.io types, the Infrastructure
     # object, and the cloud config in openshift-config.
     openshift.install_crds(c.kube)
+    openshift.create_namespaces(c.kube, "openshift-cloud-credential-operator", "openshift-config-managed")
     openshift.create_infrastructure(c.kube, "External", external_name="hetzner",
                                     cloud_config={"name": "cloud-provider-config", "key": "config"})
     c.kube.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -56,6 +58,12 @@ def install_openshift(t, c):
         "data": {"config": c.cloud_conf()}})
     t.ok(code == 201, "openshift-config/cloud-provider-config present")
     apply(t, c, "-k", src("manifests", "overlays", "openshift"))
+    # The Cloud Credential Operator's part, in its manual mode for Hetzner: the Secret the
+    # CredentialsRequest cloudnode-hetzner names.
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/openshift-cloudnode/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"},
+        "stringData": {"token": HETZNER_TOKEN}})
+    t.ok(code == 201, "openshift-cloudnode/cloud-credentials present")
 
 
 def install_capi(t, c):

@@ -19,7 +19,7 @@ VARIANTS = ["base", "overlays/single-node", "overlays/openshift", "operand"]
 CAPI_NS = "cloudnode-system"
 CLOUD_CONF_VAR = "CLOUDNODE_B64ENCODED_CLOUD_CONF"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterOperator"}
 
 
 def render(t, variant, tmp):
