@@ -212,6 +212,8 @@ static int run(int argc, char *argv[]) {
                         .http_proxy = getenv("HTTP_PROXY"),
                         .https_proxy = getenv("HTTPS_PROXY"),
                         .no_proxy = getenv("NO_PROXY"),
+                        /* As OpenShift's operators are told their release: the CVO sets it. */
+                        .release_version = getenv("RELEASE_VERSION"),
                         .daemon = CN_KUBE_DAEMON_OPTIONS_DEFAULT,
                 },
         };

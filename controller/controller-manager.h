@@ -27,6 +27,7 @@ typedef struct ControllerOptions {
         const char *http_proxy;
         const char *https_proxy;
         const char *no_proxy;
+        const char *release_version;      /* $RELEASE_VERSION; NULL: the operand reports no version */
         CnKubeDaemonOptions daemon;       /* the flags shared with cloudnode-initializer */
         const char *machine_provider;     /* NULL: no Cluster API machines */
         const char *machine_cloud_config;

@@ -161,9 +161,14 @@ static int substitute_containers(json_object *containers, const CnOperandConfig 
                         if (r < 0)
                                 return r;
                 }
+                /* The name cluster-cloud-controller-manager-operator hands every cloud's operand (its
+                 * CCMs pass it on as --cluster-name); cloudnode's own controllers name nothing in the
+                 * cloud after the cluster, so nothing of the initializer reads it yet. */
+                r = set_env(ct, "OCP_INFRASTRUCTURE_NAME", c->infrastructure_name);
                 /* Both spellings: Go's net/http reads the upper case ones, curl the lower case
                  * http_proxy; the initializer uses both libraries' conventions. */
-                r = set_env(ct, "HTTP_PROXY", c->http_proxy);
+                if (r >= 0)
+                        r = set_env(ct, "HTTP_PROXY", c->http_proxy);
                 if (r >= 0)
                         r = set_env(ct, "HTTPS_PROXY", c->https_proxy);
                 if (r >= 0)
@@ -244,6 +249,12 @@ int cn_operand_substitute(json_object *object, const CnOperandConfig *c) {
                                        CN_OPERAND_CONFIG_HASH_ANNOTATION, NULL);
                 if (r < 0)
                         return r;
+                if (!isempty(c->release_version)) {
+                        r = cn_json_set_string(object, c->release_version, "spec", "template", "metadata",
+                                               "annotations", CN_OPERAND_RELEASE_ANNOTATION, NULL);
+                        if (r < 0)
+                                return r;
+                }
         } else if (streq(kind, "PodDisruptionBudget") && c->single_node) {
                 /* With one replica, minAvailable 1 would block every node drain for good. */
                 r = cn_json_set(object, json_object_new_int(0), "spec", "minAvailable", NULL);
@@ -331,6 +342,23 @@ const char *cn_operand_source_cloud_config(json_object *configmap, const char *k
         if (key)
                 v = cn_json_string(configmap, "data", key, NULL);
         return v ?: cn_json_string(configmap, "data", CN_OPERAND_CLOUD_CONF_KEY, NULL);
+}
+
+int cn_operand_pick_cloud_config(const CnCloudConfigSource *sources, size_t n, size_t *ret_index,
+                                 const char **ret_text) {
+        for (size_t i = 0; i < n; i++) {
+                const char *text;
+
+                if (!sources[i].configmap)
+                        continue;
+                text = cn_operand_source_cloud_config(sources[i].configmap, sources[i].key);
+                *ret_index = i;
+                if (!text && sources[i].strict)
+                        return -ENOKEY;
+                *ret_text = text;
+                return 0;
+        }
+        return -ENOENT;
 }
 
 const char *cn_operand_cloud_config_credential(const char *text) {

@@ -12,6 +12,7 @@
 
 #define CN_OPERAND_SPEC_HASH_ANNOTATION "cloudnode.io/spec-hash"
 #define CN_OPERAND_CONFIG_HASH_ANNOTATION "cloudnode.io/cloud-config-hash"
+#define CN_OPERAND_RELEASE_ANNOTATION "cloudnode.io/release-version"
 #define CN_OPERAND_MANAGED_BY_LABEL "app.kubernetes.io/managed-by"
 #define CN_OPERAND_MANAGED_BY "cloudnode-controller"
 #define CN_OPERAND_CLOUD_CONF_NAME "cloud-conf"
@@ -27,6 +28,8 @@ typedef struct CnOperandConfig {
         const char *https_proxy;
         const char *no_proxy;
         bool single_node;
+        const char *infrastructure_name; /* OpenShift's Infrastructure status.infrastructureName, or NULL */
+        const char *release_version;     /* stamped on the pod templates, so an upgrade rolls them; or NULL */
         const char *cloud_config;   /* content of cloud.conf; NULL: the source does not exist */
 } CnOperandConfig;
 
@@ -55,6 +58,27 @@ int cn_operand_desired(const CnOperandConfig *c, json_object **ret_array);
 /* The cloud.conf content of a source ConfigMap: data[key], else data["cloud.conf"]; NULL when
  * neither exists. Borrowed. */
 const char *cn_operand_source_cloud_config(json_object *configmap, const char *key);
+/* One place the cloud config may come from, in the order they are asked (OpenShift: the ConfigMap
+ * the Infrastructure names in openshift-config, then openshift-config-managed/kube-cloud-config,
+ * then --cloud-config-source). configmap: the cached object, NULL when it does not exist. strict:
+ * the key was named by the user (Infrastructure spec.cloudConfig.key), so a ConfigMap without it
+ * is an error rather than an empty cloud config. */
+typedef struct CnCloudConfigSource {
+        const char *namespace;
+        const char *name;
+        const char *key;
+        const char *origin; /* what named it, for messages */
+        bool strict;
+        json_object *configmap;
+} CnCloudConfigSource;
+
+/* The first source whose ConfigMap exists wins; its content is data[key], else data["cloud.conf"].
+ * *ret_index is the winner, *ret_text its content (borrowed; NULL for a non-strict source without
+ * either key). -ENOENT: none exists. -ENOKEY: the winner is strict and has neither key
+ * (*ret_index says which). */
+int cn_operand_pick_cloud_config(const CnCloudConfigSource *sources, size_t n, size_t *ret_index,
+                                 const char **ret_text);
+
 /* The first setting of the cloud config text that holds a credential ("token", "password",
  * "application-credential-secret"), or NULL: such a value belongs in the Secret
  * CN_OPERAND_CREDENTIALS_SECRET, since the cloud config is a ConfigMap. */

@@ -13,6 +13,7 @@
 #define CN_REASON_AS_EXPECTED "AsExpected"
 #define CN_REASON_SYNCING_RESOURCES "SyncingResources"
 #define CN_REASON_SYNCING_FAILED "SyncingFailed"
+#define CN_REASON_CREDENTIALS_MISSING "CredentialsSecretMissing"
 
 typedef struct CnCondition {
         const char *type;

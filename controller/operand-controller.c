@@ -36,6 +36,11 @@
 #define RETRY_BASE_USEC (500 * USEC_PER_MSEC)
 #define RETRY_CAP_USEC (60 * USEC_PER_SEC)
 #define CONTROL_PLANE_SELECTOR "node-role.kubernetes.io/control-plane"
+/* OpenShift's cloud config: the ConfigMap the Infrastructure names lives in openshift-config; the
+ * one the cluster config operator derives from it is openshift-config-managed/kube-cloud-config. */
+#define OPENSHIFT_CONFIG_NAMESPACE "openshift-config"
+#define OPENSHIFT_MANAGED_NAMESPACE "openshift-config-managed"
+#define OPENSHIFT_MANAGED_CLOUD_CONFIG "kube-cloud-config"
 
 static const CnKubeResource resource_clusteroperators = {
         .group = "config.openshift.io", .version = "v1", .resource = "clusteroperators",
@@ -45,6 +50,10 @@ static const CnKubeResource resource_infrastructures = {
         .group = "config.openshift.io", .version = "v1", .resource = "infrastructures",
         .kind = "Infrastructure", .namespaced = false,
 };
+static const CnKubeResource resource_proxies = {
+        .group = "config.openshift.io", .version = "v1", .resource = "proxies",
+        .kind = "Proxy", .namespaced = false,
+};
 static const CnKubeResource resource_cloudnodeoperators = {
         .group = "operator.cloudnode.io", .version = "v1alpha1", .resource = "cloudnodeoperators",
         .kind = "CloudnodeOperator", .namespaced = false,
@@ -52,17 +61,25 @@ static const CnKubeResource resource_cloudnodeoperators = {
 
 #define N_RESOURCES 10
 
+/* Of the credentials Secret only whether it exists matters here: its data is never cached. */
+static const CnJsonFilter secret_metadata_only[] = { { "apiVersion" }, { "kind" }, { "metadata" }, {} };
+
 struct OperandController {
         ControllerOptions options;
         sd_event *event;
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         CnMetric *m_reconciles, *m_writes, *m_watch_restarts;
-        /* per informer of ours (informers[], nodes, source, status): restarts already exported */
-        uint64_t watch_restarts_seen[N_RESOURCES + 4];
+        /* per informer of ours (informers[], then the N_OWN below): restarts already exported */
+#define N_OWN 8
+        uint64_t watch_restarts_seen[N_RESOURCES + N_OWN];
 
         CnKubeInformer *informers[N_RESOURCES];
-        CnKubeInformer *nodes, *source, *status, *infrastructure;
+        CnKubeInformer *nodes, *source, *status, *infrastructure, *proxy;
+        /* OpenShift only: the ConfigMaps of openshift-config, openshift-config-managed/kube-cloud-config */
+        CnKubeInformer *openshift_config, *managed_config;
+        /* OpenShift only: the Secret the Cloud Credential Operator writes (metadata only) */
+        CnKubeInformer *credentials;
         const CnKubeResource *status_resource;
         CnKubeRequest *discovery;
         unsigned discovery_step;
@@ -70,7 +87,7 @@ struct OperandController {
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
         bool leading, stopping, started;
-        bool have_admission_policies, have_infrastructures;
+        bool have_admission_policies, have_infrastructures, have_proxies;
         bool status_creating;
 
         /* One pass's writes in flight, and what they found. */
@@ -78,12 +95,13 @@ struct OperandController {
         bool pass_failed, pass_wrote, pass_raced, dirty;
         char *last_error;
         char credential_warned[CN_SHA256_HEX_SIZE]; /* hash of the cloud config last warned about */
+        char *cloud_config_from; /* "NS/NAME (key K, origin)" of the source last used, said on change */
 
         /* key "resource/ns/name" -> our last write to the object, until the cache shows it */
         CnWriteExpectations *expectations;
         char *last_degraded_message;
         /* what we wait for or go on without, each said once per episode */
-        CnWaiting not_applying, no_images, no_cloud_config;
+        CnWaiting not_applying, no_images, no_cloud_config, no_credentials;
 };
 
 typedef struct Write {
@@ -256,7 +274,99 @@ static int issue_write(OperandController *oc, Write *w) {
         }
 }
 
-static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions);
+static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions,
+                                   json_object *extra);
+
+static int related_object(json_object *a, const char *group, const char *resource, const char *ns, const char *name) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        r = cn_json_set_string(o, group, "group", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(o, resource, "resource", NULL);
+        if (r >= 0 && ns)
+                r = cn_json_set_string(o, ns, "namespace", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(o, name, "name", NULL);
+        if (r < 0)
+                return r;
+        if (json_object_array_add(a, o) < 0)
+                return -ENOMEM;
+        TAKE_PTR(o);
+        return 0;
+}
+
+/* What a ClusterOperator carries besides its conditions: relatedObjects (what `oc adm
+ * must-gather` collects) and, once the operand of this release has rolled out, versions
+ * ("operator": $RELEASE_VERSION), which the cluster version operator waits for during an upgrade.
+ * Until then the versions stay as they are. *ret: the members to write, *ret_changed whether they
+ * differ from live. */
+static int clusteroperator_extra(OperandController *oc, json_object *live, bool rolled_out, json_object **ret,
+                                 bool *ret_changed) {
+        _cleanup_json_ json_object *extra = json_object_new_object(), *related = json_object_new_array();
+        json_object *versions, *v;
+        bool changed;
+        int r;
+
+        if (!extra || !related)
+                return -ENOMEM;
+        r = related_object(related, "", "namespaces", NULL, oc->options.namespace);
+        if (r >= 0)
+                r = related_object(related, "", "namespaces", NULL, "cloudnode-nodes");
+        if (r >= 0)
+                r = related_object(related, "config.openshift.io", "clusteroperators", NULL, STATUS_OBJECT_NAME);
+        if (r >= 0)
+                r = related_object(related, "apps", "deployments", oc->options.namespace, CN_OPERAND_DEPLOYMENT);
+        if (r < 0)
+                return r;
+        changed = !cn_json_equal(related, cn_json_get(live, "status", "relatedObjects", NULL));
+        r = cn_json_set(extra, TAKE_PTR(related), "relatedObjects", NULL);
+        if (r < 0)
+                return r;
+        if (rolled_out && !isempty(oc->options.release_version)) {
+                versions = json_object_new_array();
+                if (!versions)
+                        return -ENOMEM;
+                r = cn_json_set(extra, versions, "versions", NULL);
+                if (r < 0)
+                        return r;
+                v = json_object_new_object();
+                if (!v || json_object_array_add(versions, v) < 0) {
+                        json_object_put(v);
+                        return -ENOMEM;
+                }
+                r = cn_json_set_string(v, "operator", "name", NULL);
+                if (r >= 0)
+                        r = cn_json_set_string(v, oc->options.release_version, "version", NULL);
+                if (r < 0)
+                        return r;
+                changed = changed || !cn_json_equal(versions, cn_json_get(live, "status", "versions", NULL));
+        }
+        *ret = TAKE_PTR(extra);
+        *ret_changed = changed;
+        return 0;
+}
+
+/* Whether the credentials are missing (OpenShift: the Secret the Cloud Credential Operator writes for
+ * the platform's CredentialsRequest); *ret_message says what to do (caller frees). */
+static bool credentials_missing(OperandController *oc, char **ret_message) {
+        if (!oc->credentials || !cn_kube_informer_has_synced(oc->credentials) ||
+            cn_kube_informer_lookup(oc->credentials, oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET)) {
+                cn_waiting_over(&oc->no_credentials, "Found the Secret of the cloud credentials");
+                return false;
+        }
+        if (asprintf(ret_message, "Secret %s/%s does not exist: the Cloud Credential Operator writes it for the "
+                     "CredentialsRequest of the cluster's platform (openshift-cloud-credential-operator/"
+                     "cloudnode-PLATFORM); in manual mode, create it with the keys that CredentialsRequest names",
+                     oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0) {
+                *ret_message = NULL;
+                return false;
+        }
+        cn_waiting_say(&oc->no_credentials, LOG_WARNING, "%s", *ret_message);
+        return true;
+}
 
 static void status_update(OperandController *oc, bool available, bool progressing, bool degraded, const char *message) {
         CnCondition conds[] = {
@@ -268,8 +378,9 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 { "Degraded", degraded, degraded ? CN_REASON_SYNCING_FAILED : CN_REASON_AS_EXPECTED,
                   degraded ? message : "" },
         };
-        _cleanup_json_ json_object *conditions = NULL;
-        _cleanup_free_ char *rollout = NULL;
+        _cleanup_json_ json_object *conditions = NULL, *extra = NULL;
+        _cleanup_free_ char *rollout = NULL, *no_credentials = NULL;
+        bool extra_changed = false;
         bool rollout_available, rollout_progressing;
         json_object *live;
         bool changed;
@@ -290,6 +401,8 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 if (rollout_progressing)
                         conds[1] = (CnCondition) { "Progressing", true, CN_REASON_DEPLOYMENT_ROLLING_OUT, rollout };
         }
+        if (!degraded && credentials_missing(oc, &no_credentials))
+                conds[2] = (CnCondition) { "Degraded", true, CN_REASON_CREDENTIALS_MISSING, no_credentials };
         live = cn_kube_informer_lookup(oc->status, NULL, STATUS_OBJECT_NAME);
         r = cn_status_conditions(conds, ELEMENTSOF(conds), live ? cn_json_get(live, "status", "conditions", NULL) : NULL,
                                  cn_now(CLOCK_REALTIME), &conditions, &changed);
@@ -297,9 +410,17 @@ static void status_update(OperandController *oc, bool available, bool progressin
                 log_warning_errno(r, "Failed to build status conditions, ignoring: %m");
                 return;
         }
-        if (live && !changed)
+        if (oc->status_resource == &resource_clusteroperators) {
+                /* Rolled out: our writes done and the operand Deployment of this spec available. */
+                r = clusteroperator_extra(oc, live, conds[0].status && !conds[1].status, &extra, &extra_changed);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to build the ClusterOperator's status, ignoring: %m");
+                        return;
+                }
+        }
+        if (live && !changed && !extra_changed)
                 return;
-        r = status_write_conditions(oc, live, conditions);
+        r = status_write_conditions(oc, live, conditions, extra);
         if (r < 0)
                 log_warning_errno(r, "Failed to write status, ignoring: %m");
 }
@@ -321,7 +442,8 @@ static void status_written(CnKubeClient *c, const CnKubeResult *result, void *us
         }
 }
 
-static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions) {
+static int status_write_conditions(OperandController *oc, json_object *live, json_object *conditions,
+                                   json_object *extra) {
         _cleanup_json_ json_object *o = json_object_new_object();
         int r;
 
@@ -350,6 +472,13 @@ static int status_write_conditions(OperandController *oc, json_object *live, jso
         r = cn_json_set(o, json_object_get(conditions), "status", "conditions", NULL);
         if (r < 0)
                 return r;
+        if (extra) {
+                json_object_object_foreach(extra, k, v) {
+                        r = cn_json_set(o, json_object_get(v), "status", k, NULL);
+                        if (r < 0)
+                                return r;
+                }
+        }
         return cn_kube_patch(oc->client, oc->status_resource, NULL, STATUS_OBJECT_NAME, "status", CN_KUBE_PATCH_MERGE,
                              o, status_written, oc, NULL);
 }
@@ -387,7 +516,11 @@ static bool all_synced(OperandController *oc) {
                         return false;
         return cn_kube_informer_has_synced(oc->nodes) && cn_kube_informer_has_synced(oc->source) &&
                cn_kube_informer_has_synced(oc->status) &&
-               (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure));
+               (!oc->infrastructure || cn_kube_informer_has_synced(oc->infrastructure)) &&
+               (!oc->openshift_config || cn_kube_informer_has_synced(oc->openshift_config)) &&
+               (!oc->managed_config || cn_kube_informer_has_synced(oc->managed_config)) &&
+               (!oc->proxy || cn_kube_informer_has_synced(oc->proxy)) &&
+               (!oc->credentials || cn_kube_informer_has_synced(oc->credentials));
 }
 
 static int set_last_error(OperandController *oc, const char *fmt, ...) _printf_(2, 3);
@@ -443,7 +576,7 @@ static int operand_cloud_provider(OperandController *oc, const char **ret, char 
 /* A credential in the cloud config is in a ConfigMap, readable with the built-in view role: say so
  * loudly, once per content, naming the setting and never its value. It is still copied: refusing
  * would take the cloud away from a running cluster. */
-static void warn_credentials(OperandController *oc, const char *conf) {
+static void warn_credentials(OperandController *oc, const CnCloudConfigSource *source, const char *conf) {
         char hash[CN_SHA256_HEX_SIZE];
         const char *key = cn_operand_cloud_config_credential(conf);
         _cleanup_free_ char *msg = NULL;
@@ -452,39 +585,102 @@ static void warn_credentials(OperandController *oc, const char *conf) {
                 return;
         memcpy(oc->credential_warned, hash, sizeof(hash));
         if (asprintf(&msg, "the cloud config in ConfigMap %s/%s sets '%s', a credential any reader of ConfigMaps "
-                     "can see: move it into the Secret %s/%s", oc->options.cloud_config_namespace,
-                     oc->options.cloud_config_name, key, oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0)
+                     "can see: move it into the Secret %s/%s", source->namespace, source->name, key,
+                     oc->options.namespace, CN_OPERAND_CREDENTIALS_SECRET) < 0)
                 return;
         log_warning("CredentialsInConfigMap: %s", msg);
         record_event(oc, true, "CredentialsInConfigMap", msg);
 }
 
+/* The cloud config, from the first source that exists: on OpenShift the ConfigMap the
+ * Infrastructure names (spec.cloudConfig, in openshift-config), then
+ * openshift-config-managed/kube-cloud-config, then --cloud-config-source everywhere. A source the
+ * Infrastructure names without its key is an error: the operand keeps its cloud-conf. */
+static int cloud_config(OperandController *oc, const char **ret) {
+        json_object *infra = oc->infrastructure ? cn_kube_informer_lookup(oc->infrastructure, NULL, "cluster") : NULL;
+        const char *infra_name = cn_json_string(infra, "spec", "cloudConfig", "name", NULL);
+        CnCloudConfigSource sources[] = {
+                { OPENSHIFT_CONFIG_NAMESPACE, infra_name, cn_json_string(infra, "spec", "cloudConfig", "key", NULL),
+                  "Infrastructure cluster spec.cloudConfig", true,
+                  oc->openshift_config && !isempty(infra_name) ?
+                          cn_kube_informer_lookup(oc->openshift_config, OPENSHIFT_CONFIG_NAMESPACE, infra_name) : NULL },
+                { OPENSHIFT_MANAGED_NAMESPACE, OPENSHIFT_MANAGED_CLOUD_CONFIG, CN_OPERAND_CLOUD_CONF_KEY,
+                  "OpenShift's managed cloud config", false,
+                  oc->managed_config ? cn_kube_informer_lookup(oc->managed_config, OPENSHIFT_MANAGED_NAMESPACE,
+                                                               OPENSHIFT_MANAGED_CLOUD_CONFIG) : NULL },
+                { oc->options.cloud_config_namespace, oc->options.cloud_config_name, oc->options.cloud_config_key,
+                  "--cloud-config-source", false,
+                  cn_kube_informer_lookup(oc->source, oc->options.cloud_config_namespace, oc->options.cloud_config_name) },
+        };
+        _cleanup_free_ char *from = NULL;
+        const char *text = NULL;
+        size_t i = 0;
+        int r;
+
+        r = cn_operand_pick_cloud_config(sources, ELEMENTSOF(sources), &i, &text);
+        if (r == -ENOKEY)
+                return set_last_error(oc, "ConfigMap %s/%s (named by the %s) has neither the key '%s' nor '%s'",
+                                      sources[i].namespace, sources[i].name, sources[i].origin,
+                                      strna(sources[i].key), CN_OPERAND_CLOUD_CONF_KEY);
+        if (r == -ENOENT) {
+                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
+                               "ConfigMap %s/%s (key %s) not found%s: the operand gets an empty cloud.conf until it "
+                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
+                               oc->options.cloud_config_name, oc->options.cloud_config_key,
+                               oc->infrastructure ? ", nor the Infrastructure's nor openshift-config-managed's" : "");
+                *ret = NULL;
+                return 0;
+        }
+        cn_waiting_over(&oc->no_cloud_config, NULL);
+        if (asprintf(&from, "ConfigMap %s/%s (key %s, from the %s)", sources[i].namespace, sources[i].name,
+                     text && cn_json_string(sources[i].configmap, "data", strempty(sources[i].key), NULL) ?
+                             sources[i].key : CN_OPERAND_CLOUD_CONF_KEY,
+                     sources[i].origin) < 0)
+                return -ENOMEM;
+        if (!oc->cloud_config_from || !streq(from, oc->cloud_config_from)) {
+                log_info("Cloud config from %s", from);
+                free(oc->cloud_config_from);
+                oc->cloud_config_from = TAKE_PTR(from);
+        }
+        warn_credentials(oc, &sources[i], text);
+        *ret = text;
+        return 0;
+}
+
 static int build_config(OperandController *oc, CnOperandConfig *c, json_object **ret_images, char **ret_platform) {
         CnKubeInformer *cms = informer_for(oc, &cn_controller_resource_configmaps);
         json_object *images_cm = cn_kube_informer_lookup(cms, oc->options.namespace, oc->options.images_configmap);
-        json_object *source = cn_kube_informer_lookup(oc->source, oc->options.cloud_config_namespace,
-                                                      oc->options.cloud_config_name);
         const char *images_text = cn_json_string(images_cm, "data", "images.json", NULL);
         _cleanup_json_ json_object *images = NULL;
         int r;
+
+        json_object *infra = oc->infrastructure ? cn_kube_informer_lookup(oc->infrastructure, NULL, "cluster") : NULL;
+        json_object *proxy = oc->proxy ? cn_kube_informer_lookup(oc->proxy, NULL, "cluster") : NULL;
 
         *c = (CnOperandConfig) {
                 .namespace = oc->options.namespace,
                 .http_proxy = oc->options.http_proxy,
                 .https_proxy = oc->options.https_proxy,
                 .no_proxy = oc->options.no_proxy,
-                .single_node = cn_kube_informer_size(oc->nodes) == 1,
-                .cloud_config = cn_operand_source_cloud_config(source, oc->options.cloud_config_key),
+                /* OpenShift says so for a single-node control plane before its Node registers. */
+                .single_node = cn_kube_informer_size(oc->nodes) == 1 ||
+                               streq(strempty(cn_json_string(infra, "status", "controlPlaneTopology", NULL)),
+                                     "SingleReplica"),
+                .infrastructure_name = cn_json_string(infra, "status", "infrastructureName", NULL),
+                .release_version = oc->options.release_version,
         };
-        warn_credentials(oc, c->cloud_config);
+        if (proxy) {
+                /* The cluster-wide Proxy's status is what OpenShift's operators hand their operands
+                 * (noProxy completed with the cluster's own networks); it replaces the flags, an
+                 * empty value included. */
+                c->http_proxy = cn_json_string(proxy, "status", "httpProxy", NULL);
+                c->https_proxy = cn_json_string(proxy, "status", "httpsProxy", NULL);
+                c->no_proxy = cn_json_string(proxy, "status", "noProxy", NULL);
+        }
+        r = cloud_config(oc, &c->cloud_config);
+        if (r < 0)
+                return r;
         /* Neither is waited for: the operand is applied without them, and the lines say so. */
-        if (source)
-                cn_waiting_over(&oc->no_cloud_config, NULL);
-        else
-                cn_waiting_say(&oc->no_cloud_config, LOG_NOTICE,
-                               "ConfigMap %s/%s (key %s) not found: the operand gets an empty cloud.conf until it "
-                               "exists; create it with the provider's settings", oc->options.cloud_config_namespace,
-                               oc->options.cloud_config_name, oc->options.cloud_config_key);
         if (images_cm)
                 cn_waiting_over(&oc->no_images, NULL);
         else
@@ -669,7 +865,7 @@ static int setup_metrics(OperandController *oc, CnMetrics *metrics) {
 }
 
 void operand_controller_export_watch_restarts(OperandController *oc) {
-        CnKubeInformer *all[N_RESOURCES + 4];
+        CnKubeInformer *all[N_RESOURCES + N_OWN];
 
         _Static_assert(ELEMENTSOF(all) == ELEMENTSOF(oc->watch_restarts_seen), "one seen count per informer");
         memcpy(all, oc->informers, sizeof(oc->informers));
@@ -677,6 +873,10 @@ void operand_controller_export_watch_restarts(OperandController *oc) {
         all[N_RESOURCES + 1] = oc->source;
         all[N_RESOURCES + 2] = oc->status;
         all[N_RESOURCES + 3] = oc->infrastructure;
+        all[N_RESOURCES + 4] = oc->openshift_config;
+        all[N_RESOURCES + 5] = oc->managed_config;
+        all[N_RESOURCES + 6] = oc->proxy;
+        all[N_RESOURCES + 7] = oc->credentials;
         for (size_t i = 0; i < ELEMENTSOF(all); i++)
                 if (all[i])
                         (void) cn_metric_add_total(oc->m_watch_restarts,
@@ -728,6 +928,7 @@ static void on_discovery(CnKubeClient *c, const CnKubeResult *result, void *user
                 return;
         }
         oc->have_infrastructures = result->error >= 0 && discovery_lists(result->object, "infrastructures");
+        oc->have_proxies = result->error >= 0 && discovery_lists(result->object, "proxies");
         oc->status_resource = result->error >= 0 && discovery_lists(result->object, "clusteroperators") ?
                                      &resource_clusteroperators :
                                      &resource_cloudnodeoperators;
@@ -772,6 +973,31 @@ static int start_informers(OperandController *oc) {
         if (oc->have_infrastructures) {
                 r = watch(oc, &resource_infrastructures, &(CnKubeInformerOptions) { .field_selector = "metadata.name=cluster" },
                           &oc->infrastructure);
+                if (r < 0)
+                        return r;
+                /* The Infrastructure names its ConfigMap and may name another later: the whole
+                 * namespace is watched (it holds a few cluster-wide ConfigMaps, no Secrets). */
+                r = watch(oc, &cn_controller_resource_configmaps,
+                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_CONFIG_NAMESPACE }, &oc->openshift_config);
+                if (r < 0)
+                        return r;
+                r = watch(oc, &cn_controller_resource_configmaps,
+                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_MANAGED_NAMESPACE,
+                                                     .field_selector = "metadata.name=" OPENSHIFT_MANAGED_CLOUD_CONFIG },
+                          &oc->managed_config);
+                if (r < 0)
+                        return r;
+                r = watch(oc, &cn_kube_resource_secrets,
+                          &(CnKubeInformerOptions) { .namespace = oc->options.namespace,
+                                                     .field_selector = "metadata.name=" CN_OPERAND_CREDENTIALS_SECRET,
+                                                     .filter = secret_metadata_only },
+                          &oc->credentials);
+                if (r < 0)
+                        return r;
+        }
+        if (oc->have_proxies) {
+                r = watch(oc, &resource_proxies, &(CnKubeInformerOptions) { .field_selector = "metadata.name=cluster" },
+                          &oc->proxy);
                 if (r < 0)
                         return r;
         }
@@ -822,6 +1048,10 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_kube_informer_unref(oc->source);
         cn_kube_informer_unref(oc->status);
         cn_kube_informer_unref(oc->infrastructure);
+        cn_kube_informer_unref(oc->openshift_config);
+        cn_kube_informer_unref(oc->managed_config);
+        cn_kube_informer_unref(oc->proxy);
+        cn_kube_informer_unref(oc->credentials);
         cn_kube_request_free(oc->discovery);
         sd_event_source_disable_unref(oc->reconcile_source);
         sd_event_source_disable_unref(oc->retry_source);
@@ -829,9 +1059,11 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_write_expectations_free(oc->expectations);
         free(oc->last_error);
         free(oc->last_degraded_message);
+        free(oc->cloud_config_from);
         cn_waiting_done(&oc->not_applying);
         cn_waiting_done(&oc->no_images);
         cn_waiting_done(&oc->no_cloud_config);
+        cn_waiting_done(&oc->no_credentials);
         free(oc);
         return NULL;
 }

@@ -3,7 +3,11 @@
  * providerID when the Node has one, else by name), and every --node-status-update-frequency the
  * addresses of initialized Nodes are compared with the cloud's and patched only when they
  * differ. Both go through the work queue, so --concurrent-node-syncs bounds the cloud calls. */
+#include <sys/inotify.h>
+
 #include "cloud-config.h"
+#include "hash-util.h"
+#include "initializer-credentials.h"
 #include "initializer-lifecycle.h"
 #include "initializer-manager.h"
 #include "initializer-queue.h"
@@ -133,7 +137,10 @@ static void count_cloud_request(const char *provider, const char *operation, con
         (void) cn_metric_inc(m->metrics.cloud_requests, CN_LABELS(provider, operation, result));
 }
 
-static int start(Manager *m) {
+/* The provider from cloud.conf and, over it, the credentials of --cloud-credentials-dir. *ret_hash
+ * says which credentials it holds ("" without a directory). Every failure is logged here, never
+ * with a credential in it. */
+static int build_provider(Manager *m, CnProvider **ret, char ret_hash[static CN_SHA256_HEX_SIZE]) {
         _cleanup_json_ json_object *cfg = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
@@ -143,10 +150,20 @@ static int start(Manager *m) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to read cloud config %s: %s", m->config->cloud_config,
                                                error ?: strerror(-r));
+        } else if (!(cfg = json_object_new_object()))
+                return log_oom();
+        ret_hash[0] = 0;
+        if (m->config->cloud_credentials_dir) {
+                free(error);
+                error = NULL;
+                r = credentials_load(m->config->cloud_credentials_dir, cfg, ret_hash, &error);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to read the cloud credentials in %s: %s",
+                                               m->config->cloud_credentials_dir, error ?: strerror(-r));
         }
         free(error);
         error = NULL;
-        r = cn_provider_new(m->config->cloud_provider, m->http, cfg, &m->provider, &error);
+        r = cn_provider_new(m->config->cloud_provider, m->http, cfg, ret, &error);
         if (r == -EPROTONOSUPPORT) {
                 _cleanup_free_ char *known = cn_provider_names();
 
@@ -155,7 +172,48 @@ static int start(Manager *m) {
         }
         if (r < 0)
                 return log_error_errno(r, "Cloud provider %s: %s", m->config->cloud_provider, error ?: strerror(-r));
-        cn_provider_set_request_counter(m->provider, count_cloud_request, m);
+        cn_provider_set_request_counter(*ret, count_cloud_request, m);
+        return 0;
+}
+
+/* The kubelet updates a Secret volume by swapping its ..data link, which the directory sees as a
+ * rename; a test or an admin writing the files sees writes. Either way the files are read again,
+ * and a provider with the new credentials replaces the old one only when they changed and it could
+ * be built: calls in flight keep the old one (providers are reference counted) until they end. */
+static int on_credentials_changed(sd_event_source *s, const struct inotify_event *event, void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+        _cleanup_(cn_provider_freep) CnProvider *fresh = NULL;
+        char hash[CN_SHA256_HEX_SIZE];
+
+        if (build_provider(m, &fresh, hash) < 0) {
+                log_warning("Keeping the cloud credentials in use until %s holds usable ones.",
+                            m->config->cloud_credentials_dir);
+                return 0;
+        }
+        if (streq(hash, m->credentials_hash))
+                return 0;
+        log_info("The cloud credentials in %s changed; using them from now on.", m->config->cloud_credentials_dir);
+        cn_provider_free(m->provider);
+        m->provider = TAKE_PTR(fresh);
+        memcpy(m->credentials_hash, hash, sizeof(hash));
+        return 0;
+}
+
+static int start(Manager *m) {
+        int r;
+
+        r = build_provider(m, &m->provider, m->credentials_hash);
+        if (r < 0)
+                return r;
+        if (m->config->cloud_credentials_dir) {
+                r = sd_event_add_inotify(m->event, &m->credentials_watch, m->config->cloud_credentials_dir,
+                                         IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
+                                                 IN_ATTRIB | IN_ONLYDIR,
+                                         on_credentials_changed, m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch %s: %m", m->config->cloud_credentials_dir);
+                (void) sd_event_source_set_description(m->credentials_watch, "cloud-credentials");
+        }
 
         if (m->config->controllers & CONTROLLER_CLOUD_NODE) {
                 r = sd_event_add_time_relative(m->event, &m->reconcile_timer, CLOCK_MONOTONIC,

@@ -20,6 +20,7 @@ typedef struct Config {
         char *root;              /* prefix of local paths (tests) */
         char *cloud_provider;
         char *cloud_config;
+        char *cloud_credentials_dir; /* cluster mode: a mounted Secret (initializer-credentials.h) */
         unsigned controllers;    /* Controller bits */
         CnKubeDaemonOptions daemon; /* the flags shared with cloudnode-controller */
         char *leader_elect_namespace;

@@ -17,6 +17,7 @@ void config_done(Config *c) {
         free(c->root);
         free(c->cloud_provider);
         free(c->cloud_config);
+        free(c->cloud_credentials_dir);
         free(c->leader_elect_namespace);
         free(c->leader_elect_name);
 }
@@ -37,6 +38,7 @@ static int help(void) {
                "     --config FILE                      Node config (node mode, default %s)\n"
                "     --cloud-provider NAME              Cluster mode: %s\n"
                "     --cloud-config FILE                Cloud provider configuration (cloud.conf)\n"
+               "     --cloud-credentials-dir DIR        Cluster mode: credentials from a mounted Secret, re-read on change\n"
                "     --controllers LIST                 cloud-node, cloud-node-lifecycle, '*', '-NAME' (default '*')\n"
                "     --leader-elect BOOL                Leader election on a Lease (default true)\n"
                "     --leader-elect-lease-duration DUR  (default 15s)\n"
@@ -126,6 +128,7 @@ enum {
         ARG_ROOT,
         ARG_CLOUD_PROVIDER,
         ARG_CLOUD_CONFIG,
+        ARG_CLOUD_CREDENTIALS_DIR,
         ARG_CONTROLLERS,
         ARG_LE_NAME,
         ARG_LE_NAMESPACE,
@@ -154,6 +157,7 @@ static int parse_argv(Config *c, int argc, char *argv[]) {
                 { "root", required_argument, NULL, ARG_ROOT },
                 { "cloud-provider", required_argument, NULL, ARG_CLOUD_PROVIDER },
                 { "cloud-config", required_argument, NULL, ARG_CLOUD_CONFIG },
+                { "cloud-credentials-dir", required_argument, NULL, ARG_CLOUD_CREDENTIALS_DIR },
                 { "controllers", required_argument, NULL, ARG_CONTROLLERS },
                 { "leader-elect-resource-name", required_argument, NULL, ARG_LE_NAME },
                 { "leader-elect-resource-namespace", required_argument, NULL, ARG_LE_NAMESPACE },
@@ -216,6 +220,9 @@ static int parse_argv(Config *c, int argc, char *argv[]) {
                         break;
                 case ARG_CLOUD_CONFIG:
                         r = set_string(&c->cloud_config, v);
+                        break;
+                case ARG_CLOUD_CREDENTIALS_DIR:
+                        r = set_string(&c->cloud_credentials_dir, v);
                         break;
                 case ARG_CONTROLLERS:
                         if (config_parse_controllers(v, &c->controllers) < 0)

@@ -317,6 +317,7 @@ Manager *manager_free(Manager *m) {
         cn_kube_informer_unref(m->nodes);
         cn_kube_client_free(m->kube);
         cn_write_expectations_free(m->address_writes);
+        sd_event_source_disable_unref(m->credentials_watch);
         cn_provider_free(m->provider);
         cn_httpd_free(m->httpd);
         cn_http_free(m->http);

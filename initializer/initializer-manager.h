@@ -72,6 +72,8 @@ struct Manager {
 
         /* cluster mode */
         CnProvider *provider;
+        sd_event_source *credentials_watch;
+        char credentials_hash[65]; /* of the credentials the provider was built with */
         sd_event_source *reconcile_timer;
         sd_event_source *lifecycle_timer;
 

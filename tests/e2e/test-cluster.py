@@ -25,7 +25,8 @@ import clusterctl  # noqa: E402
 import yaml  # noqa: E402
 from capi import install_core_crds  # noqa: E402
 from cntap import Tap, build, src  # noqa: E402
-from openshift import openshift_crd  # noqa: E402
+import openshift  # noqa: E402
+from fakecloud import HETZNER_TOKEN  # noqa: E402
 
 CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CAPI_NS = "cloudnode-system"
@@ -46,14 +47,10 @@ def install_base(t, c):
 def install_openshift(t, c):
     # What an OpenShift cluster already has: the config.openshift.io types, the Infrastructure
     # object, and the cloud config in openshift-config.
-    for kind, plural in (("ClusterOperator", "clusteroperators"), ("Infrastructure", "infrastructures")):
-        c.kube.api("POST", CRD, openshift_crd(kind, plural))
-    c.wait(lambda: c.kube.api("GET", "/apis/config.openshift.io/v1/infrastructures")[0] == 200, 10)
-    c.kube.api("POST", "/apis/config.openshift.io/v1/infrastructures", {
-        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure", "metadata": {"name": "cluster"},
-        "spec": {"platformSpec": {"type": "External", "external": {"platformName": "hetzner"}}},
-        "status": {"platform": "External", "platformStatus": {"type": "External",
-                                                              "external": {"platformName": "hetzner"}}}})
+    openshift.install_crds(c.kube)
+    openshift.create_namespaces(c.kube, "openshift-cloud-credential-operator", "openshift-config-managed")
+    openshift.create_infrastructure(c.kube, "External", external_name="hetzner",
+                                    cloud_config={"name": "cloud-provider-config", "key": "config"})
     c.kube.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                               "metadata": {"name": "openshift-config"}})
     code, _ = c.kube.api("POST", "/api/v1/namespaces/openshift-config/configmaps", {
@@ -61,6 +58,12 @@ def install_openshift(t, c):
         "data": {"config": c.cloud_conf()}})
     t.ok(code == 201, "openshift-config/cloud-provider-config present")
     apply(t, c, "-k", src("manifests", "overlays", "openshift"))
+    # The Cloud Credential Operator's part, in its manual mode for Hetzner: the Secret the
+    # CredentialsRequest cloudnode-hetzner names.
+    code, _ = c.kube.api("POST", "/api/v1/namespaces/openshift-cloudnode/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloud-credentials"},
+        "stringData": {"token": HETZNER_TOKEN}})
+    t.ok(code == 201, "openshift-cloudnode/cloud-credentials present")
 
 
 def install_capi(t, c):

@@ -19,7 +19,7 @@ VARIANTS = ["base", "overlays/single-node", "overlays/openshift", "operand"]
 CAPI_NS = "cloudnode-system"
 CLOUD_CONF_VAR = "CLOUDNODE_B64ENCODED_CLOUD_CONF"
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterOperator"}
 
 
 def render(t, variant, tmp):
@@ -56,8 +56,11 @@ def check_common(t, variant, objs, ns):
         if o["kind"] in CLUSTER_SCOPED:
             continue
         want = ns
-        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["namespace"] == "openshift-config":
-            want = "openshift-config"
+        if o["kind"] in ("Role", "RoleBinding") and \
+                o["metadata"]["namespace"] in ("openshift-config", "openshift-config-managed"):
+            want = o["metadata"]["namespace"]
+        if o["kind"] == "CredentialsRequest":
+            want = "openshift-cloud-credential-operator"  # where the Cloud Credential Operator reads them
         t.eq(o["metadata"].get("namespace"), want,
              "%s: %s/%s namespace" % (variant, o["kind"], o["metadata"]["name"]))
     for o in objs:
@@ -170,6 +173,10 @@ def test_variants(t, tmp):
                  "openshift: cloud config from openshift-config")
             r = find(objs, "Role", "cloudnode:controller:cloud-config-reader")
             t.eq(r["metadata"]["namespace"], "openshift-config", "openshift: reader Role in openshift-config")
+            r = find(objs, "Role", "cloudnode:controller:managed-cloud-config-reader")
+            t.eq((r["metadata"]["namespace"], r["rules"][0].get("resourceNames")),
+                 ("openshift-config-managed", ["kube-cloud-config"]),
+                 "openshift: reader Role of kube-cloud-config only, in openshift-config-managed")
 
 
 def test_capi_components(t, tmp):

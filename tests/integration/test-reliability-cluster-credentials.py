@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Cloud credentials of the cluster-mode initializer. The cloud config comes from a ConfigMap,
 which the built-in view role can read, so the credential has a Secret of its own: the initializer
-Deployment the controller applies takes HCLOUD_TOKEN, OS_PASSWORD and
-OS_APPLICATION_CREDENTIAL_SECRET from the optional Secret cloud-credentials of its namespace
-(secretKeyRef), which the providers read when the cloud config does not set them. A source
+Deployment the controller applies mounts the optional Secret cloud-credentials of its namespace
+as files and names the directory with --cloud-credentials-dir; no credential is in its
+environment. A source
 ConfigMap that does hold a credential is reported loudly: a Warning Event on the status object and
 a warning in the log, both naming the setting, never its value. With the cloud config free of
 credentials, no such warning."""
@@ -19,8 +19,8 @@ from fakekubeclient import FakeKube  # noqa: E402
 apply = sibling_test("test-controller-apply.py")
 
 TOKEN = "cm-token-4f0b7a"
-ENV = {"HCLOUD_TOKEN": "token", "OS_PASSWORD": "password",
-       "OS_APPLICATION_CREDENTIAL_SECRET": "application-credential-secret"}
+CREDENTIAL_ENV = {"HCLOUD_TOKEN", "OS_PASSWORD", "OS_APPLICATION_CREDENTIAL_SECRET", "AWS_SECRET_ACCESS_KEY",
+                  "AZURE_CLIENT_SECRET", "DO_ACCESS_TOKEN"}
 MERGE = "application/merge-patch+json"
 
 
@@ -29,14 +29,19 @@ def warnings(k):
     return [e for e in items if e.get("reason") == "CredentialsInConfigMap"]
 
 
-def test_deployment_env(t, k, c):
+def test_deployment_secret(t, k, c):
     t.ok(wait_for(lambda: apply.converged(k), 30), "the operand is applied", c.output()[-2000:])
     dep = apply.get(k, apply.DEPLOY) or {}
-    env = {e["name"]: e for e in apply.container(dep).get("env") or []} if dep else {}
-    for name, key in ENV.items():
-        ref = ((env.get(name) or {}).get("valueFrom") or {}).get("secretKeyRef") or {}
-        t.eq((ref.get("name"), ref.get("key"), ref.get("optional")), ("cloud-credentials", key, True),
-             "%s from the optional Secret cloud-credentials, key %s" % (name, key))
+    ct = apply.container(dep) if dep else {}
+    t.eq(sorted(CREDENTIAL_ENV & {e["name"] for e in ct.get("env") or []}), [], "no credential in the environment")
+    volumes = {v["name"]: v for v in (dep.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or [])}
+    mounts = {m["name"]: m for m in ct.get("volumeMounts") or []}
+    secret = (volumes.get("cloud-credentials") or {}).get("secret") or {}
+    t.eq((secret.get("secretName"), secret.get("optional")), ("cloud-credentials", True),
+         "the optional Secret cloud-credentials is a volume")
+    mount = mounts.get("cloud-credentials") or {}
+    t.eq((mount.get("readOnly"), "--cloud-credentials-dir=" + str(mount.get("mountPath")) in ct.get("args", [])),
+         (True, True), "mounted read-only where --cloud-credentials-dir points")
     t.eq(warnings(k), [], "a cloud config without credentials raises no warning")
 
 
@@ -60,7 +65,7 @@ def main():
             apply.setup_cluster(k)
             c = apply.Controller(k, tmp)
             try:
-                t.run(test_deployment_env, k, c)
+                t.run(test_deployment_secret, k, c)
                 t.run(test_credentials_in_configmap, k, c)
             finally:
                 c.stop()

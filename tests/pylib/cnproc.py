@@ -24,8 +24,9 @@ def free_port():
 
 
 class Controller:
-    def __init__(self, k, tmp, args=("--leader-elect=false",), cloud_provider="hetzner"):
-        """cloud_provider: passed as --cloud-provider; None leaves the provider to the cluster."""
+    def __init__(self, k, tmp, args=("--leader-elect=false",), cloud_provider="hetzner", env=None):
+        """cloud_provider: passed as --cloud-provider; None leaves the provider to the cluster.
+        env: more environment (RELEASE_VERSION, as OpenShift's release sets it)."""
         self.k, self.port = k, free_port()
         args = list(args) + (["--cloud-provider", cloud_provider] if cloud_provider else [])
         self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
@@ -34,7 +35,7 @@ class Controller:
              "--namespace", NS, "--cloud-config-source", NS + "/cloud-provider-config",
              "--bind-address", "127.0.0.1", "--port", str(self.port), "-v", "4"] + list(args),
             stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, HTTP_PROXY="", HTTPS_PROXY="",
-                                                                NO_PROXY=""))
+                                                                NO_PROXY="", **(env or {})))
 
     def get(self, path):
         try:

@@ -194,6 +194,34 @@ static void test_source(void) {
         TAP_OK(!cn_operand_source_cloud_config(NULL, "config"), "missing ConfigMap is NULL");
 }
 
+static void test_pick_source(void) {
+        _cleanup_json_ json_object *infra = parse("{\"data\":{\"config\":\"I\"}}");
+        _cleanup_json_ json_object *keyless = parse("{\"data\":{\"other\":\"X\"}}");
+        _cleanup_json_ json_object *managed = parse("{\"data\":{\"cloud.conf\":\"M\"}}");
+        CnCloudConfigSource s[] = {
+                { "openshift-config", "cc", "config", "Infrastructure", true, infra },
+                { "openshift-config-managed", "kube-cloud-config", "cloud.conf", "managed", false, managed },
+                { "ns", "flag", "config", "flag", false, keyless },
+        };
+        const char *text = NULL;
+        size_t i = 99;
+
+        TAP_EQ_INT(cn_operand_pick_cloud_config(s, 3, &i, &text), 0, "all three exist");
+        TAP_OK(i == 0 && streq(text, "I"), "the first wins");
+        s[0].configmap = NULL;
+        TAP_EQ_INT(cn_operand_pick_cloud_config(s, 3, &i, &text), 0, "without the first");
+        TAP_OK(i == 1 && streq(text, "M"), "the second wins");
+        s[1].configmap = NULL;
+        text = "unchanged";
+        TAP_EQ_INT(cn_operand_pick_cloud_config(s, 3, &i, &text), 0, "a non-strict source without its key");
+        TAP_OK(i == 2 && !text, "is used, empty");
+        s[0].configmap = keyless;
+        TAP_EQ_INT(cn_operand_pick_cloud_config(s, 3, &i, &text), -ENOKEY, "a strict source without its key");
+        TAP_EQ_INT((int) i, 0, "names the strict source");
+        s[0].configmap = s[2].configmap = NULL;
+        TAP_EQ_INT(cn_operand_pick_cloud_config(s, 3, &i, &text), -ENOENT, "none exists");
+}
+
 static void test_apply(void) {
         _cleanup_json_ json_object *a = NULL, *live = NULL, *patch = NULL;
         CnOperandConfig c = { .namespace = "cloudnode" };
@@ -326,6 +354,7 @@ int main(void) {
         test_substitution();
         test_cloud_provider();
         test_source();
+        test_pick_source();
         test_apply();
         test_conditions();
         test_rollout();
