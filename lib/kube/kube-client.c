@@ -285,6 +285,9 @@ static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *
 static int on_list_item(json_object *item, void *userdata) {
         CnKubeRequest *r = ASSERT_PTR(userdata);
 
+        /* Kept until the whole list is there, and by most callers long after: compacted now, so
+         * that the next item's parse reuses what this one's tables gave back. */
+        cn_json_compact(item);
         return json_object_array_add(r->items, json_object_get(item)) < 0 ? -ENOMEM : 0;
 }
 

@@ -178,8 +178,8 @@ int cn_kube_list(CnKubeClient *c, const CnKubeResource *r, const char *ns, const
                  CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 
 /* All pages, following metadata.continue with page size o->limit (0: CN_KUBE_DEFAULT_PAGE_SIZE).
- * The result object is one List whose items are all pages' items and whose
- * metadata.resourceVersion is the consistent snapshot's (the first page's). A continue token that
+ * The result object is one List whose items are all pages' items (compacted, cn_json_compact()) and
+ * whose metadata.resourceVersion is the consistent snapshot's (the first page's). A continue token that
  * expired (410) restarts the list from the beginning once. */
 int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
                      CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);

@@ -366,7 +366,7 @@ static int informer_replace(CnKubeInformer *i, json_object *list) {
                         log_debug("Ignoring %s list item without a name.", i->resource_name);
                         continue;
                 }
-                cn_json_compact(item);
+                /* Compacted already by list_all, as each item arrived. */
                 if (json_object_object_add(fresh, key, json_object_get(item)) < 0)
                         return -ENOMEM;
         }
