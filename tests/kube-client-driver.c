@@ -3,7 +3,7 @@
  * election candidate, an event recorder) against a real API server and prints what the library
  * reported as JSON lines on stdout, for tests/integration/test-kube-client*.py.
  *
- *   kube-client-driver [--kubeconfig FILE] [--qps Q] [--burst B] [--max-retries N] COMMAND ARGS...
+ *   kube-client-driver [--kubeconfig FILE] [--qps Q] [--burst B] [--max-retries N] [--max-response BYTES] COMMAND ARGS...
  *
  * Commands (RESOURCE is one of the built-in resource names, NS "-" for none):
  *   get RESOURCE NS NAME [SUBRESOURCE]
@@ -265,6 +265,7 @@ int main(int argc, char *argv[]) {
                 { "qps", required_argument, NULL, 'q' },
                 { "burst", required_argument, NULL, 'b' },
                 { "max-retries", required_argument, NULL, 'r' },
+                { "max-response", required_argument, NULL, 'm' },
                 {},
         };
         _cleanup_free_ char *msg = NULL;
@@ -295,6 +296,9 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'r':
                         copts.max_retries = atoi(optarg);
+                        break;
+                case 'm':
+                        copts.max_response_size = (size_t) atol(optarg);
                         break;
                 default:
                         return 2;

@@ -138,6 +138,17 @@ def run(provider, n, flags, workdir, objects):
             "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss}
 
 
+def wrap_initializer(command):
+    """Points cninit at a script that execs the initializer under command."""
+    import cninit
+    import shlex
+    fd, path = tempfile.mkstemp(prefix="cn-bench-wrapper-", suffix=".sh")
+    with os.fdopen(fd, "w") as f:
+        f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (command, shlex.quote(cninit.BINARY)))
+    os.chmod(path, 0o755)
+    cninit.BINARY = path
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", default="100,1000,5000", help="comma-separated Node counts")
@@ -145,6 +156,9 @@ def main():
     ap.add_argument("--flag", action="append", default=[], help="extra initializer flag (repeatable)")
     ap.add_argument("--objects", choices=("realistic", "small"), default="realistic",
                     help="Nodes as a kubelet registers them (default) or bare tainted Nodes")
+    ap.add_argument("--wrapper", default="",
+                    help="run the initializer under this command, e.g. 'heaptrack -o FILE' or 'valgrind "
+                         "--tool=massif --massif-out-file=FILE' (a profile: the figures printed are then the wrapper's)")
     ap.add_argument("--peers", default="", help="also run the Go peers side by side (bench/initializer/peers.py): "
                     "comma-separated providers, hetzner and/or openstack")
     ap.add_argument("--peer-nodes", default="100", help="comma-separated Node counts of the side-by-side runs")
@@ -157,6 +171,8 @@ def main():
     unknown = sorted(set(providers) - set(PROVIDERS))
     if unknown:
         ap.error("unknown provider(s) %s (known: %s)" % (", ".join(unknown), ", ".join(PROVIDERS)))
+    if opts.wrapper:
+        wrap_initializer(opts.wrapper)
     print("cloudnode-initializer cluster mode, flags: %s" % (" ".join(opts.flag) or "(defaults)"))
     if opts.objects == "realistic":
         print("Nodes: %(total)d bytes of JSON each (managedFields %(managedFields)d, status.images %(status.images)d)"

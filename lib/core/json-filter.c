@@ -305,6 +305,45 @@ int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, ch
         return 0;
 }
 
+size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done) {
+        for (size_t i = 0; i < size; i++) {
+                char c = data[i];
+
+                if (s->in_string) {
+                        /* Most bytes are in strings: jump to the next quote or backslash. */
+                        const char *q, *b;
+
+                        if (s->escape) {
+                                s->escape = false;
+                                continue;
+                        }
+                        q = memchr(data + i, '"', size - i);
+                        b = memchr(data + i, '\\', (q ? (size_t) (q - data) : size) - i);
+                        if (b) {
+                                i = b - data;
+                                s->escape = true;
+                        } else if (q) {
+                                i = q - data;
+                                s->in_string = false;
+                                if (s->depth == 0) {
+                                        *ret_done = true;
+                                        return i + 1;
+                                }
+                        } else
+                                i = size - 1;
+                } else if (c == '"')
+                        s->in_string = true;
+                else if (c == '{' || c == '[')
+                        s->depth++;
+                else if ((c == '}' || c == ']') && s->depth > 0 && --s->depth == 0) {
+                        *ret_done = true;
+                        return i + 1;
+                }
+        }
+        *ret_done = false;
+        return size;
+}
+
 int cn_json_parse_filtered(const char *data, size_t size, size_t max_size, const CnJsonFilter *f, json_object **ret,
                            char **ret_error) {
         _cleanup_free_ char *text = NULL;

@@ -41,3 +41,15 @@ int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, ch
 /* cn_json_parse() of the filtered text; f NULL parses everything. */
 int cn_json_parse_filtered(const char *data, size_t size, size_t max_size, const CnJsonFilter *f, json_object **ret,
                            char **ret_error);
+
+/* Where a string, object or array ends in text that arrives in pieces (a response read as it
+ * streams in): strings and bracket nesting are followed, nothing else is checked (the parser that
+ * reads the value does). Start zeroed; the value's first byte must be '"', '{' or '['. */
+typedef struct CnJsonValueScan {
+        unsigned depth;
+        bool in_string, escape;
+} CnJsonValueScan;
+
+/* How many bytes of data belong to the value (its last byte included); *ret_done when it ended
+ * there. */
+size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done);

@@ -318,3 +318,27 @@ int cn_json_to_string(json_object *o, CnJsonFormat format, char **ret) {
 bool cn_json_equal(json_object *a, json_object *b) {
         return json_object_equal(a, b) != 0;
 }
+
+void cn_json_compact(json_object *o) {
+        if (json_object_is_type(o, json_type_array)) {
+                for (size_t i = 0, n = json_object_array_length(o); i < n; i++)
+                        cn_json_compact(json_object_array_get_idx(o, i));
+                (void) json_object_array_shrink(o, 0);
+                return;
+        }
+        if (!json_object_is_type(o, json_type_object))
+                return;
+
+        struct lh_table *t = json_object_get_object(o);
+        int want;
+
+        json_object_object_foreach(o, key, val) {
+                (void) key;
+                cn_json_compact(val);
+        }
+        /* json-c grows a table once it is 2/3 full: this size takes count members without
+         * growing, and lookups always find a free slot to stop at. */
+        want = t->count + t->count / 2 + 1;
+        if (want < t->size)
+                (void) lh_table_resize(t, want);
+}

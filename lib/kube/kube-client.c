@@ -70,20 +70,24 @@ struct CnKubeRequest {
         /* a create of a named object: sent again, it answers AlreadyExists and makes nothing */
         bool resend_safe;
 
-        /* what of a successful answer is parsed: for lists the List around item_filter */
+        /* what of a successful answer is parsed; for lists and watches, of each item */
         const CnJsonFilter *filter, *item_filter;
-        CnJsonFilter list_filter[5];
 
         /* watch */
         CnKubeWatchParser *parser;
         char *watch_error_message;
         int watch_error;
 
-        /* list_all */
+        /* list_all: pages are parsed as they stream in; items holds every page's items, the
+         * first n_items_done of them from pages complete (the rest, of a page cut short, are
+         * dropped before it is fetched again) */
+        CnKubeListParser *list_parser;
+        int list_error;
         char *list_base;
         char *label_selector, *field_selector, *resource_version, *continue_token;
         unsigned limit;
-        json_object *accumulated;
+        json_object *accumulated, *items;
+        size_t n_items_done;
         bool restarted;
 };
 
@@ -133,6 +137,7 @@ static void request_destroy(CnKubeRequest *r) {
         c->n_requests--;
 
         cn_kube_watch_parser_free(r->parser);
+        cn_kube_list_parser_free(r->list_parser);
         free(r->watch_error_message);
         free(r->method);
         free(r->path);
@@ -144,6 +149,7 @@ static void request_destroy(CnKubeRequest *r) {
         free(r->resource_version);
         free(r->continue_token);
         json_object_put(r->accumulated);
+        json_object_put(r->items);
         free(r);
 }
 
@@ -276,6 +282,42 @@ static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *
         return k;
 }
 
+static int on_list_item(json_object *item, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+
+        /* Kept until the whole list is there, and by most callers long after: compacted now, so
+         * that the next item's parse reuses what this one's tables gave back. */
+        cn_json_compact(item);
+        return json_object_array_add(r->items, json_object_get(item)) < 0 ? -ENOMEM : 0;
+}
+
+static int on_list_data(CnHttpRequest *h, const void *data, size_t size, void *userdata) {
+        CnKubeRequest *r = ASSERT_PTR(userdata);
+        int k;
+
+        k = cn_kube_list_parser_feed(r->list_parser, data, size);
+        if (k < 0)
+                r->list_error = k;
+        return k;
+}
+
+/* A page starts (again): a fresh parser, and the items of an attempt cut short are dropped. */
+static int list_page_start(CnKubeRequest *r) {
+        size_t n;
+
+        if (!r->items) {
+                r->items = json_object_new_array();
+                if (!r->items)
+                        return -ENOMEM;
+        }
+        n = json_object_array_length(r->items);
+        if (n > r->n_items_done && json_object_array_del_idx(r->items, r->n_items_done, n - r->n_items_done) < 0)
+                return -ENOMEM;
+        r->list_error = 0;
+        r->list_parser = cn_kube_list_parser_free(r->list_parser);
+        return cn_kube_list_parser_new(r->client->max_response, r->item_filter, on_list_item, r, &r->list_parser);
+}
+
 static int request_send(CnKubeRequest *r) {
         CnKubeClient *c = r->client;
         CnKubeConfig *cfg = c->config;
@@ -340,8 +382,15 @@ static int request_send(CnKubeRequest *r) {
                 if (k < 0)
                         return k;
                 (void) sd_event_source_set_description(r->idle_timer, "kube-watch-idle");
-        } else
+        } else {
                 cn_http_request_set_timeout(h, c->timeout);
+                if (r->kind == REQUEST_LIST_ALL) {
+                        k = list_page_start(r);
+                        if (k < 0)
+                                return k;
+                        cn_http_request_set_data_callback(h, on_list_data, r);
+                }
+        }
 
         log_debug("%s %s", r->method, r->path);
         k = cn_http_request_submit(h, on_http_done, r);
@@ -402,29 +451,19 @@ static int list_page_path(CnKubeRequest *r) {
         return 0;
 }
 
-/* Appends a page to the accumulated list; returns 1 when another page is needed. */
-static int list_all_page(CnKubeRequest *r, json_object *page) {
-        json_object *items, *acc_items;
+/* A page arrived whole: its items join the list; returns 1 when another page is needed. */
+static int list_all_page(CnKubeRequest *r) {
+        _cleanup_json_ json_object *page = NULL;
         const char *cont;
         int k;
 
-        if (cn_json_get_array(page, &items, "items", NULL) < 0) {
-                if (!json_object_is_type(page, json_type_object))
-                        return -EBADMSG;
-                items = NULL;
-        }
-
-        if (!r->accumulated) {
+        k = cn_kube_list_parser_finish(r->list_parser, &page);
+        if (k < 0)
+                return k;
+        r->list_parser = cn_kube_list_parser_free(r->list_parser);
+        r->n_items_done = json_object_array_length(r->items);
+        if (!r->accumulated)
                 r->accumulated = json_object_get(page);
-                if (!items && cn_json_set(r->accumulated, json_object_new_array(), "items", NULL) < 0)
-                        return -ENOMEM;
-        } else if (items) {
-                if (cn_json_get_array(r->accumulated, &acc_items, "items", NULL) < 0)
-                        return -EBADMSG;
-                for (size_t i = 0, n = json_object_array_length(items); i < n; i++)
-                        if (json_object_array_add(acc_items, json_object_get(json_object_array_get_idx(items, i))) < 0)
-                                return -ENOMEM;
-        }
 
         cont = cn_json_string(page, "metadata", "continue", NULL);
         free(r->continue_token);
@@ -442,7 +481,7 @@ static int list_all_page(CnKubeRequest *r, json_object *page) {
                 json_object_object_del(md, "continue");
                 json_object_object_del(md, "remainingItemCount");
         }
-        return 0;
+        return cn_json_set(r->accumulated, json_object_get(r->items), "items", NULL);
 }
 
 static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
@@ -464,6 +503,17 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
 
         if (r->zombie) {
                 request_destroy(r);
+                return;
+        }
+
+        if (r->kind == REQUEST_LIST_ALL && r->list_error < 0) {
+                /* Not retried: the server would send the same again. */
+                if (r->list_error == -E2BIG)
+                        request_complete(r, -CN_KUBE_ETOOLARGE, status, NULL, NULL, "list page too large");
+                else if (r->list_error == -EBADMSG)
+                        request_complete(r, -CN_KUBE_EPROTO, status, NULL, NULL, "response is not valid JSON");
+                else
+                        request_complete(r, r->list_error, status, NULL, NULL, NULL);
                 return;
         }
 
@@ -497,7 +547,7 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
         }
 
         body = cn_http_request_get_body(h, &size);
-        if (size > 0) {
+        if (size > 0 && (r->kind != REQUEST_LIST_ALL || status < 200 || status >= 300)) {
                 k = cn_json_parse_filtered(body, size, r->client->max_response,
                                            status >= 200 && status < 300 ? r->filter : NULL, &obj, NULL);
                 if (k < 0 && status >= 200 && status < 300) {
@@ -508,7 +558,11 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
 
         if (status >= 200 && status < 300) {
                 if (r->kind == REQUEST_LIST_ALL) {
-                        k = list_all_page(r, obj);
+                        k = list_all_page(r);
+                        if (k == -EBADMSG) {
+                                request_complete(r, -CN_KUBE_EPROTO, status, NULL, NULL, "response is not valid JSON");
+                                return;
+                        }
                         if (k > 0) {
                                 cn_backoff_reset(&r->backoff);
                                 r->retries = 0;
@@ -534,6 +588,7 @@ static void on_http_done(CnHttpRequest *h, int error, void *userdata) {
                 r->continue_token = NULL;
                 json_object_put(r->accumulated);
                 r->accumulated = NULL;
+                r->n_items_done = 0;
                 k = list_page_path(r);
                 if (k >= 0)
                         k = request_schedule(r, 0);
@@ -614,19 +669,6 @@ void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f) {
         r->filter = f;
 }
 
-/* A List's own members, and item_filter for each of its items. */
-static void request_set_item_filter(CnKubeRequest *r, const CnJsonFilter *item_filter) {
-        r->item_filter = item_filter;
-        if (!item_filter)
-                return;
-        r->list_filter[0] = (CnJsonFilter) { "kind" };
-        r->list_filter[1] = (CnJsonFilter) { "apiVersion" };
-        r->list_filter[2] = (CnJsonFilter) { "metadata" };
-        r->list_filter[3] = (CnJsonFilter) { "items", item_filter };
-        r->list_filter[4] = (CnJsonFilter) {};
-        r->filter = r->list_filter;
-}
-
 int cn_kube_request(CnKubeClient *c, const char *method, const char *path, json_object *body,
                     const char *content_type, CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request) {
         CnKubeRequest *r;
@@ -695,7 +737,7 @@ int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, c
                 return k;
         req->list_base = TAKE_PTR(base);
         req->limit = o && o->limit > 0 ? o->limit : CN_KUBE_DEFAULT_PAGE_SIZE;
-        request_set_item_filter(req, o ? o->filter : NULL);
+        req->item_filter = o ? o->filter : NULL;
         if (o && ((k = strdup_opt(o->label_selector, &req->label_selector)) < 0 ||
                   (k = strdup_opt(o->field_selector, &req->field_selector)) < 0 ||
                   (k = strdup_opt(o->resource_version, &req->resource_version)) < 0 ||

@@ -178,8 +178,8 @@ int cn_kube_list(CnKubeClient *c, const CnKubeResource *r, const char *ns, const
                  CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 
 /* All pages, following metadata.continue with page size o->limit (0: CN_KUBE_DEFAULT_PAGE_SIZE).
- * The result object is one List whose items are all pages' items and whose
- * metadata.resourceVersion is the consistent snapshot's (the first page's). A continue token that
+ * The result object is one List whose items are all pages' items (compacted, cn_json_compact()) and
+ * whose metadata.resourceVersion is the consistent snapshot's (the first page's). A continue token that
  * expired (410) restarts the list from the beginning once. */
 int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,
                      CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
@@ -300,6 +300,25 @@ bool cn_kube_watch_parser_partial(CnKubeWatchParser *p);
 /* Parse each event's object with this filter (json-filter.h; a Status's members are kept too).
  * Before the first feed. */
 void cn_kube_watch_parser_set_filter(CnKubeWatchParser *p, const CnJsonFilter *object_filter);
+
+/* Incremental parser of one List page, fed as the response arrives (single bytes included):
+ * each element of "items", parsed with item_filter (json-filter.h; NULL keeps it whole), goes to
+ * the callback as soon as its last byte is there, so a page is never held whole. Exposed for tests
+ * and fuzzing. A negative return of the callback stops parsing with that error. */
+typedef struct CnKubeListParser CnKubeListParser;
+typedef int (*CnKubeListParserFn)(json_object *item, void *userdata);
+
+int cn_kube_list_parser_new(size_t max_size, const CnJsonFilter *item_filter, CnKubeListParserFn fn, void *userdata,
+                            CnKubeListParser **ret);
+CnKubeListParser *cn_kube_list_parser_free(CnKubeListParser *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeListParser *, cn_kube_list_parser_free);
+/* Returns 0, a negative errno from the callback, -EBADMSG on input that is not a List (an object
+ * whose items, if any, are objects), -E2BIG once the page exceeds max_size bytes. After an error
+ * the parser refuses further input. */
+int cn_kube_list_parser_feed(CnKubeListParser *p, const void *data, size_t size);
+/* After the last byte: the List's members other than its items, with "items": [] (-EBADMSG for a
+ * page that ended early or is not valid JSON). */
+int cn_kube_list_parser_finish(CnKubeListParser *p, json_object **ret);
 
 /* The object's metadata.resourceVersion as a number. resourceVersions are opaque to clients, but
  * every API server hands out etcd revisions (the fake its counter), which are decimal and

@@ -36,6 +36,7 @@ struct CnKubeEventRecorder {
         usec_t window;
         EventEntry **entries;
         size_t n_entries;
+        struct lh_table *by_key; /* the entries by key: one lookup per event, not a walk of them all */
         unsigned pending;
 };
 
@@ -109,6 +110,7 @@ int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions
         r->client = c;
         r->window = o->window_usec > 0 ? o->window_usec : CN_KUBE_EVENT_DEFAULT_WINDOW_USEC;
         r->component = strdup(o->component);
+        r->by_key = lh_kchar_table_new(16, NULL);
         r->host = o->host ? strdup(o->host) : NULL;
         if (o->instance)
                 r->instance = strdup(o->instance);
@@ -116,7 +118,7 @@ int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions
                 (void) gethostname(host, sizeof(host) - 1);
                 r->instance = cn_strjoin(o->component, "-", host[0] ? host : "unknown", NULL);
         }
-        if (!r->component || (o->host && !r->host) || !r->instance) {
+        if (!r->component || !r->by_key || (o->host && !r->host) || !r->instance) {
                 cn_kube_event_recorder_free(r);
                 return -ENOMEM;
         }
@@ -130,6 +132,8 @@ CnKubeEventRecorder *cn_kube_event_recorder_free(CnKubeEventRecorder *r) {
         for (size_t i = 0; i < r->n_entries; i++)
                 entry_free(r->entries[i]);
         free(r->entries);
+        if (r->by_key)
+                lh_table_free(r->by_key);
         free(r->component);
         free(r->host);
         free(r->instance);
@@ -289,6 +293,7 @@ static int make_room(CnKubeEventRecorder *r) {
                         victim = i;
         if (victim == SIZE_MAX)
                 return -EBUSY;
+        (void) lh_table_delete(r->by_key, r->entries[victim]->key);
         entry_free(r->entries[victim]);
         r->entries[victim] = r->entries[--r->n_entries];
         return 0;
@@ -322,11 +327,8 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
                 return -ENOMEM;
 
         now = now_mono(r);
-        for (size_t i = 0; i < r->n_entries; i++)
-                if (streq(r->entries[i]->key, key)) {
-                        e = r->entries[i];
-                        break;
-                }
+        if (!lh_table_lookup_ex(r->by_key, key, (void **) &e))
+                e = NULL;
 
         if (e && now - e->last_mono < r->window) {
                 e->count++;
@@ -343,6 +345,10 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
                         return -ENOMEM;
                 e->recorder = r;
                 e->key = TAKE_PTR(key);
+                if (lh_table_insert(r->by_key, e->key, e) < 0) {
+                        entry_free(e);
+                        return -ENOMEM;
+                }
                 r->entries[r->n_entries++] = e;
         } else if (e->req) {
                 /* A new Event is due but the last write is still out: let it finish first. */

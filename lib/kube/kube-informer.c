@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Informer (see kube-informer.h): list, then watch from the list's resourceVersion; keep a cache
- * keyed "namespace/name" in a json-c object (a hash table); tell handlers what changed. */
+ * keyed "namespace/name" in a json-c object (a hash table), each object compacted
+ * (cn_json_compact()) since it is kept until it changes; tell handlers what changed. */
 #include "backoff.h"
 #include "hash-util.h"
 #include "json-util.h"
@@ -365,6 +366,7 @@ static int informer_replace(CnKubeInformer *i, json_object *list) {
                         log_debug("Ignoring %s list item without a name.", i->resource_name);
                         continue;
                 }
+                /* Compacted already by list_all, as each item arrived. */
                 if (json_object_object_add(fresh, key, json_object_get(item)) < 0)
                         return -ENOMEM;
         }
@@ -449,6 +451,7 @@ static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_obje
                 return;
         }
 
+        cn_json_compact(object);
         if (json_object_object_add(i->cache, key, json_object_get(object)) < 0) {
                 log_oom();
                 return;

@@ -28,8 +28,7 @@ struct CnKubeWatchParser {
         CnJsonFilter object_filter[8], event_filter[3];
         bool filtered;
         CnBuf event;
-        unsigned depth;
-        bool in_string, escape;
+        CnJsonValueScan scan;
 };
 
 /* What an ERROR event's Status carries, kept whatever the reader's filter drops. */
@@ -118,42 +117,6 @@ static int dispatch(CnKubeWatchParser *p, json_object *event) {
         return p->fn(t, object, p->userdata);
 }
 
-/* Up to and including the byte that closes the event, or all of data; *ret_done when it closed. */
-static size_t scan_event(CnKubeWatchParser *p, const char *data, size_t size, bool *ret_done) {
-        for (size_t i = 0; i < size; i++) {
-                char c = data[i];
-
-                if (p->in_string) {
-                        /* Most bytes are in strings: jump to the next quote or backslash. */
-                        const char *q, *b;
-
-                        if (p->escape) {
-                                p->escape = false;
-                                continue;
-                        }
-                        q = memchr(data + i, '"', size - i);
-                        b = memchr(data + i, '\\', (q ? (size_t) (q - data) : size) - i);
-                        if (b) {
-                                i = b - data;
-                                p->escape = true;
-                        } else if (q) {
-                                i = q - data;
-                                p->in_string = false;
-                        } else
-                                i = size - 1;
-                } else if (c == '"')
-                        p->in_string = true;
-                else if (c == '{' || c == '[')
-                        p->depth++;
-                else if ((c == '}' || c == ']') && --p->depth == 0) {
-                        *ret_done = true;
-                        return i + 1;
-                }
-        }
-        *ret_done = false;
-        return size;
-}
-
 static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
         while (size > 0) {
                 _cleanup_json_ json_object *event = NULL;
@@ -171,11 +134,10 @@ static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
                         if (*data != '{')
                                 return log_debug_errno(EBADMSG, "Malformed watch stream: an event is not an object.");
                         p->in_event = true;
-                        p->depth = 0;
-                        p->in_string = p->escape = false;
+                        p->scan = (CnJsonValueScan) {};
                         cn_buf_reset(&p->event);
                 }
-                used = scan_event(p, data, size, &done);
+                used = cn_json_value_scan(&p->scan, data, size, &done);
                 if (cn_buf_add(&p->event, data, used) < 0)
                         return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.", p->max_event_size);
                 data += used;

@@ -54,6 +54,9 @@ class Faults:
       {"action": "bookmark", "interval": S}              send BOOKMARKs every S seconds
       {"action": "reset-after-commit", "hold": S}        serve the request (the write is done), hold
                                                          the answer S seconds, then reset the connection
+      {"action": "body", "body": "TEXT"}                 serve the request, answer TEXT as its body
+      {"action": "cut-body", "afterBytes": N}            serve the request, send N bytes of the body
+                                                         (headers announce all), then reset the connection
     "count": N applies the rule to the next N matching requests (default 1, -1 = forever),
     after passing over the first "skip" matching ones (default 0)."""
 
@@ -71,7 +74,7 @@ class Faults:
         if "code" not in rule and "latency" not in rule and "action" not in rule:
             raise errors.bad_request("a fault needs code, latency or action")
         if rule.get("action") not in (None, "conflict", "close-watch", "abort-watch", "gone", "bookmark",
-                                      "reset-after-commit"):
+                                      "reset-after-commit", "body", "cut-body"):
             raise errors.bad_request("unknown fault action %r" % rule.get("action"))
         if not isinstance(rule.get("skip", 0), int) or rule.get("skip", 0) < 0:
             raise errors.bad_request("skip must be a non-negative integer")
@@ -579,6 +582,9 @@ class Handler(BaseHTTPRequestHandler):
     def send_body(self, code, body, ctype="application/json", headers=None):
         if self.drop_response:
             self.drop_answer(code)
+        rule, self.body_fault = self.body_fault, None
+        if rule and rule["action"] == "body":
+            body = str(rule.get("body", "")).encode()
         self.send_response(code)
         self.send_header("Audit-Id", self.audit_id)
         self.send_header("Cache-Control", "no-cache, private")
@@ -589,6 +595,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", '299 - %s' % json.dumps(w))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if rule and rule["action"] == "cut-body":
+            self.wfile.write(body[:int(rule.get("afterBytes") or 0)])
+            self.wfile.flush()
+            self.drop_response = rule
+            self.drop_answer(code)
         if self.command != "HEAD":
             self.wfile.write(body)
         self.code = code
@@ -627,6 +638,7 @@ class Handler(BaseHTTPRequestHandler):
         self.want_yaml = False
         self.watch_events = None
         self.drop_response = None
+        self.body_fault = None
         self.response_dropped = False
         u = urlsplit(self.path)
         path = u.path or "/"
@@ -658,6 +670,9 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(float(r.get("latency", 0)))
                 hits = self.st.faults.take(info, user, ("error", "conflict"))
                 dropped = self.st.faults.take(info, user, ("reset-after-commit",))
+                body_faults = self.st.faults.take(info, user, ("body", "cut-body"))
+                if body_faults and not hits:
+                    injected = self.body_fault = body_faults[0]
                 if dropped and not hits:
                     injected = self.drop_response = dropped[0]
                 if hits:

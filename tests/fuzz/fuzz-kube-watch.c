@@ -4,15 +4,8 @@
  * filter (lib/core/json-filter.h) that keeps, narrows and drops members, in arrays too, and
  * selects array elements by a member's value. */
 #include "fuzz.h"
+#include "kube-object-filter.h"
 #include "kube-client.h"
-
-static const CnJsonFilter names[] = { { "name" }, { "resourceVersion" }, { "skip", .drop = true }, {} };
-static const CnJsonFilter metadata[] = { { "managedFields", .drop = true }, { CN_JSON_FILTER_ANY }, {} };
-static const char *const types[] = { "Ready", "x", NULL };
-static const CnJsonFilter filter[] = {
-        { "metadata", metadata }, { "spec" }, { "status", names },
-        { "conditions", names, .select_key = "name", .select_values = types }, {}
-};
 
 static int on_event(CnKubeWatchEventType type, json_object *object, void *userdata) {
         (*(unsigned *) userdata)++;
@@ -33,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (cn_kube_watch_parser_new(64 * 1024, on_event, &events, &p) < 0)
                 abort();
         if (data[0] & 0x80)
-                cn_kube_watch_parser_set_filter(p, filter);
+                cn_kube_watch_parser_set_filter(p, fuzz_filter);
         for (size_t i = 1; i < size; i += step)
                 if (cn_kube_watch_parser_feed(p, data + i, MIN(step, size - i), &msg) < 0)
                         break;

@@ -278,6 +278,37 @@ def test_list_pagination(t, k):
          r["object"]["items"][0]["metadata"]["name"], "continue token fetches the next page")
 
 
+def test_list_bad_pages(t, k):
+    """Pages are read as they stream in: a page cut short is fetched again without its items counted
+    twice; garbage and a page over the size cap are one error each."""
+    ensure_ns(k, "pg")  # the seven configmaps of test_list_pagination
+    names = ["p%d" % i for i in range(7)]
+    k.inject({"verb": "list", "namespace": "pg", "action": "cut-body", "afterBytes": 300, "skip": 1})
+    before = len(audit(k))
+    rc, lines, _ = drive(k, "list-all", "configmaps", "pg", "3", "set=pg")
+    r = result(lines)
+    t.ok(rc == 0 and sorted(i["metadata"]["name"] for i in r["object"]["items"]) == names,
+         "a page cut short is fetched again; every item once", r)
+    lists = [(a["code"], bool(a.get("responseDropped"))) for a in audit(k)[before:] if a["verb"] == "list"]
+    t.eq(lists, [(200, False), (200, True), (200, False), (200, False)], "the cut page was requested again")
+
+    for body, what in (('{"kind":"ConfigMapList","items":[{"metadata":{"name":"x"}},{"metadata":', "a page cut in JSON"),
+                       ("<html>oops</html>", "an HTML page"),
+                       ('{"items":[{"metadata":{"name":"x"}}]} {"items":[]}', "two Lists in one answer")):
+        k.inject({"verb": "list", "namespace": "pg", "action": "body", "body": body})
+        rc, lines, _ = drive(k, "list-all", "configmaps", "pg", "3")
+        r = result(lines)
+        t.ok(rc == 1 and r["errno"] == "EBADMSG" and r["message"] == "response is not valid JSON"
+             and not r.get("object"), "%s: one error, no List" % what, r)
+
+    rc, lines, _ = drive(k, "list-all", "configmaps", "pg", "7", extra=["--max-response", "1000"])
+    r = result(lines)
+    t.ok(rc == 1 and r["errno"] == "EFBIG" and r["message"] == "list page too large" and not r.get("object"),
+         "a page over the size cap: one error, no List", r)
+    rc, lines, _ = drive(k, "list-all", "configmaps", "pg", "1", extra=["--max-response", "1000"])
+    t.eq(len(result(lines)["object"]["items"]), 8, "the same items in pages under the cap")
+
+
 def test_writes(t, k):
     rc, lines, _ = drive(k, "create", "configmaps", "default", json.dumps(cm("w", data={"a": "1"})))
     rv = result(lines)["object"]["metadata"]["resourceVersion"]
@@ -620,7 +651,8 @@ def main():
     d = state_dir("kube-client-")
     try:
         with FakeKube(d) as k:
-            for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_writes, test_retry_after, test_watch,
+            for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_list_bad_pages,
+                       test_writes, test_retry_after, test_watch,
                        test_informer, test_informer_field_selector, test_token_file_rotation,
                        test_leader_election, test_leader_loses_lease, test_events):
                 t.run(fn, k)

@@ -106,5 +106,43 @@ int main(void) {
         TAP_EQ_INT(cn_json_parse("[1,2,3]", 7, 6, &big, &err), -EFBIG, "document over the size cap");
         TAP_OK(cn_json_parse("{\"a\":[1,2]}", 11, 11, &b, NULL) == 0 && cn_json_equal(b, cn_json_get(b, NULL)),
                "document at exactly the cap");
+
+        {
+                /* An informer's cached Node: compacted, the same tree, still found by key and
+                 * still growing when written to. */
+                static const char node[] =
+                        "{\"metadata\":{\"name\":\"n1\",\"labels\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\","
+                        "\"e\":\"5\",\"f\":\"6\",\"g\":\"7\",\"h\":\"8\",\"i\":\"9\",\"j\":\"10\",\"k\":\"11\","
+                        "\"l\":\"12\"},\"annotations\":{}},\"spec\":{\"taints\":[{\"key\":\"t\",\"effect\":\"NoSchedule\"}]},"
+                        "\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.1\"}]}}";
+                _cleanup_json_ json_object *tree = NULL, *copy = NULL;
+                json_object *labels;
+                bool all = true;
+
+                assert(parse(node, &tree, NULL) == 0 && parse(node, &copy, NULL) == 0);
+                cn_json_compact(tree);
+                TAP_OK(cn_json_equal(tree, copy), "a compacted tree equals the parsed one");
+                labels = cn_json_get(tree, "metadata", "labels", NULL);
+                TAP_OK(json_object_get_object(labels)->size < 32 &&
+                               json_object_get_object(cn_json_get(tree, "status", NULL))->size < 16,
+                       "its objects' tables are no larger than their members need");
+                for (char c = 'a'; c <= 'l'; c++) {
+                        char k[2] = { c, 0 };
+                        all = all && json_object_object_get_ex(labels, k, NULL);
+                }
+                TAP_OK(all && !json_object_object_get_ex(labels, "z", NULL) &&
+                               cn_json_get(tree, "metadata", "annotations", NULL) &&
+                               json_object_array_length(cn_json_get(tree, "status", "addresses", NULL)) == 1 &&
+                               streq(cn_json_string(json_object_array_get_idx(cn_json_get(tree, "spec", "taints", NULL), 0),
+                                                    "key", NULL), "t"),
+                       "every member is found, a missing one is not");
+                for (char c = 'm'; c <= 'z'; c++) {
+                        char k[2] = { c, 0 };
+                        json_object_object_add(labels, k, json_object_new_string(k));
+                }
+                TAP_OK(json_object_object_length(labels) == 26 && json_object_object_get_ex(labels, "z", NULL) &&
+                               json_object_object_get_ex(labels, "a", NULL),
+                       "members added after compacting are kept");
+        }
         return tap_done();
 }
