@@ -223,8 +223,23 @@ def test_kill(t, env, rounds=4):
     t.eq(len(creates(env, mark, "/v1/servers")), rounds, "one create request per Machine")
 
 
+def test_flags(t):
+    """Bad values of the flags: one line on stderr naming the flag, exit 2, before any connection."""
+    from cntap import build
+    import subprocess
+    for flag, value in (("--machine-controller-namespace", ""), ("--machine-controller-skip-eviction-after", "bogus"),
+                        ("--machine-controller-skip-eviction-after", "0"),
+                        ("--machine-controller-user-data-secret", "")):
+        p = subprocess.run([build("controller", "cloudnode-controller"), "run", "--namespace", "cloudnode",
+                            "--kubeconfig", "/nonexistent", "%s=%s" % (flag, value)], capture_output=True, text=True)
+        lines = [line for line in p.stderr.splitlines() if line.strip()]
+        t.ok(p.returncode == 2 and len(lines) == 1 and flag in lines[0], "%s=%r refused in one line" % (flag, value),
+             p.stderr)
+
+
 def main():
     t = Tap()
+    t.run(test_flags)
     with tempfile.TemporaryDirectory() as tmp, mc_env(tmp) as env:
         t.run(test_lifecycle_drain, env)
         t.run(test_skip_eviction, env)
