@@ -23,6 +23,7 @@
 #include "log.h"
 #include "machine-controller.h"
 #include "mc-machine-controller.h"
+#include "mc-machineset-controller.h"
 #include "metrics.h"
 #include "operand-controller.h"
 
@@ -44,6 +45,7 @@ struct Manager {
         MachineController *machines;  /* with --machine-provider */
         ClusterController *clusters;  /* with --machine-provider */
         McController *mc_machines;    /* with --machine-controller-namespace */
+        McSetController *mc_sets;     /* with --machine-controller-namespace */
 };
 
 static void set_leading(Manager *m, bool leading) {
@@ -55,6 +57,8 @@ static void set_leading(Manager *m, bool leading) {
                 cluster_controller_set_leading(m->clusters, leading);
         if (m->mc_machines)
                 mc_controller_set_leading(m->mc_machines, leading);
+        if (m->mc_sets)
+                mc_set_controller_set_leading(m->mc_sets, leading);
         (void) cn_metric_set(m->m_leader, NULL, leading ? 1 : 0);
 }
 
@@ -114,7 +118,8 @@ static const char *not_ready(void *userdata) {
 
         if ((m->operand && !operand_controller_synced(m->operand)) || (m->machines && !machine_controller_synced(m->machines)) ||
             (m->clusters && !cluster_controller_synced(m->clusters)) ||
-            (m->mc_machines && !mc_controller_synced(m->mc_machines)))
+            (m->mc_machines && !mc_controller_synced(m->mc_machines)) ||
+            (m->mc_sets && !mc_set_controller_synced(m->mc_sets)))
                 return "informers not synced";
         return NULL;
 }
@@ -143,6 +148,7 @@ Manager *manager_free(Manager *m) {
         cluster_controller_free(m->clusters); /* borrows from the machine controller */
         machine_controller_free(m->machines);
         mc_controller_free(m->mc_machines);
+        mc_set_controller_free(m->mc_sets);
         operand_controller_free(m->operand);
         cn_kube_leader_free(m->leader);
         cn_kube_event_recorder_free(m->recorder);
@@ -176,6 +182,12 @@ static int setup_controllers(Manager *m) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the Machine controller: %m");
                 r = mc_controller_start(m->mc_machines);
+                if (r < 0)
+                        return r;
+                r = mc_set_controller_new(m->event, m->client, m->recorder, m->options.mc_namespace, &m->mc_sets);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the MachineSet controller: %m");
+                r = mc_set_controller_start(m->mc_sets);
                 if (r < 0)
                         return r;
         }

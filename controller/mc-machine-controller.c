@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller-waiting.h"
 #include "hash-util.h"
 #include "http.h"
 #include "json-util.h"
@@ -25,6 +24,8 @@
 #include "machine-reconcile.h"
 #include "mc-machine-controller.h"
 #include "mc-machine-spec.h"
+#include "mc-machineset.h"
+#include "mc-queue.h"
 #include "provider.h"
 #include "string-util.h"
 #include "time-util.h"
@@ -132,16 +133,13 @@ static void state_free_data(void *data) {
 }
 
 static void *state_new(CnWorkItem *item, void *userdata) {
-        const char *key = cn_work_item_key(item), *slash = strchr(key, '/');
         McState *s = calloc(1, sizeof(McState));
 
         if (!s)
                 return NULL;
         s->mc = ASSERT_PTR(userdata);
         s->item = item;
-        s->namespace = strndup(key, slash - key);
-        s->name = strdup(slash + 1);
-        if (!s->namespace || !s->name)
+        if (mc_queue_key_split(cn_work_item_key(item), &s->namespace, &s->name) < 0)
                 return state_free(s);
         return s;
 }
@@ -483,13 +481,6 @@ static json_object *machine_node(McState *s, json_object *machine) {
         return m.found;
 }
 
-static bool node_ready(json_object *node) {
-        json_object *conds = cn_json_get(node, "status", "conditions", NULL);
-        json_object *ready = cn_json_array_find(conds, "type", "Ready");
-
-        return ready && streq(strempty(cn_json_string(ready, "status", NULL)), "True");
-}
-
 /* ---- provisioning ---- */
 
 static void record_instance(McState *s, json_object *instance) {
@@ -747,7 +738,7 @@ static int drain(McState *s, json_object *machine, json_object *node) {
             cn_json_string(node, "metadata", "annotations", MC_ANNOTATION_SKIP_EVICTION, NULL) ||
             (deleted && cn_parse_rfc3339(deleted, &since) >= 0 &&
              cn_now(CLOCK_REALTIME) > since + s->mc->skip_eviction_after) ||
-            !node_ready(node)) {
+            !mc_node_ready(node)) {
                 s->drained = true;
                 return 1;
         }
@@ -901,13 +892,9 @@ static void reconcile_one(McController *mc, McState *s) {
 
 /* ---- the queue, the informers ---- */
 
-static McState *state_get(McController *mc, const char *ns, const char *name) {
-        _cleanup_free_ char *key = NULL;
-        CnWorkItem *item;
+static McState *state_get(McController *c, const char *ns, const char *name) {
+        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
 
-        if (asprintf(&key, "%s/%s", ns, name) < 0)
-                return NULL;
-        item = cn_work_queue_get(mc->queue, key, true);
         return item ? cn_work_item_get_data(item) : NULL;
 }
 
@@ -1082,19 +1069,8 @@ McController *mc_controller_free(McController *mc) {
         return NULL;
 }
 
-static int watch(McController *mc, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
-        int k;
-
-        k = cn_kube_informer_get_shared(mc->client, r, &(CnKubeInformerOptions) { .namespace = ns }, ret);
-        if (k < 0)
-                return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
-        k = cn_kube_informer_add_handlers(*ret, &handlers, mc, NULL);
-        if (k < 0)
-                return k;
-        k = cn_waiting_watch_api(*ret);
-        if (k < 0)
-                return k;
-        return cn_kube_informer_start(*ret);
+static int watch(McController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
+        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
 }
 
 int mc_controller_start(McController *mc) {

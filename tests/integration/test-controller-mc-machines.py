@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from mcmachines import (FINALIZER, MERGE, NODES, NS, PDBS, PODS, USER, mc_env, wait_for)  # noqa: E402
+from mcmachines import (FINALIZER, MACHINESETS, MERGE, NODES, NS, PDBS, PODS, USER, mc_env, wait_for)  # noqa: E402
 
 
 def creates(env, mark, path):
@@ -223,6 +223,49 @@ def test_kill(t, env, rounds=4):
     t.eq(len(creates(env, mark, "/v1/servers")), rounds, "one create request per Machine")
 
 
+def test_machineset(t, env):
+    ctl = env.controller()
+    try:
+        mark = len(env.c.requests())
+        ms = env.machineset("ms1", env.hetzner_spec(), 2, policy="Newest")
+        uid = ms["metadata"]["uid"]
+
+        def names():
+            return sorted(m["metadata"]["name"] for m in env.machines_of("MachineSet", uid))
+
+        def provisioned(n):
+            ms_ = env.machines_of("MachineSet", uid)
+            return len(ms_) == n and all(env.provisioned(m["metadata"]["name"]) for m in ms_)
+        t.ok(wait_for(lambda: provisioned(2), 60), "MachineSet replicas 2: two Machines, each with its server",
+             ctl.output()[-3000:])
+        first = names()
+        t.ok(all(n.startswith("ms1-") for n in first), "named after the set", first)
+        t.ok(wait_for(lambda: (env.k.api("GET", MACHINESETS + "/ms1")[1].get("status") or {}).get("replicas") == 2, 20),
+             "status.replicas")
+        env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 3}}, MERGE)
+        t.ok(wait_for(lambda: provisioned(3), 60), "scaled up to 3", ctl.output()[-2000:])
+        newest = [n for n in names() if n not in first][0]
+        oldest = sorted(env.machines_of("MachineSet", uid), key=lambda m: m["metadata"]["creationTimestamp"])[0]
+        marked = oldest["metadata"]["name"]
+        env.k.api("PATCH", "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machines/%s" % (NS, marked),
+                  {"metadata": {"annotations": {"cluster.k8s.io/delete-machine": "yes"}}}, MERGE)
+        env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 2}}, MERGE)
+        t.ok(wait_for(lambda: env.gone(marked), 60), "scaled down to 2: the Machine marked "
+             "cluster.k8s.io/delete-machine goes first, even under Newest", ctl.output()[-2000:])
+        t.ok(newest in names(), "and the newest stays")
+        env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 1}}, MERGE)
+        t.ok(wait_for(lambda: env.gone(newest), 60), "scaled down to 1: deletePolicy Newest removes the newest",
+             ctl.output()[-2000:])
+        env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 0}}, MERGE)
+        t.ok(wait_for(lambda: not env.all_machines(), 60), "scaled to 0: no Machine left", ctl.output()[-2000:])
+        t.eq([i for i in env.c.instances() if (i.get("labels") or {}).get("my") == "label"], [],
+             "and no server left")
+        t.eq(len(creates(env, mark, "/v1/servers")), 3, "three servers were ever created for three Machines")
+        env.k.api("DELETE", MACHINESETS + "/ms1")
+    finally:
+        ctl.stop()
+
+
 def test_flags(t):
     """Bad values of the flags: one line on stderr naming the flag, exit 2, before any connection."""
     from cntap import build
@@ -246,6 +289,7 @@ def main():
         t.run(test_references, env)
         t.run(test_unsupported_os, env)
         t.run(test_openstack, env)
+        t.run(test_machineset, env)
         t.run(test_kill, env)
     return t.done()
 

@@ -17,6 +17,7 @@ from fakekubeclient import kube_server
 
 NS = "kube-system"
 MACHINES = "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machines" % NS
+MACHINESETS = "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machinesets" % NS
 SECRETS = "/api/v1/namespaces/%s/secrets" % NS
 CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 PODS = "/api/v1/namespaces/%s/pods"
@@ -118,6 +119,28 @@ class Env:
             "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}})
         assert code == 201, (code, m)
         return m
+
+    def machineset(self, name, spec, replicas, policy=None):
+        body = {"apiVersion": "cluster.k8s.io/v1alpha1", "kind": "MachineSet", "metadata": {"name": name},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"set": name}},
+                         "template": {"metadata": {"labels": {"set": name},
+                                                   "annotations": {"cloudnode.io/user-data-secret": "worker-userdata"}},
+                                      "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}}}}
+        if policy:
+            body["spec"]["deletePolicy"] = policy
+        code, o = self.k.api("POST", MACHINESETS, body)
+        assert code == 201, (code, o)
+        return o
+
+    def machines_of(self, kind, uid):
+        """The live (not deleting) Machines whose controller is the object."""
+        code, lst = self.k.api("GET", MACHINES)
+        return [m for m in lst.get("items", []) if not m["metadata"].get("deletionTimestamp") and any(
+            r.get("kind") == kind and r.get("uid") == uid and r.get("controller")
+            for r in m["metadata"].get("ownerReferences", []))]
+
+    def all_machines(self):
+        return self.k.api("GET", MACHINES)[1].get("items", [])
 
     def get(self, name):
         code, o = self.k.api("GET", MACHINES + "/" + name)

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* See mc-queue.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller-waiting.h"
+#include "log.h"
+#include "mc-queue.h"
+
+CnWorkItem *mc_queue_item(CnWorkQueue *q, const char *ns, const char *name) {
+        _cleanup_free_ char *key = NULL;
+
+        if (asprintf(&key, "%s/%s", ns, name) < 0)
+                return NULL;
+        return cn_work_queue_get(q, key, true);
+}
+
+int mc_queue_key_split(const char *key, char **ret_ns, char **ret_name) {
+        const char *slash = strchr(key, '/');
+        _cleanup_free_ char *ns = NULL, *name = NULL;
+
+        if (!slash)
+                return -EINVAL;
+        ns = strndup(key, slash - key);
+        name = strdup(slash + 1);
+        if (!ns || !name)
+                return -ENOMEM;
+        *ret_ns = TAKE_PTR(ns);
+        *ret_name = TAKE_PTR(name);
+        return 0;
+}
+
+int mc_queue_watch(CnKubeClient *client, const CnKubeResource *r, const char *ns, const CnKubeInformerHandlers *h,
+                   void *userdata, CnKubeInformer **ret) {
+        int k;
+
+        k = cn_kube_informer_get_shared(client, r, &(CnKubeInformerOptions) { .namespace = ns }, ret);
+        if (k < 0)
+                return log_error_errno(k, "Failed to create the %s informer: %m", r->resource);
+        k = cn_kube_informer_add_handlers(*ret, h, userdata, NULL);
+        if (k < 0)
+                return k;
+        k = cn_waiting_watch_api(*ret);
+        if (k < 0)
+                return k;
+        return cn_kube_informer_start(*ret);
+}
