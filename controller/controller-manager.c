@@ -23,6 +23,7 @@
 #include "log.h"
 #include "machine-controller.h"
 #include "mc-machine-controller.h"
+#include "mc-machinedeployment-controller.h"
 #include "mc-machineset-controller.h"
 #include "metrics.h"
 #include "operand-controller.h"
@@ -46,6 +47,7 @@ struct Manager {
         ClusterController *clusters;  /* with --machine-provider */
         McController *mc_machines;    /* with --machine-controller-namespace */
         McSetController *mc_sets;     /* with --machine-controller-namespace */
+        McDeployController *mc_deployments; /* with --machine-controller-namespace */
 };
 
 static void set_leading(Manager *m, bool leading) {
@@ -59,6 +61,8 @@ static void set_leading(Manager *m, bool leading) {
                 mc_controller_set_leading(m->mc_machines, leading);
         if (m->mc_sets)
                 mc_set_controller_set_leading(m->mc_sets, leading);
+        if (m->mc_deployments)
+                mc_deploy_controller_set_leading(m->mc_deployments, leading);
         (void) cn_metric_set(m->m_leader, NULL, leading ? 1 : 0);
 }
 
@@ -119,7 +123,8 @@ static const char *not_ready(void *userdata) {
         if ((m->operand && !operand_controller_synced(m->operand)) || (m->machines && !machine_controller_synced(m->machines)) ||
             (m->clusters && !cluster_controller_synced(m->clusters)) ||
             (m->mc_machines && !mc_controller_synced(m->mc_machines)) ||
-            (m->mc_sets && !mc_set_controller_synced(m->mc_sets)))
+            (m->mc_sets && !mc_set_controller_synced(m->mc_sets)) ||
+            (m->mc_deployments && !mc_deploy_controller_synced(m->mc_deployments)))
                 return "informers not synced";
         return NULL;
 }
@@ -149,6 +154,7 @@ Manager *manager_free(Manager *m) {
         machine_controller_free(m->machines);
         mc_controller_free(m->mc_machines);
         mc_set_controller_free(m->mc_sets);
+        mc_deploy_controller_free(m->mc_deployments);
         operand_controller_free(m->operand);
         cn_kube_leader_free(m->leader);
         cn_kube_event_recorder_free(m->recorder);
@@ -188,6 +194,13 @@ static int setup_controllers(Manager *m) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the MachineSet controller: %m");
                 r = mc_set_controller_start(m->mc_sets);
+                if (r < 0)
+                        return r;
+                r = mc_deploy_controller_new(m->event, m->client, m->recorder, m->options.mc_namespace,
+                                             &m->mc_deployments);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the MachineDeployment controller: %m");
+                r = mc_deploy_controller_start(m->mc_deployments);
                 if (r < 0)
                         return r;
         }

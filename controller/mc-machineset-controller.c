@@ -322,8 +322,6 @@ static int enqueue_all(json_object *set, void *userdata) {
 
 static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
         McSetController *c = ASSERT_PTR(userdata);
-        json_object *refs = cn_json_get(object, "metadata", "ownerReferences", NULL);
-
         if (i == c->sets) {
                 enqueue_all(object, c);
                 return;
@@ -332,13 +330,7 @@ static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
                 (void) cn_kube_informer_foreach(c->sets, enqueue_all, c); /* readiness of their Machines */
                 return;
         }
-        for (size_t k = 0; refs && json_object_is_type(refs, json_type_array) && k < json_object_array_length(refs); k++) {
-                json_object *r = json_object_array_get_idx(refs, k);
-
-                if (streq(strempty(cn_json_string(r, "kind", NULL)), "MachineSet"))
-                        enqueue_set(c, cn_json_string(object, "metadata", "namespace", NULL),
-                                    cn_json_string(r, "name", NULL));
-        }
+        mc_queue_add_owners(c->queue, object, "MachineSet");
 }
 
 static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {

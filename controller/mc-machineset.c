@@ -84,14 +84,38 @@ static int copy_into(json_object *dst, json_object *src, const char *a, const ch
         return b ? cn_json_set(dst, copy, a, b, NULL) : cn_json_set(dst, copy, a, NULL);
 }
 
+int mc_set_controller_ref(json_object *o, const char *kind, json_object *owner) {
+        _cleanup_json_ json_object *ref = json_object_new_object(), *refs = json_object_new_array();
+        int r;
+
+        if (!ref || !refs)
+                return -ENOMEM;
+        r = cn_json_set_string(ref, "cluster.k8s.io/v1alpha1", "apiVersion", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(ref, kind, "kind", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(ref, strempty(cn_json_string(owner, "metadata", "name", NULL)), "name", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(ref, strempty(cn_json_string(owner, "metadata", "uid", NULL)), "uid", NULL);
+        if (r >= 0)
+                r = cn_json_set(ref, json_object_new_boolean(true), "controller", NULL);
+        if (r >= 0)
+                r = cn_json_set(ref, json_object_new_boolean(true), "blockOwnerDeletion", NULL);
+        if (r < 0)
+                return r;
+        if (json_object_array_add(refs, TAKE_PTR(ref)) < 0)
+                return -ENOMEM;
+        return cn_json_set(o, TAKE_PTR(refs), "metadata", "ownerReferences", NULL);
+}
+
 int mc_machineset_new_machine(json_object *set, json_object **ret, char **ret_reason) {
-        _cleanup_json_ json_object *m = json_object_new_object(), *owner = json_object_new_object();
+        _cleanup_json_ json_object *m = json_object_new_object();
         json_object *tmeta = cn_json_get(set, "spec", "template", "metadata", NULL);
         const char *name = cn_json_string(set, "metadata", "name", NULL), *uid = cn_json_string(set, "metadata", "uid", NULL);
         _cleanup_free_ char *gen = NULL;
         int r;
 
-        if (!m || !owner)
+        if (!m)
                 return -ENOMEM;
         if (!name || !uid)
                 return -EINVAL;
@@ -115,30 +139,9 @@ int mc_machineset_new_machine(json_object *set, json_object **ret, char **ret_re
         if (r >= 0)
                 r = copy_into(m, cn_json_get(set, "spec", "template", "spec", NULL), "spec", NULL);
         if (r >= 0)
-                r = cn_json_set_string(owner, "cluster.k8s.io/v1alpha1", "apiVersion", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(owner, "MachineSet", "kind", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(owner, name, "name", NULL);
-        if (r >= 0)
-                r = cn_json_set_string(owner, uid, "uid", NULL);
-        if (r >= 0)
-                r = cn_json_set(owner, json_object_new_boolean(true), "controller", NULL);
-        if (r >= 0)
-                r = cn_json_set(owner, json_object_new_boolean(true), "blockOwnerDeletion", NULL);
+                r = mc_set_controller_ref(m, "MachineSet", set);
         if (r < 0)
                 return r;
-        {
-                json_object *refs = json_object_new_array();
-
-                if (!refs || json_object_array_add(refs, TAKE_PTR(owner)) < 0) {
-                        json_object_put(refs);
-                        return -ENOMEM;
-                }
-                r = cn_json_set(m, refs, "metadata", "ownerReferences", NULL);
-                if (r < 0)
-                        return r;
-        }
         *ret = TAKE_PTR(m);
         return 0;
 }

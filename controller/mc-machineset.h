@@ -23,6 +23,10 @@ int mc_selector_matches(json_object *selector, json_object *labels);
 /* Whether machine's controller ownerReference is the object of that kind and uid. */
 bool mc_owned_by(json_object *machine, const char *kind, const char *uid);
 
+/* Sets o's metadata.ownerReferences to one controller reference to owner, of kind (in
+ * cluster.k8s.io/v1alpha1), as the garbage collector and mc_owned_by() read it. */
+int mc_set_controller_ref(json_object *o, const char *kind, json_object *owner);
+
 /* The Machine a MachineSet creates: generateName "<set>-", the template's labels and annotations,
  * its spec, a controller ownerReference to the set. -EINVAL (with a reason) when the template's
  * labels do not match the set's selector, as the API server's validation of a MachineSet would. */

@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "controller-waiting.h"
+#include "json-util.h"
 #include "log.h"
 #include "mc-queue.h"
+#include "string-util.h"
 
 CnWorkItem *mc_queue_item(CnWorkQueue *q, const char *ns, const char *name) {
         _cleanup_free_ char *key = NULL;
@@ -45,4 +47,22 @@ int mc_queue_watch(CnKubeClient *client, const CnKubeResource *r, const char *ns
         if (k < 0)
                 return k;
         return cn_kube_informer_start(*ret);
+}
+
+void mc_queue_add_owners(CnWorkQueue *q, json_object *object, const char *kind) {
+        json_object *refs = cn_json_get(object, "metadata", "ownerReferences", NULL);
+        const char *ns = cn_json_string(object, "metadata", "namespace", NULL);
+
+        for (size_t k = 0; ns && refs && json_object_is_type(refs, json_type_array) && k < json_object_array_length(refs);
+             k++) {
+                json_object *r = json_object_array_get_idx(refs, k);
+                const char *name = cn_json_string(r, "name", NULL);
+                CnWorkItem *item;
+
+                if (!name || !streq(strempty(cn_json_string(r, "kind", NULL)), kind))
+                        continue;
+                item = mc_queue_item(q, ns, name);
+                if (item)
+                        cn_work_queue_add(item);
+        }
 }

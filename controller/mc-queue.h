@@ -13,3 +13,5 @@ int mc_queue_key_split(const char *key, char **ret_ns, char **ret_name);
 /* A shared informer of r (in ns, NULL: all) with handlers, started, its absence reported. */
 int mc_queue_watch(CnKubeClient *client, const CnKubeResource *r, const char *ns, const CnKubeInformerHandlers *h,
                    void *userdata, CnKubeInformer **ret);
+/* Queues the objects of kind that own object (its ownerReferences), in object's namespace. */
+void mc_queue_add_owners(CnWorkQueue *q, json_object *object, const char *kind);

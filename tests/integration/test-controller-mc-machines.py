@@ -16,7 +16,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
-from mcmachines import (FINALIZER, MACHINESETS, MERGE, NODES, NS, PDBS, PODS, USER, mc_env, wait_for)  # noqa: E402
+from cntap import src  # noqa: E402
+from fakecloud import HETZNER_TOKEN, OPENSTACK_USER  # noqa: E402
+from mcmachines import (FINALIZER, MACHINEDEPLOYMENTS, MACHINESETS, MERGE, NODES, NS, PDBS, PODS, USER,  # noqa: E402
+                        mc_env, wait_for)
 
 
 def creates(env, mark, path):
@@ -242,6 +245,8 @@ def test_machineset(t, env):
         t.ok(all(n.startswith("ms1-") for n in first), "named after the set", first)
         t.ok(wait_for(lambda: (env.k.api("GET", MACHINESETS + "/ms1")[1].get("status") or {}).get("replicas") == 2, 20),
              "status.replicas")
+        # creationTimestamp has whole seconds: the third Machine must be younger by one at least.
+        time.sleep(1.1)
         env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 3}}, MERGE)
         t.ok(wait_for(lambda: provisioned(3), 60), "scaled up to 3", ctl.output()[-2000:])
         newest = [n for n in names() if n not in first][0]
@@ -262,6 +267,86 @@ def test_machineset(t, env):
              "and no server left")
         t.eq(len(creates(env, mark, "/v1/servers")), 3, "three servers were ever created for three Machines")
         env.k.api("DELETE", MACHINESETS + "/ms1")
+    finally:
+        ctl.stop()
+
+
+def test_example_hetzner(t, env):
+    """examples/hetzner-machinedeployment.yaml applied as is with kubectl; the user puts the token in
+    its Secret; then a rolling update of the template and kubectl scale to 0."""
+    ctl = env.controller()
+    md = MACHINEDEPLOYMENTS + "/hetzner-machinedeployment"
+    try:
+        mark = len(env.c.requests())
+        r = env.k.kubectl("apply", "-f", src("examples", "hetzner-machinedeployment.yaml"))
+        t.ok(r.returncode == 0, "kubectl apply -f examples/hetzner-machinedeployment.yaml", r.stdout + r.stderr)
+        env.secret("machine-controller-hetzner", {"token": HETZNER_TOKEN})  # what the user fills in
+
+        def status():
+            return env.k.api("GET", md)[1].get("status") or {}
+
+        def settled(server_type):
+            env.kubelets()
+            ms = [m for m in env.all_machines() if not m["metadata"].get("deletionTimestamp")]
+            return (len(ms) == 1 and env.provisioned(ms[0]["metadata"]["name"]) and
+                    ms[0]["spec"]["providerSpec"]["value"]["cloudProviderSpec"]["serverType"] == server_type and
+                    len(env.available()) == 1 and status().get("availableReplicas") == 1 and
+                    status().get("updatedReplicas") == 1)
+        t.ok(wait_for(lambda: settled("cx22"), 90), "one Machine, its server and Node; status availableReplicas 1",
+             ctl.output()[-3000:])
+        first = env.all_machines()[0]
+        t.eq(env.k.api("GET", md)[1]["metadata"].get("annotations", {}).get(
+            "machinedeployment.clusters.k8s.io/revision"), "1", "revision 1")
+        r = env.k.kubectl("-n", NS, "patch", "machinedeployment", "hetzner-machinedeployment", "--type=merge", "-p",
+                          '{"spec":{"template":{"spec":{"providerSpec":{"value":{"cloudProviderSpec":'
+                          '{"serverType":"cx32"}}}}}}}')
+        t.ok(r.returncode == 0, "kubectl patch of the template's serverType", r.stderr)
+        low = [1]
+
+        def rolled():
+            low[0] = min(low[0], len(env.available()))
+            return settled("cx32")
+        t.ok(wait_for(rolled, 120), "rolled over to cx32: a new Machine, then the old one gone",
+             ctl.output()[-3000:])
+        t.eq(low[0], 1, "maxUnavailable 0: never less than one available Machine during the rollover")
+        t.ok(wait_for(lambda: env.gone(first["metadata"]["name"]), 60), "the old Machine is deleted (its server and Node "
+             "first)", ctl.output()[-2000:])
+        t.eq(env.k.api("GET", md)[1]["metadata"].get("annotations", {}).get(
+            "machinedeployment.clusters.k8s.io/revision"), "2", "revision 2")
+        sets = env.k.api("GET", MACHINESETS)[1].get("items", [])
+        t.eq(sorted((s["spec"]["replicas"]) for s in sets if s["metadata"]["name"].startswith("hetzner-machinedeployment-")),
+             [0, 1], "two MachineSets, the old one scaled to 0")
+        r = env.k.kubectl("-n", NS, "scale", "machinedeployment", "hetzner-machinedeployment", "--replicas=0")
+        t.ok(r.returncode == 0, "kubectl scale (the scale subresource) to 0", r.stdout + r.stderr)
+        t.ok(wait_for(lambda: not env.all_machines(), 90), "no Machine left", ctl.output()[-2000:])
+        t.eq([i for i in env.c.instances() if (i.get("labels") or {}).get("my") == "label"], [], "no server left")
+        t.eq(len(creates(env, mark, "/v1/servers")), 2, "two servers were ever created")
+    finally:
+        ctl.stop()
+
+
+def test_example_openstack(t, env):
+    ctl = env.controller()
+    try:
+        r = env.k.kubectl("apply", "-f", src("examples", "openstack-machinedeployment.yaml"))
+        t.ok(r.returncode == 0, "kubectl apply -f examples/openstack-machinedeployment.yaml", r.stdout + r.stderr)
+        env.secret("machine-controller-openstack", {      # what the user fills in
+            "identityEndpoint": env.c.url + "/v3", "username": OPENSTACK_USER["name"],
+            "password": OPENSTACK_USER["password"], "domainName": OPENSTACK_USER["domain"],
+            "projectName": OPENSTACK_USER["project"], "region": "RegionOne"})
+
+        def one():
+            ms = env.all_machines()
+            return len(ms) == 1 and env.provisioned(ms[0]["metadata"]["name"]) and ms[0]
+        m = wait_for(one, 90)
+        t.ok(m, "openstack example: a Machine with its server", ctl.output()[-3000:])
+        srv = env.servers(m["metadata"]["uid"]) if m else []
+        t.eq([(s.get("extra") or {}).get("security_groups") for s in srv], [[{"name": "external-ssh"}]],
+             "with the ConfigMap's security group")
+        r = env.k.kubectl("-n", NS, "scale", "machinedeployment", "openstack-machinedeployment", "--replicas=0")
+        t.ok(r.returncode == 0 and wait_for(lambda: not env.all_machines(), 90), "scaled to 0: no Machine left",
+             ctl.output()[-2000:])
+        t.eq(env.servers(m["metadata"]["uid"]) if m else None, [], "no server left")
     finally:
         ctl.stop()
 
@@ -290,6 +375,8 @@ def main():
         t.run(test_unsupported_os, env)
         t.run(test_openstack, env)
         t.run(test_machineset, env)
+        t.run(test_example_hetzner, env)
+        t.run(test_example_openstack, env)
         t.run(test_kill, env)
     return t.done()
 

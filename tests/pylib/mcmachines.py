@@ -18,6 +18,7 @@ from fakekubeclient import kube_server
 NS = "kube-system"
 MACHINES = "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machines" % NS
 MACHINESETS = "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machinesets" % NS
+MACHINEDEPLOYMENTS = "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machinedeployments" % NS
 SECRETS = "/api/v1/namespaces/%s/secrets" % NS
 CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 PODS = "/api/v1/namespaces/%s/pods"
@@ -169,6 +170,20 @@ class Env:
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
         assert code == 201, (code, n)
         return n
+
+    def kubelets(self):
+        """Every provisioned Machine's server boots: its Node registers (kubelet_registers)."""
+        nodes = {n["metadata"]["name"] for n in self.k.api("GET", NODES)[1].get("items", [])}
+        for m in self.all_machines():
+            name = m["metadata"]["name"]
+            if name not in nodes and m["spec"].get("providerID") and not m["metadata"].get("deletionTimestamp"):
+                self.kubelet_registers(name)
+
+    def available(self):
+        """The Machines that are not being deleted and whose Node is Ready."""
+        nodes = {n["metadata"]["name"] for n in self.k.api("GET", NODES)[1].get("items", [])}
+        return [m for m in self.all_machines() if not m["metadata"].get("deletionTimestamp") and
+                (m.get("status") or {}).get("nodeRef", {}).get("name") in nodes]
 
     def pod(self, name, node, ns="default", labels=None, owner=None):
         meta = {"name": name, "labels": labels or {}}
