@@ -249,6 +249,20 @@ def test_machineset(t, env):
         time.sleep(1.1)
         env.k.api("PATCH", MACHINESETS + "/ms1", {"spec": {"replicas": 3}}, MERGE)
         t.ok(wait_for(lambda: provisioned(3), 60), "scaled up to 3", ctl.output()[-2000:])
+
+        def metric(name):
+            for line in ctl.get("/metrics")[1].splitlines():
+                if line.startswith(name + " ") or line.startswith(name + "{"):
+                    return line
+            return None
+        t.ok(wait_for(lambda: metric("machine_controller_machines") == "machine_controller_machines 3", 20),
+             "/metrics: machine_controller_machines counts the three Machines", metric("machine_controller_machines"))
+        creates_line = next((line for line in ctl.get("/metrics")[1].splitlines()
+                             if line.startswith("machine_controller_cloud_api_requests_total{") and
+                             'operation="machine_create"' in line and 'result="ok"' in line), "")
+        t.ok(creates_line.endswith(" 3") and 'provider="hetzner"' in creates_line,
+             "and the cloud requests by provider, operation and result: three creates", creates_line)
+        t.promtool_check_metrics(ctl.get("/metrics")[1])
         newest = [n for n in names() if n not in first][0]
         oldest = sorted(env.machines_of("MachineSet", uid), key=lambda m: m["metadata"]["creationTimestamp"])[0]
         marked = oldest["metadata"]["name"]
