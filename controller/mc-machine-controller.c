@@ -210,7 +210,8 @@ static int write_machine(McState *s, json_object *machine, json_object *patch) {
 }
 
 /* A terminal error, as machine-controller records one: status.errorReason and errorMessage, a
- * Warning Event, no retries until the spec changes (a new generation of the object). */
+ * Warning Event, no retries while status.errorReason stays (a human fixes the Machine and clears
+ * it, or deletes the Machine). */
 static void set_failed(McState *s, json_object *machine, const char *reason, const char *message) {
         _cleanup_json_ json_object *patch = json_object_new_object();
 
@@ -285,6 +286,10 @@ static void on_ref_read(CnKubeClient *c, const CnKubeResult *result, void *userd
                 return;
         }
         key = TAKE_PTR(s->reading);
+        if (!key) {
+                retry_later(s, 0);
+                return;
+        }
         if (!s->refs) {
                 s->refs = json_object_new_object();
                 s->refs_time = cn_now(CLOCK_MONOTONIC);
