@@ -162,8 +162,16 @@ def test_unsupported_os(t, env):
         t.eq(env.servers(uid), [], "no server")
         t.eq(len([e for e in env.events("InvalidConfiguration") if e["involvedObject"]["name"] == "w5"]), 1,
              "one Warning Event, not repeated")
+        # The human fixes the Machine and clears the error (no status subresource: one patch).
+        env.k.api("PATCH", "/apis/cluster.k8s.io/v1alpha1/namespaces/%s/machines/w5" % NS,
+                  {"spec": {"providerSpec": {"value": {"operatingSystem": "ubuntu"}}},
+                   "status": {"errorReason": None, "errorMessage": None}}, MERGE)
+        t.ok(wait_for(lambda: env.provisioned("w5"), 40), "fixed and cleared: the server is created",
+             ctl.output()[-2000:])
+        t.eq(len(env.servers(uid)), 1, "one server")
         env.delete("w5")
         t.ok(wait_for(lambda: env.gone("w5"), 30), "deleted cleanly")
+        t.eq(env.servers(uid), [], "and its server")
     finally:
         ctl.stop()
 
