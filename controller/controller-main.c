@@ -45,6 +45,13 @@ static int help(void) {
                "     --machine-provider NAME      Reconcile CloudnodeMachines with this provider\n"
                "                                  (hetzner; Cluster API infrastructure provider)\n"
                "     --machine-cloud-config FILE  The provider's cloud.conf (credentials)\n"
+               "     --machine-controller-namespace NS\n"
+               "                                  Reconcile machine-controller's Machines (cluster.k8s.io)\n"
+               "                                  of this namespace (hetzner, openstack)\n"
+               "     --machine-controller-user-data-secret NAME\n"
+               "                                  Their user data Secret unless annotated otherwise\n"
+               "     --machine-controller-skip-eviction-after DUR\n"
+               "                                  Delete without draining after this long (default 2h)\n"
                "     --operand BOOL               Apply and reconcile the node initializer (default true;\n"
                "                                  false on a Cluster API management cluster's provider)\n\n"
                "render:\n"
@@ -72,6 +79,9 @@ enum {
         ARG_CLOUD_CONFIG_FILE,
         ARG_MACHINE_PROVIDER,
         ARG_MACHINE_CLOUD_CONFIG,
+        ARG_MC_NAMESPACE,
+        ARG_MC_USER_DATA_SECRET,
+        ARG_MC_SKIP_EVICTION_AFTER,
         ARG_OPERAND,
 };
 
@@ -93,6 +103,9 @@ static const struct option options[] = {
         { "cloud-config-file", required_argument, NULL, ARG_CLOUD_CONFIG_FILE },
         { "machine-provider", required_argument, NULL, ARG_MACHINE_PROVIDER },
         { "machine-cloud-config", required_argument, NULL, ARG_MACHINE_CLOUD_CONFIG },
+        { "machine-controller-namespace", required_argument, NULL, ARG_MC_NAMESPACE },
+        { "machine-controller-user-data-secret", required_argument, NULL, ARG_MC_USER_DATA_SECRET },
+        { "machine-controller-skip-eviction-after", required_argument, NULL, ARG_MC_SKIP_EVICTION_AFTER },
         { "operand", required_argument, NULL, ARG_OPERAND },
         CN_KUBE_DAEMON_LONG_OPTIONS,
         {},
@@ -188,6 +201,21 @@ static int parse_argv(int argc, char *argv[], Args *a) {
                 case ARG_MACHINE_CLOUD_CONFIG:
                         a->run.machine_cloud_config = optarg;
                         break;
+                case ARG_MC_NAMESPACE:
+                        if (isempty(optarg))
+                                return bad_value(name, optarg);
+                        a->run.mc_namespace = optarg;
+                        break;
+                case ARG_MC_USER_DATA_SECRET:
+                        if (isempty(optarg))
+                                return bad_value(name, optarg);
+                        a->run.mc_user_data_secret = optarg;
+                        break;
+                case ARG_MC_SKIP_EVICTION_AFTER:
+                        if (cn_parse_duration(optarg, &a->run.mc_skip_eviction_after) < 0 ||
+                            a->run.mc_skip_eviction_after == 0)
+                                return bad_value(name, optarg);
+                        break;
                 case ARG_OPERAND:
                         r = cn_parse_boolean(optarg);
                         if (r < 0)
@@ -256,9 +284,9 @@ static int run(int argc, char *argv[]) {
                 log_error("run needs --namespace");
                 return 2;
         }
-        if (a.run.no_operand && !a.run.machine_provider) {
+        if (a.run.no_operand && !a.run.machine_provider && !a.run.mc_namespace) {
                 free(a.source_namespace_buf);
-                log_error("--operand=false leaves nothing to do without --machine-provider");
+                log_error("--operand=false leaves nothing to do without --machine-provider or --machine-controller-namespace");
                 return 2;
         }
         if (cn_kube_daemon_options_verify(&a.run.daemon, &why) < 0) {

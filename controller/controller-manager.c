@@ -22,6 +22,9 @@
 #include "kube-leader.h"
 #include "log.h"
 #include "machine-controller.h"
+#include "mc-machine-controller.h"
+#include "mc-machinedeployment-controller.h"
+#include "mc-machineset-controller.h"
 #include "metrics.h"
 #include "operand-controller.h"
 
@@ -42,6 +45,9 @@ struct Manager {
         OperandController *operand;   /* unless --operand=false */
         MachineController *machines;  /* with --machine-provider */
         ClusterController *clusters;  /* with --machine-provider */
+        McController *mc_machines;    /* with --machine-controller-namespace */
+        McSetController *mc_sets;     /* with --machine-controller-namespace */
+        McDeployController *mc_deployments; /* with --machine-controller-namespace */
 };
 
 static void set_leading(Manager *m, bool leading) {
@@ -51,6 +57,12 @@ static void set_leading(Manager *m, bool leading) {
                 machine_controller_set_leading(m->machines, leading);
         if (m->clusters)
                 cluster_controller_set_leading(m->clusters, leading);
+        if (m->mc_machines)
+                mc_controller_set_leading(m->mc_machines, leading);
+        if (m->mc_sets)
+                mc_set_controller_set_leading(m->mc_sets, leading);
+        if (m->mc_deployments)
+                mc_deploy_controller_set_leading(m->mc_deployments, leading);
         (void) cn_metric_set(m->m_leader, NULL, leading ? 1 : 0);
 }
 
@@ -109,7 +121,10 @@ static const char *not_ready(void *userdata) {
         Manager *m = ASSERT_PTR(userdata);
 
         if ((m->operand && !operand_controller_synced(m->operand)) || (m->machines && !machine_controller_synced(m->machines)) ||
-            (m->clusters && !cluster_controller_synced(m->clusters)))
+            (m->clusters && !cluster_controller_synced(m->clusters)) ||
+            (m->mc_machines && !mc_controller_synced(m->mc_machines)) ||
+            (m->mc_sets && !mc_set_controller_synced(m->mc_sets)) ||
+            (m->mc_deployments && !mc_deploy_controller_synced(m->mc_deployments)))
                 return "informers not synced";
         return NULL;
 }
@@ -137,6 +152,9 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         cluster_controller_free(m->clusters); /* borrows from the machine controller */
         machine_controller_free(m->machines);
+        mc_controller_free(m->mc_machines);
+        mc_set_controller_free(m->mc_sets);
+        mc_deploy_controller_free(m->mc_deployments);
         operand_controller_free(m->operand);
         cn_kube_leader_free(m->leader);
         cn_kube_event_recorder_free(m->recorder);
@@ -158,6 +176,33 @@ static int setup_controllers(Manager *m) {
                 r = operand_controller_start(m->operand);
                 if (r < 0)
                         return log_error_errno(r, "Failed to start API discovery: %m");
+        }
+        if (m->options.mc_namespace) {
+                r = mc_controller_new(m->event, m->client, m->recorder, m->metrics,
+                                      &(McControllerOptions) {
+                                              .namespace = m->options.mc_namespace,
+                                              .user_data_secret = m->options.mc_user_data_secret,
+                                              .skip_eviction_after = m->options.mc_skip_eviction_after,
+                                      },
+                                      &m->mc_machines);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the Machine controller: %m");
+                r = mc_controller_start(m->mc_machines);
+                if (r < 0)
+                        return r;
+                r = mc_set_controller_new(m->event, m->client, m->recorder, m->options.mc_namespace, &m->mc_sets);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the MachineSet controller: %m");
+                r = mc_set_controller_start(m->mc_sets);
+                if (r < 0)
+                        return r;
+                r = mc_deploy_controller_new(m->event, m->client, m->recorder, m->options.mc_namespace,
+                                             &m->mc_deployments);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the MachineDeployment controller: %m");
+                r = mc_deploy_controller_start(m->mc_deployments);
+                if (r < 0)
+                        return r;
         }
         if (!m->options.machine_provider)
                 return 0;

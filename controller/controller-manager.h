@@ -32,6 +32,9 @@ typedef struct ControllerOptions {
         const char *machine_provider;     /* NULL: no Cluster API machines */
         const char *machine_cloud_config;
         bool no_operand;                  /* --operand=false: the machine controllers only */
+        const char *mc_namespace;         /* NULL: no machine-controller Machines (cluster.k8s.io) */
+        const char *mc_user_data_secret;
+        usec_t mc_skip_eviction_after;
 } ControllerOptions;
 
 typedef struct Manager Manager;

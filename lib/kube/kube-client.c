@@ -66,6 +66,7 @@ struct CnKubeRequest {
         usec_t idle_timeout;
         CnBackoff backoff;
         unsigned retries;
+        bool no_retry_429;      /* a 429 is an answer, not overload (an eviction a budget refuses) */
 
         /* a create of a named object: sent again, it answers AlreadyExists and makes nothing */
         bool resend_safe;
@@ -420,6 +421,8 @@ static bool should_retry(CnKubeRequest *r, CnHttpRequest *h, int error, long sta
 
         if (cn_http_request_get_retry_after(h, &ra) >= 0)
                 *ret_min_delay = MIN(ra, (usec_t) CN_KUBE_RETRY_AFTER_MAX_USEC);
+        if (status == 429 && r->no_retry_429)
+                return false;
         if (status == 429 || status == 503)
                 return true;
         /* client-go retries any 5xx that carries Retry-After; reads are safe to repeat anyway. */
@@ -667,6 +670,11 @@ static int request_queue(CnKubeRequest *r, CnKubeRequest **ret_request) {
 void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f) {
         assert(r);
         r->filter = f;
+}
+
+void cn_kube_request_set_no_retry_429(CnKubeRequest *r) {
+        assert(r);
+        r->no_retry_429 = true;
 }
 
 int cn_kube_request(CnKubeClient *c, const char *method, const char *path, json_object *body,

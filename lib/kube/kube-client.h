@@ -232,6 +232,10 @@ typedef enum CnKubePatchType {
  * callback's object keeps only those members. For a caller that reads a few fields of a large
  * answer (a Node returned by a PATCH). Error bodies (Status) are parsed whole. */
 void cn_kube_request_set_filter(CnKubeRequest *r, const CnJsonFilter *f);
+/* A 429 of this request goes to the callback at once instead of being retried: for requests the
+ * server refuses by policy rather than by load (a Pod eviction a PodDisruptionBudget forbids),
+ * which the caller retries on its own schedule. */
+void cn_kube_request_set_no_retry_429(CnKubeRequest *r);
 
 /* PATCH; subresource "status" for the status subresource. To make a merge patch conditional, put
  * metadata.resourceVersion in it: a stale one fails with CN_KUBE_ECONFLICT. */

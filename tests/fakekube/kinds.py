@@ -92,7 +92,7 @@ def builtin_types():
               name_check=name_label, fields=["status.phase"], verbs=_NO_DC),
         RType("", "v1", "nodes", "Node", False, short=["no"], sub=["status"],
               fields=["spec.unschedulable"]),
-        RType("", "v1", "pods", "Pod", True, short=["po"], categories=["all"], sub=["status"],
+        RType("", "v1", "pods", "Pod", True, short=["po"], categories=["all"], sub=["status", "eviction"],
               return_deleted=True,
               fields=["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                       "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"]),

@@ -117,6 +117,9 @@ class Registry:
                     res.append({"name": t.plural + "/token", "singularName": "", "namespaced": t.namespaced,
                                 "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
                                 "verbs": ["create"]})
+                elif s == "eviction":
+                    res.append({"name": t.plural + "/eviction", "singularName": "", "namespaced": t.namespaced,
+                                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
                 elif s == "finalize":
                     res.append({"name": t.plural + "/finalize", "singularName": "", "namespaced": t.namespaced,
                                 "kind": t.kind, "verbs": ["update"]})

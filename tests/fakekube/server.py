@@ -20,7 +20,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import certs, errors, openapiv2, patch as patchmod, proto, scale, table, tokenrequest
+from . import certs, errors, eviction, openapiv2, patch as patchmod, proto, scale, table, tokenrequest
 from .admission import admit
 from .errors import ApiError
 from .rbac import BOOTSTRAP, Attrs, Authorizer, check_escalation, forbidden_message, rules_for
@@ -945,6 +945,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if info.subresource == "token":
             tokenrequest.handle(self, store, st.bound_tokens, rt, ns, info.name, info.verb, body, ctype, dry_run)
+            return
+        if info.subresource == "eviction":
+            eviction.handle(self, store, st.registry, rt, ns, info.name, info.verb, body, ctype, dry_run)
             return
         if info.verb == "get":
             obj = store.get(rt, ns, info.name)

@@ -262,6 +262,45 @@ def test_bootstrap_pod(t, tmp):
          "bootstrap pod hostNetwork and node-critical")
 
 
+def test_machine_controller_overlay(t, tmp):
+    """overlays/machine-controller: machine-controller's three CRDs as it ships them, the flag that
+    enables the Machine reconciler, and RBAC for exactly what that reconciler does."""
+    objs = render(t, "overlays/machine-controller", tmp)
+    crds = {o["spec"]["names"]["kind"]: o for o in objs if o["kind"] == "CustomResourceDefinition"
+            and o["spec"]["group"] == "cluster.k8s.io"}
+    t.eq(sorted(crds), ["Machine", "MachineDeployment", "MachineSet"], "the three cluster.k8s.io kinds")
+    for kind, o in crds.items():
+        vs = o["spec"]["versions"]
+        t.eq([(v["name"], v["served"], v["storage"]) for v in vs], [("v1alpha1", True, True)],
+             "%s: v1alpha1 served and stored" % kind)
+        cols = [c["name"] for c in vs[0].get("additionalPrinterColumns", [])]
+        t.ok("Provider" in cols and "OS" in cols and "Age" in cols, "%s: machine-controller's columns" % kind, cols)
+    subs = {k: (o["spec"]["versions"][0].get("subresources") or {}) for k, o in crds.items()}
+    t.eq(subs.get("Machine"), {}, "Machine: no subresource, as machine-controller's (status is in the object)")
+    t.eq((subs.get("MachineDeployment") or {}).get("scale"),
+         {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
+         "MachineDeployment: the scale subresource")
+    dep = find(objs, "Deployment", "cloudnode-controller")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"] if dep else []
+    t.ok("--machine-controller-namespace=kube-system" in args, "the controller reconciles kube-system's Machines",
+         args)
+    cr = find(objs, "ClusterRole", "cloudnode:controller:machine-controller")
+    t.eq(rules_of(cr) if cr else set(),
+         {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")} |
+         {("", "pods", "list"), ("", "pods/eviction", "create")},
+         "cluster-wide: Nodes, Pods list and evictions only (no Secrets, no Pod deletion)")
+    role = find(objs, "Role", "cloudnode:controller:machine-controller")
+    t.eq(role["metadata"]["namespace"] if role else None, "kube-system", "the rest only in kube-system")
+    got = rules_of(role) if role else set()
+    t.eq({r for r in got if r[1] in ("secrets", "configmaps")}, {("", "secrets", "get"), ("", "configmaps", "get")},
+         "Secrets and ConfigMaps: get only, never list or watch")
+    t.ok(not any(r[2] == "*" or r[1] == "*" for r in got | (rules_of(cr) if cr else set())), "no wildcards")
+    for b in ("ClusterRoleBinding", "RoleBinding"):
+        o = find(objs, b, "cloudnode:controller:machine-controller")
+        t.eq([(s["kind"], s["namespace"], s["name"]) for s in (o or {}).get("subjects", [])],
+             [("ServiceAccount", "cloudnode", "cloudnode-controller")], "%s: the controller's service account" % b)
+
+
 def main():
     t = Tap()
     if not shutil.which("kubectl"):
@@ -269,6 +308,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         t.run(test_variants, tmp)
         t.run(test_capi_components, tmp)
+        t.run(test_machine_controller_overlay, tmp)
         t.run(test_bootstrap_pod, tmp)
     return t.done()
 

@@ -1,0 +1,1100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* machine-controller's Machine reconciler. See mc-machine-controller.h.
+ *
+ * Crash safety comes from the providers, as for CloudnodeMachines: every create is preceded by a
+ * lookup of the server by the Machine's UID, which the server carries from its create request on,
+ * so a restart between create and status write finds the server instead of making another, and a
+ * deletion looks it up the same way until the cloud says it is gone. At most one request per
+ * Machine is in flight; a Machine waiting for a retry has a timer (the work queue's backoff).
+ *
+ * Secrets and ConfigMaps named by a providerSpec are read with GET when a pass needs them and
+ * kept for at most REFS_TTL per Machine, so that a rotated credential is used from then on; their
+ * values are never logged, and neither is the user data. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash-util.h"
+#include "http.h"
+#include "json-util.h"
+#include "kube-expectation.h"
+#include "kube-informer.h"
+#include "kube-workqueue.h"
+#include "log.h"
+#include "machine-reconcile.h"
+#include "mc-machine-controller.h"
+#include "mc-machine-spec.h"
+#include "mc-machineset.h"
+#include "mc-queue.h"
+#include "provider.h"
+#include "string-util.h"
+#include "time-util.h"
+
+#define POLL_BASE_USEC (500 * USEC_PER_MSEC)
+#define POLL_CAP_USEC (30 * USEC_PER_SEC)
+#define EVICTION_RETRY_USEC (5 * USEC_PER_SEC)
+#define REFS_TTL (30 * USEC_PER_SEC)
+#define USERDATA_MAX (32U * 1024U)
+#define PROVIDERS_MAX 64U
+#define SKIP_EVICTION_AFTER_DEFAULT (2 * USEC_PER_HOUR)
+
+static const CnKubeResource resource_machines = {
+        .group = "cluster.k8s.io", .version = "v1alpha1", .resource = "machines", .kind = "Machine",
+        .namespaced = true,
+};
+
+typedef struct McState McState;
+
+typedef struct CachedProvider {
+        char hash[CN_SHA256_HEX_SIZE];
+        CnProvider *provider;
+} CachedProvider;
+
+struct McController {
+        sd_event *event;
+        CnKubeClient *client;
+        CnKubeEventRecorder *recorder;
+        CnHttp *http;
+        char *namespace, *user_data_secret;
+        usec_t skip_eviction_after;
+        CnKubeInformer *machines, *nodes;
+        CnWorkQueue *queue;
+        CachedProvider providers[PROVIDERS_MAX];
+        size_t n_providers;
+        CnMetric *m_machines, *m_calls;
+        bool leading;
+};
+
+struct McState {
+        McController *mc;
+        CnWorkItem *item;
+        char *namespace, *name;
+        CnProviderCall *call;
+        CnKubeRequest *request;   /* a read (Secret, ConfigMap, Pods) or a Node write */
+        CnKubeRequest *write;     /* the Machine's patch */
+        CnWriteExpectation expect;
+        json_object *refs;        /* "Secret/NAME" or "ConfigMap/NAME" -> object, null when missing */
+        usec_t refs_time;         /* CLOCK_MONOTONIC of the first read in refs */
+        char *scratch;            /* the value a lookup answered last (erased when replaced) */
+        char *reading;            /* the refs key of the read in flight */
+        McMachineSpec spec;       /* of the pass in flight */
+        CnProvider *provider;
+        char *uid;
+        char **evict;             /* Pods still to evict, one request at a time */
+        size_t evict_next;
+        bool evict_blocked;
+        bool drained;             /* this deletion's drain is done (or skipped) */
+        bool cordoned;            /* this deletion cordoned the Node (the cache may not show it yet) */
+        bool missed;
+};
+
+static void enqueue(McState *s) {
+        cn_work_queue_add(s->item);
+}
+
+static void retry_later(McState *s, usec_t min_delay) {
+        (void) cn_work_queue_retry(s->item, min_delay, NULL);
+}
+
+static void erase_string(char **p) {
+        if (*p)
+                explicit_bzero(*p, strlen(*p));
+        free(*p);
+        *p = NULL;
+}
+
+static void drop_refs(McState *s) {
+        json_object_put(s->refs);
+        s->refs = NULL;
+}
+
+static McState *state_free(McState *s) {
+        if (!s)
+                return NULL;
+        cn_provider_call_free(s->call);
+        cn_kube_request_free(s->request);
+        cn_kube_request_free(s->write);
+        cn_write_expectation_clear(&s->expect);
+        json_object_put(s->refs);
+        erase_string(&s->scratch);
+        free(s->reading);
+        mc_machine_spec_done(&s->spec);
+        cn_provider_free(s->provider);
+        strv_free(s->evict);
+        free(s->namespace);
+        free(s->name);
+        free(s->uid);
+        free(s);
+        return NULL;
+}
+
+static void state_free_data(void *data) {
+        state_free(data);
+}
+
+static void *state_new(CnWorkItem *item, void *userdata) {
+        McState *s = calloc(1, sizeof(McState));
+
+        if (!s)
+                return NULL;
+        s->mc = ASSERT_PTR(userdata);
+        s->item = item;
+        if (mc_queue_key_split(cn_work_item_key(item), &s->namespace, &s->name) < 0)
+                return state_free(s);
+        return s;
+}
+
+static bool state_busy(McState *s) {
+        return s->call || s->request || s->write || cn_work_item_retry_pending(s->item);
+}
+
+static void call_done(McState *s) {
+        if (s->missed) {
+                s->missed = false;
+                enqueue(s);
+        }
+}
+
+static json_object *lookup_machine(McState *s) {
+        return cn_kube_informer_lookup(s->mc->machines, s->namespace, s->name);
+}
+
+static void event(McState *s, json_object *machine, CnKubeEventType type, const char *reason, const char *message) {
+        CnKubeObjectRef ref;
+
+        if (machine && cn_kube_object_ref_from_json(machine, &resource_machines, &ref) >= 0)
+                (void) cn_kube_event_record(s->mc->recorder, &ref, type, reason, NULL, "%s", message);
+}
+
+/* ---- writes of the Machine (machine-controller's CRD has no status subresource) ---- */
+
+static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->write = cn_kube_request_free(s->write);
+        if (result->error < 0) {
+                if (result->error == -ENOENT)
+                        enqueue(s);
+                else {
+                        log_debug_errno(result->error, "Machine %s/%s: write failed, retrying: %s", s->namespace,
+                                        s->name, strna(result->message));
+                        cn_write_expectation_clear(&s->expect);
+                        retry_later(s, 0);
+                }
+                return;
+        }
+        if (!cn_write_expectation_written(&s->expect, result->object)) {
+                enqueue(s);
+                return;
+        }
+        call_done(s);
+}
+
+/* A merge patch of the Machine, sent only when it changes the cached object: 1 when sent. */
+static int write_machine(McState *s, json_object *machine, json_object *patch) {
+        int r;
+
+        if (machine && !cn_capi_patch_changes(machine, patch))
+                return 0;
+        s->write = cn_kube_request_free(s->write);
+        r = cn_kube_patch(s->mc->client, &resource_machines, s->namespace, s->name, NULL, CN_KUBE_PATCH_MERGE, patch,
+                          on_written, s, &s->write);
+        if (r < 0)
+                return r;
+        if (machine) {
+                r = cn_write_expectation_begin(&s->expect, machine);
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+/* A terminal error, as machine-controller records one: status.errorReason and errorMessage, a
+ * Warning Event, no retries while status.errorReason stays (a human fixes the Machine and clears
+ * it, or deletes the Machine). */
+static void set_failed(McState *s, json_object *machine, const char *reason, const char *message) {
+        _cleanup_json_ json_object *patch = json_object_new_object();
+
+        if (!patch || cn_json_set_string(patch, reason, "status", "errorReason", NULL) < 0 ||
+            cn_json_set_string(patch, strempty(message), "status", "errorMessage", NULL) < 0)
+                return;
+        if (write_machine(s, machine, patch) <= 0)
+                return;
+        log_warning("Machine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
+        event(s, machine, CN_KUBE_EVENT_WARNING, reason, strna(message));
+}
+
+static bool has_finalizer(json_object *machine, const char *f) {
+        return cn_capi_has_finalizer(machine, f);
+}
+
+/* ---- Secrets and ConfigMaps named by the providerSpec ---- */
+
+static int ref_key(McRefKind kind, const char *name, char **ret) {
+        return asprintf(ret, "%s/%s", kind == MC_REF_SECRET ? "Secret" : "ConfigMap", name) < 0 ? -ENOMEM : 0;
+}
+
+static int lookup_ref(const McRef *ref, const char **ret, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+        _cleanup_free_ char *key = NULL;
+        json_object *o;
+        const char *v;
+
+        if (ref_key(ref->kind, ref->name, &key) < 0)
+                return -ENOMEM;
+        if (!s->refs || !json_object_object_get_ex(s->refs, key, &o))
+                return -EAGAIN;
+        if (!o)
+                return -ENOENT;
+        v = cn_json_string(o, "data", ref->key, NULL);
+        if (!v)
+                return -ENOENT;
+        erase_string(&s->scratch);
+        if (ref->kind == MC_REF_SECRET) {
+                void *raw = NULL;
+                size_t size = 0;
+
+                if (cn_base64_decode(v, strlen(v), &raw, &size) < 0 || memchr(raw, 0, size)) {
+                        free(raw);
+                        return -EINVAL;
+                }
+                s->scratch = strndup(raw, size);
+                explicit_bzero(raw, size);
+                free(raw);
+        } else
+                s->scratch = strdup(v);
+        if (!s->scratch)
+                return -ENOMEM;
+        *ret = s->scratch;
+        return 0;
+}
+
+static const char *lookup_env(const char *name, void *userdata) {
+        return getenv(name);
+}
+
+static void on_ref_read(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+        const char *kind = cn_json_string(result->object, "kind", NULL);
+        _cleanup_free_ char *key = NULL;
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0 && result->error != -ENOENT) {
+                log_info("Machine %s/%s: reading a referenced object failed, retrying: %s", s->namespace, s->name,
+                         strna(result->message));
+                retry_later(s, 0);
+                return;
+        }
+        key = TAKE_PTR(s->reading);
+        if (!key) {
+                retry_later(s, 0);
+                return;
+        }
+        if (!s->refs) {
+                s->refs = json_object_new_object();
+                s->refs_time = cn_now(CLOCK_MONOTONIC);
+        }
+        if (!s->refs || json_object_object_add(s->refs, key,
+                                               result->error < 0 ? NULL : json_object_get(result->object)) < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        if (result->error >= 0 && !streq(strempty(kind), strchr(key, '/') ? strndupa(key, strcspn(key, "/")) : "")) {
+                retry_later(s, 0);
+                return;
+        }
+        enqueue(s);
+}
+
+static int read_ref(McState *s, McRefKind kind, const char *name) {
+        int r;
+
+        free(s->reading);
+        s->reading = NULL;
+        r = ref_key(kind, name, &s->reading);
+        if (r < 0)
+                return r;
+        return cn_kube_get(s->mc->client, kind == MC_REF_SECRET ? &cn_kube_resource_secrets : &cn_kube_resource_configmaps,
+                           s->namespace, name, NULL, on_ref_read, s, &s->request);
+}
+
+/* ---- providers, one per distinct set of credentials ---- */
+
+static void count_cloud_request(const char *provider, const char *operation, const char *result, void *userdata) {
+        McController *mc = ASSERT_PTR(userdata);
+
+        (void) cn_metric_inc(mc->m_calls, CN_LABELS(provider, operation, result));
+}
+
+static int provider_for(McController *mc, const McMachineSpec *spec, CnProvider **ret, char **ret_reason) {
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        char hash[CN_SHA256_HEX_SIZE];
+        CnProvider *p = NULL;
+        int r;
+
+        r = cn_json_to_string(spec->cloud_config, CN_JSON_COMPACT, &text);
+        if (r < 0)
+                return r;
+        r = cn_sha256_hex(text, strlen(text), hash);
+        explicit_bzero(text, strlen(text));
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < mc->n_providers; i++)
+                if (streq(mc->providers[i].hash, hash) &&
+                    streq(cn_provider_name(mc->providers[i].provider), spec->provider)) {
+                        *ret = mc->providers[i].provider;
+                        return 0;
+                }
+        /* Complete or refused: the process's own settings never complete a Machine's. */
+        r = cn_provider_new_without_environment(spec->provider, mc->http, spec->cloud_config, &p, &err);
+        if (r < 0) {
+                *ret_reason = TAKE_PTR(err);
+                return r;
+        }
+        if (mc->n_providers == PROVIDERS_MAX) {
+                /* The oldest goes; calls and Machines holding it keep it alive until they let go. */
+                cn_provider_free(mc->providers[0].provider);
+                memmove(mc->providers, mc->providers + 1, sizeof(CachedProvider) * (PROVIDERS_MAX - 1));
+                mc->n_providers--;
+        }
+        cn_provider_set_request_counter(p, count_cloud_request, mc);
+        memcpy(mc->providers[mc->n_providers].hash, hash, sizeof(hash));
+        mc->providers[mc->n_providers++].provider = p;
+        *ret = p;
+        return 0;
+}
+
+/* Translates the Machine's providerSpec and finds its provider: 1 ready, 0 when a read was started
+ * (or a retry armed), negative when a terminal error was recorded. */
+static int prepare(McState *s, json_object *machine, bool deleting) {
+        _cleanup_free_ char *reason = NULL;
+        CnProvider *p = NULL;
+        int r;
+
+        if (s->refs && cn_now(CLOCK_MONOTONIC) - s->refs_time > REFS_TTL)
+                drop_refs(s);
+        mc_machine_spec_done(&s->spec);
+        r = mc_machine_spec_translate(cn_json_get(machine, "spec", "providerSpec", "value", NULL), s->namespace,
+                                      lookup_ref, lookup_env, s, &s->spec, &reason);
+        if (r == -EAGAIN) {
+                r = read_ref(s, s->spec.pending.kind, s->spec.pending.name);
+                mc_machine_spec_done(&s->spec);
+                if (r < 0)
+                        retry_later(s, 0);
+                return 0;
+        }
+        if (r == -ENOENT) {
+                /* The Secret may yet be created: reported, and looked at again. */
+                event(s, machine, CN_KUBE_EVENT_WARNING, "ReferenceMissing", strna(reason));
+                drop_refs(s);
+                retry_later(s, 0);
+                return 0;
+        }
+        if (r < 0) {
+                if (!deleting)
+                        set_failed(s, machine, "InvalidConfiguration", reason ?: "the providerSpec is not valid");
+                return -EINVAL;
+        }
+        r = provider_for(s->mc, &s->spec, &p, &reason);
+        if (r < 0) {
+                if (!deleting)
+                        set_failed(s, machine, "InvalidConfiguration", reason ?: "the credentials are not usable");
+                return -EINVAL;
+        }
+        if (p != s->provider) {
+                cn_provider_free(s->provider);
+                s->provider = cn_provider_ref(p);
+        }
+        if (!deleting) {
+                json_object *spec = NULL;
+
+                r = cn_provider_add_defaults(s->provider, s->spec.spec, &spec);
+                if (r >= 0) {
+                        json_object_put(s->spec.spec);
+                        s->spec.spec = spec;
+                        r = cn_provider_validate(s->provider, s->spec.spec, &reason);
+                }
+                if (r < 0) {
+                        set_failed(s, machine, "InvalidConfiguration", reason ?: "the providerSpec is not valid");
+                        return -EINVAL;
+                }
+        }
+        return 1;
+}
+
+static CnProviderMachine provider_machine(McState *s, json_object *machine) {
+        return (CnProviderMachine) {
+                .namespace = s->namespace,
+                .name = s->name,
+                .uid = s->uid,
+                .spec = s->spec.spec,
+                .provider_id = cn_json_string(machine, "spec", "providerID", NULL),
+        };
+}
+
+static bool handle_error(McState *s, const CnProviderResult *res, const char *what) {
+        json_object *machine = lookup_machine(s);
+
+        switch (cn_provider_error_class(res->error)) {
+        case CN_PROVIDER_TERMINAL:
+                set_failed(s, machine, res->error == -EACCES || res->error == -EPERM ? "InvalidConfiguration"
+                                                                                     : "CreateError",
+                           res->message ?: what);
+                return true;
+        default:
+                if (res->error == -CN_PROVIDER_EMULTIPLE) {
+                        /* A human decides which server is this Machine's: neither adopt nor create. */
+                        event(s, machine, CN_KUBE_EVENT_WARNING, "MultipleInstances", strna(res->message));
+                        retry_later(s, POLL_CAP_USEC);
+                        return true;
+                }
+                log_info("Machine %s/%s: %s failed, retrying: %s", s->namespace, s->name, what, strna(res->message));
+                retry_later(s, res->retry_after);
+                return true;
+        }
+}
+
+/* ---- Nodes ---- */
+
+typedef struct NodeMatch {
+        const char *provider_id, *name;
+        json_object *found;
+} NodeMatch;
+
+static int match_node(json_object *node, void *userdata) {
+        NodeMatch *m = userdata;
+        const char *pid = cn_json_string(node, "spec", "providerID", NULL);
+
+        if (m->provider_id && pid && streq(pid, m->provider_id)) {
+                m->found = node;
+                return -EEXIST;
+        }
+        if (!pid && m->name && streq(strempty(cn_json_string(node, "metadata", "name", NULL)), m->name))
+                m->found = node;
+        return 0;
+}
+
+/* The Machine's Node: the one of status.nodeRef, else the one with its providerID, else the one
+ * named as its server (the Machine), as machine-controller looks it up. */
+static json_object *machine_node(McState *s, json_object *machine) {
+        const char *ref = cn_json_string(machine, "status", "nodeRef", "name", NULL);
+        NodeMatch m = { .provider_id = cn_json_string(machine, "spec", "providerID", NULL), .name = s->name };
+
+        if (ref)
+                return cn_kube_informer_lookup(s->mc->nodes, NULL, ref);
+        (void) cn_kube_informer_foreach(s->mc->nodes, match_node, &m);
+        return m.found;
+}
+
+/* ---- provisioning ---- */
+
+static void record_instance(McState *s, json_object *instance) {
+        _cleanup_json_ json_object *patch = json_object_new_object();
+        json_object *machine = lookup_machine(s), *ready_v = json_object_object_get(instance, "ready");
+        json_object *addresses = json_object_object_get(instance, "addresses");
+        const char *pid = cn_json_string(instance, "providerID", NULL);
+        bool ready = ready_v && json_object_get_boolean(ready_v);
+        int r = patch ? 0 : -ENOMEM;
+
+        if (r >= 0 && pid && !cn_json_string(machine, "spec", "providerID", NULL))
+                r = cn_json_set_string(patch, pid, "spec", "providerID", NULL);
+        if (r >= 0 && addresses)
+                r = cn_json_set(patch, json_object_get(addresses), "status", "addresses", NULL);
+        if (r >= 0)
+                (void) write_machine(s, machine, patch);
+        if (ready)
+                cn_work_queue_forget(s->item);
+        else
+                retry_later(s, 0);
+}
+
+static void on_created(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->call = cn_provider_call_free(s->call);
+        call_done(s);
+        if (res->error < 0) {
+                (void) handle_error(s, res, "create");
+                return;
+        }
+        log_info("Machine %s/%s: created server %s", s->namespace, s->name, strna(cn_json_string(instance, "id", NULL)));
+        event(s, lookup_machine(s), CN_KUBE_EVENT_NORMAL, "Created", "Successfully created instance");
+        record_instance(s, instance);
+}
+
+static const char *user_data_secret(McState *s, json_object *machine) {
+        return cn_json_string(machine, "metadata", "annotations", MC_ANNOTATION_USER_DATA_SECRET, NULL) ?:
+               s->mc->user_data_secret;
+}
+
+static void create(McState *s, json_object *machine) {
+        _cleanup_free_ char *key = NULL;
+        _cleanup_free_ void *data = NULL;
+        const char *secret = user_data_secret(s, machine), *b64;
+        CnProviderMachine m = provider_machine(s, machine);
+        json_object *o;
+        size_t size = 0;
+        int r;
+
+        if (!secret) {
+                event(s, machine, CN_KUBE_EVENT_WARNING, "NoUserData",
+                      "no user data: annotate the Machine with " MC_ANNOTATION_USER_DATA_SECRET
+                      " or start the controller with --machine-controller-user-data-secret");
+                retry_later(s, POLL_CAP_USEC);
+                return;
+        }
+        if (ref_key(MC_REF_SECRET, secret, &key) < 0)
+                return;
+        if (!s->refs || !json_object_object_get_ex(s->refs, key, &o)) {
+                if (read_ref(s, MC_REF_SECRET, secret) < 0)
+                        retry_later(s, 0);
+                return;
+        }
+        b64 = cn_json_string(o, "data", "value", NULL);
+        if (!b64) {
+                /* Whoever writes it may not have yet: wait for it rather than fail. */
+                event(s, machine, CN_KUBE_EVENT_WARNING, "NoUserData", "the user data Secret has no key \"value\" yet");
+                drop_refs(s);
+                retry_later(s, 0);
+                return;
+        }
+        r = cn_base64_decode(b64, strlen(b64), &data, &size);
+        if (r < 0 || size > USERDATA_MAX || memchr(data, 0, size)) {
+                set_failed(s, machine, "InvalidConfiguration", "the user data Secret's value is not usable user data");
+                return;
+        }
+        r = cn_provider_machine_create(s->provider, &m, data, on_created, s, &s->call);
+        explicit_bzero(data, size);
+        if (r < 0) {
+                CnProviderResult res = { .error = r, .message = "could not start the create request" };
+
+                (void) handle_error(s, &res, "create");
+        }
+}
+
+static void on_lookup(CnProvider *p, const CnProviderResult *res, json_object *instance, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+        json_object *machine = lookup_machine(s);
+
+        s->call = cn_provider_call_free(s->call);
+        call_done(s);
+        if (res->error >= 0) {
+                record_instance(s, instance);
+                return;
+        }
+        if (res->error != -ENOENT) {
+                (void) handle_error(s, res, "lookup");
+                return;
+        }
+        if (!machine || cn_json_get(machine, "metadata", "deletionTimestamp", NULL))
+                return;
+        /* As machine-controller: no server (never made, or deleted out of band) is created. */
+        create(s, machine);
+}
+
+static void set_node_ref(McState *s, json_object *machine, json_object *node) {
+        _cleanup_json_ json_object *patch = json_object_new_object();
+
+        if (!patch || cn_json_set_string(patch, "v1", "status", "nodeRef", "apiVersion", NULL) < 0 ||
+            cn_json_set_string(patch, "Node", "status", "nodeRef", "kind", NULL) < 0 ||
+            cn_json_set_string(patch, cn_json_string(node, "metadata", "name", NULL), "status", "nodeRef", "name",
+                               NULL) < 0 ||
+            cn_json_set_string(patch, strempty(cn_json_string(node, "metadata", "uid", NULL)), "status", "nodeRef", "uid",
+                               NULL) < 0)
+                return;
+        if (write_machine(s, machine, patch) > 0)
+                log_info("Machine %s/%s: Node %s joined", s->namespace, s->name,
+                         cn_json_string(node, "metadata", "name", NULL));
+}
+
+/* ---- deletion: cordon, evict, delete the server, the Node, the finalizer ---- */
+
+static bool evictable(json_object *pod) {
+        json_object *owners = cn_json_get(pod, "metadata", "ownerReferences", NULL);
+        const char *phase = cn_json_string(pod, "status", "phase", NULL);
+
+        if (cn_json_get(pod, "metadata", "deletionTimestamp", NULL))
+                return false; /* its eviction was accepted: the kubelet stops it within its grace period */
+        if (cn_json_string(pod, "metadata", "annotations", "kubernetes.io/config.mirror", NULL))
+                return false; /* a static pod: the kubelet's, not the API's */
+        if (phase && (streq(phase, "Succeeded") || streq(phase, "Failed")))
+                return false;
+        /* As kubectl drain --ignore-daemonsets: the DaemonSet controller would recreate it at once. */
+        return !cn_json_array_find(owners, "kind", "DaemonSet");
+}
+
+static void evict_next(McState *s);
+
+static void on_evicted(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0 && result->error != -ENOENT) {
+                if (result->http_status == 429 || result->error == -CN_KUBE_ETOOMANYREQUESTS)
+                        s->evict_blocked = true;
+                else
+                        log_info("Machine %s/%s: eviction of %s failed: %s", s->namespace, s->name,
+                                 s->evict[s->evict_next], strna(result->message));
+        }
+        s->evict_next++;
+        evict_next(s);
+}
+
+static void evict_next(McState *s) {
+        _cleanup_json_ json_object *body = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *name, *ns;
+        int r;
+
+        if (!s->evict || !s->evict[s->evict_next]) {
+                bool blocked = s->evict_blocked;
+
+                strv_free(s->evict);
+                s->evict = NULL;
+                s->evict_next = 0;
+                s->evict_blocked = false;
+                if (blocked) {
+                        event(s, lookup_machine(s), CN_KUBE_EVENT_WARNING, "EvictionBlocked",
+                              "a PodDisruptionBudget does not allow the eviction of a Pod of the Node yet");
+                        (void) cn_work_queue_retry(s->item, EVICTION_RETRY_USEC, NULL);
+                } else
+                        retry_later(s, 0); /* list again: every Pod must be gone or terminating */
+                call_done(s);
+                return;
+        }
+        /* "namespace/name": neither part can hold a '/'. */
+        ns = strndupa(s->evict[s->evict_next], strcspn(s->evict[s->evict_next], "/"));
+        name = s->evict[s->evict_next] + strlen(ns) + 1;
+        body = json_object_new_object();
+        if (!body || cn_json_set_string(body, "policy/v1", "apiVersion", NULL) < 0 ||
+            cn_json_set_string(body, "Eviction", "kind", NULL) < 0 ||
+            cn_json_set_string(body, name, "metadata", "name", NULL) < 0 ||
+            cn_json_set_string(body, ns, "metadata", "namespace", NULL) < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        r = cn_kube_resource_path(&cn_kube_resource_pods, ns, name, "eviction", &path);
+        if (r >= 0)
+                r = cn_kube_request(s->mc->client, "POST", path, body, NULL, on_evicted, s, &s->request);
+        if (r >= 0)
+                cn_kube_request_set_no_retry_429(s->request);
+        if (r < 0)
+                retry_later(s, 0);
+}
+
+static void on_pods(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+        json_object *items = cn_json_get(result->object, "items", NULL);
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0) {
+                log_info("Machine %s/%s: listing the Node's Pods failed, retrying: %s", s->namespace, s->name,
+                         strna(result->message));
+                retry_later(s, 0);
+                call_done(s);
+                return;
+        }
+        strv_free(s->evict);
+        s->evict = NULL;
+        for (size_t i = 0; items && i < json_object_array_length(items); i++) {
+                json_object *pod = json_object_array_get_idx(items, i);
+                _cleanup_free_ char *key = NULL;
+
+                if (!evictable(pod))
+                        continue;
+                if (cn_kube_object_key(pod, &key) < 0 || strv_push(&s->evict, TAKE_PTR(key)) < 0) {
+                        retry_later(s, 0);
+                        return;
+                }
+        }
+        s->evict_next = 0;
+        s->evict_blocked = false;
+        if (strv_length(s->evict) == 0) {
+                log_info("Machine %s/%s: Node drained", s->namespace, s->name);
+                s->drained = true;
+                enqueue(s);
+                return;
+        }
+        evict_next(s);
+}
+
+static void on_node_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0 && result->error != -ENOENT) {
+                log_info("Machine %s/%s: Node write failed, retrying: %s", s->namespace, s->name,
+                         strna(result->message));
+                retry_later(s, 0);
+                return;
+        }
+        enqueue(s);
+}
+
+static int drain(McState *s, json_object *machine, json_object *node) {
+        const char *name = cn_json_string(node, "metadata", "name", NULL);
+        _cleanup_free_ char *selector = NULL;
+        const char *deleted = cn_json_string(machine, "metadata", "deletionTimestamp", NULL);
+        usec_t since = 0;
+
+        /* machine-controller's reasons to skip: asked to, a drain that cannot end, no kubelet to
+         * stop the Pods. */
+        if (cn_json_string(machine, "metadata", "annotations", MC_ANNOTATION_SKIP_EVICTION, NULL) ||
+            cn_json_string(node, "metadata", "annotations", MC_ANNOTATION_SKIP_EVICTION, NULL) ||
+            (deleted && cn_parse_rfc3339(deleted, &since) >= 0 &&
+             cn_now(CLOCK_REALTIME) > since + s->mc->skip_eviction_after) ||
+            !mc_node_ready(node)) {
+                s->drained = true;
+                return 1;
+        }
+        if (!s->cordoned && !cn_capi_is_true(node, "spec", "unschedulable", NULL)) {
+                _cleanup_json_ json_object *patch = json_object_new_object();
+
+                if (!patch || cn_json_set(patch, json_object_new_boolean(true), "spec", "unschedulable", NULL) < 0)
+                        return -ENOMEM;
+                log_info("Machine %s/%s: cordoning Node %s", s->namespace, s->name, name);
+                s->cordoned = true;
+                return cn_kube_patch(s->mc->client, &cn_kube_resource_nodes, NULL, name, NULL, CN_KUBE_PATCH_MERGE,
+                                     patch, on_node_written, s, &s->request);
+        }
+        if (asprintf(&selector, "spec.nodeName=%s", name) < 0)
+                return -ENOMEM;
+        return cn_kube_list_all(s->mc->client, &cn_kube_resource_pods, NULL,
+                                &(CnKubeListOptions) { .field_selector = selector }, on_pods, s, &s->request);
+}
+
+/* Ours, then machine-controller's Node finalizer of a Machine it handled before: one per write,
+ * each write's event bringing the next pass. */
+static void remove_finalizers(McState *s, json_object *machine) {
+        _cleanup_json_ json_object *patch = NULL;
+        const char *f = has_finalizer(machine, MC_MACHINE_FINALIZER) ? MC_MACHINE_FINALIZER : MC_MACHINE_NODE_FINALIZER;
+
+        if (cn_capi_finalizer_patch(machine, f, false, &patch) >= 0 && write_machine(s, machine, patch) > 0)
+                log_info("Machine %s/%s: server and Node gone, finalizer %s removed", s->namespace, s->name, f);
+}
+
+static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+        json_object *machine, *node;
+
+        s->call = cn_provider_call_free(s->call);
+        call_done(s);
+        if (res->error < 0) {
+                if (cn_provider_error_class(res->error) == CN_PROVIDER_TERMINAL)
+                        log_warning("Machine %s/%s: server deletion refused: %s", s->namespace, s->name,
+                                    strna(res->message));
+                retry_later(s, res->retry_after);
+                return;
+        }
+        if (!done) {
+                retry_later(s, 0);
+                return;
+        }
+        machine = lookup_machine(s);
+        if (!machine)
+                return;
+        node = machine_node(s, machine);
+        if (node) {
+                int r = cn_kube_delete(s->mc->client, &cn_kube_resource_nodes, NULL,
+                                       cn_json_string(node, "metadata", "name", NULL),
+                                       &(CnKubeDeleteOptions) { .precondition_uid = cn_json_string(node, "metadata",
+                                                                                                   "uid", NULL) },
+                                       on_node_written, s, &s->request);
+                if (r < 0)
+                        retry_later(s, 0);
+                return;
+        }
+        remove_finalizers(s, machine);
+}
+
+static void reconcile_delete(McState *s, json_object *machine) {
+        json_object *node = machine_node(s, machine);
+        CnProviderMachine m;
+        int r;
+
+        if (!s->drained && node) {
+                r = drain(s, machine, node);
+                if (r < 0)
+                        retry_later(s, 0);
+                if (r != 1)
+                        return;
+        }
+        r = prepare(s, machine, true);
+        if (r == 0)
+                return;
+        if (r < 0) {
+                /* Nothing to find the server with; a Machine that never got one is let go. */
+                if (!cn_json_string(machine, "spec", "providerID", NULL) &&
+                    cn_json_string(machine, "status", "errorReason", NULL))
+                        remove_finalizers(s, machine);
+                else {
+                        log_warning("Machine %s/%s: its providerSpec no longer names usable credentials; the server "
+                                    "cannot be deleted until it does", s->namespace, s->name);
+                        retry_later(s, POLL_CAP_USEC);
+                }
+                return;
+        }
+        m = provider_machine(s, machine);
+        r = cn_provider_machine_cleanup(s->provider, &m, on_cleanup, s, &s->call);
+        if (r < 0)
+                retry_later(s, 0);
+}
+
+static void reconcile_one(McController *mc, McState *s) {
+        json_object *machine = lookup_machine(s), *node;
+        CnProviderMachine m;
+        int r;
+
+        if (!machine || !mc->leading)
+                return;
+        if (cn_json_get(machine, "metadata", "deletionTimestamp", NULL) && !s->drained &&
+            cn_work_item_retry_pending(s->item) && !s->evict)
+                cn_work_queue_forget(s->item); /* a deletion does not wait for a provisioning poll */
+        if (state_busy(s)) {
+                s->missed = true;
+                return;
+        }
+        s->missed = false;
+        if (cn_write_expectation_pending(&s->expect, machine, 0))
+                return;
+        /* Another controller's initializers are still at work: machine-controller waits too. */
+        if (cn_json_string(machine, "metadata", "annotations", MC_ANNOTATION_INITIALIZERS, NULL))
+                return;
+        free(s->uid);
+        s->uid = strdup(strempty(cn_json_string(machine, "metadata", "uid", NULL)));
+        if (!s->uid)
+                return;
+
+        if (cn_json_get(machine, "metadata", "deletionTimestamp", NULL)) {
+                if (has_finalizer(machine, MC_MACHINE_FINALIZER) || has_finalizer(machine, MC_MACHINE_NODE_FINALIZER))
+                        reconcile_delete(s, machine);
+                return;
+        }
+        s->drained = s->cordoned = false;
+        if (cn_json_string(machine, "status", "errorReason", NULL))
+                return; /* terminal, recorded; a human changes the Machine (or deletes it) */
+        if (!has_finalizer(machine, MC_MACHINE_FINALIZER)) {
+                _cleanup_json_ json_object *patch = NULL;
+
+                if (cn_capi_finalizer_patch(machine, MC_MACHINE_FINALIZER, true, &patch) >= 0)
+                        (void) write_machine(s, machine, patch);
+                return;
+        }
+        node = cn_json_string(machine, "spec", "providerID", NULL) ? machine_node(s, machine) : NULL;
+        if (node) {
+                if (!cn_json_string(machine, "status", "nodeRef", "name", NULL))
+                        set_node_ref(s, machine, node);
+                return;
+        }
+        r = prepare(s, machine, false);
+        if (r <= 0)
+                return;
+        m = provider_machine(s, machine);
+        r = cn_provider_machine_get(s->provider, &m, on_lookup, s, &s->call);
+        if (r < 0)
+                retry_later(s, 0);
+}
+
+/* ---- the queue, the informers ---- */
+
+static McState *state_get(McController *c, const char *ns, const char *name) {
+        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
+
+        return item ? cn_work_item_get_data(item) : NULL;
+}
+
+static void enqueue_machine(McController *mc, json_object *machine) {
+        const char *ns = cn_json_string(machine, "metadata", "namespace", NULL);
+        const char *name = cn_json_string(machine, "metadata", "name", NULL);
+        McState *s;
+
+        if (!ns || !name)
+                return;
+        s = state_get(mc, ns, name);
+        if (s)
+                enqueue(s);
+        else
+                log_oom();
+}
+
+static int enqueue_all(json_object *machine, void *userdata) {
+        enqueue_machine(userdata, machine);
+        return 0;
+}
+
+typedef struct NodeEvent {
+        McController *mc;
+        json_object *node;
+} NodeEvent;
+
+static int enqueue_of_node(json_object *machine, void *userdata) {
+        NodeEvent *e = userdata;
+        const char *pid = cn_json_string(e->node, "spec", "providerID", NULL);
+        const char *name = cn_json_string(e->node, "metadata", "name", NULL);
+
+        if ((pid && streq(pid, strempty(cn_json_string(machine, "spec", "providerID", NULL)))) ||
+            (name && (streq(name, strempty(cn_json_string(machine, "status", "nodeRef", "name", NULL))) ||
+                      streq(name, strempty(cn_json_string(machine, "metadata", "name", NULL))))))
+                enqueue_machine(e->mc, machine);
+        return 0;
+}
+
+static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
+        McController *mc = ASSERT_PTR(userdata);
+
+        if (i == mc->machines)
+                enqueue_machine(mc, object);
+        else
+                (void) cn_kube_informer_foreach(mc->machines, enqueue_of_node, &(NodeEvent) { mc, object });
+}
+
+static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
+        on_event(i, object, userdata);
+}
+
+static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
+        on_event(i, object, userdata);
+}
+
+static int count_machine(json_object *machine, void *userdata) {
+        (*(size_t *) userdata)++;
+        return 0;
+}
+
+static void update_metrics(McController *mc) {
+        size_t n = 0;
+
+        (void) cn_kube_informer_foreach(mc->machines, count_machine, &n);
+        (void) cn_metric_set(mc->m_machines, NULL, (double) n);
+}
+
+static void on_synced(CnKubeInformer *i, void *userdata) {
+        McController *mc = ASSERT_PTR(userdata);
+
+        (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
+}
+
+static const CnKubeInformerHandlers handlers = {
+        .added = on_added,
+        .updated = on_updated,
+        .deleted = on_added,
+        .synced = on_synced,
+};
+
+static bool queue_ready(void *userdata) {
+        McController *mc = ASSERT_PTR(userdata);
+
+        return mc->leading && mc_controller_synced(mc);
+}
+
+static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
+        McController *mc = ASSERT_PTR(userdata);
+        McState *s = cn_work_item_get_data(item);
+
+        update_metrics(mc);
+        if (!lookup_machine(s) && s->write) {
+                /* The finalizer removal's answer is usually still on its way when the deletion
+                 * event arrives: cancelling it would close the connection. */
+                s->missed = true;
+                cn_work_queue_done(item);
+                return;
+        }
+        if (!lookup_machine(s)) {
+                cn_work_queue_remove(item);
+                return;
+        }
+        reconcile_one(mc, s);
+        cn_work_queue_done(item);
+}
+
+int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
+                      const McControllerOptions *o, McController **ret) {
+        _cleanup_(mc_controller_freep) McController *mc = NULL;
+        int r;
+
+        mc = calloc(1, sizeof(McController));
+        if (!mc)
+                return -ENOMEM;
+        mc->event = sd_event_ref(e);
+        mc->client = client;
+        mc->recorder = recorder;
+        mc->skip_eviction_after = o->skip_eviction_after ?: SKIP_EVICTION_AFTER_DEFAULT;
+        mc->namespace = strdup(o->namespace);
+        if (!mc->namespace)
+                return -ENOMEM;
+        if (o->user_data_secret) {
+                mc->user_data_secret = strdup(o->user_data_secret);
+                if (!mc->user_data_secret)
+                        return -ENOMEM;
+        }
+        r = cn_http_new(e, &mc->http);
+        if (r < 0)
+                return r;
+        r = cn_metrics_gauge(metrics, "machine_controller_machines",
+                             "The number of machines managed by this machine controller", NULL, &mc->m_machines);
+        if (r >= 0)
+                r = cn_metrics_counter(metrics, "machine_controller_cloud_api_requests",
+                                       "Cloud API requests for machine-controller Machines by operation and result.",
+                                       CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        if (r < 0)
+                return r;
+        r = cn_work_queue_new(e,
+                              &(CnWorkQueueOptions) {
+                                      .description = "mc-machine-queue",
+                                      .backoff_base = POLL_BASE_USEC,
+                                      .backoff_cap = POLL_CAP_USEC,
+                              },
+                              &(CnWorkQueueOps) {
+                                      .process = process,
+                                      .ready = queue_ready,
+                                      .new_data = state_new,
+                                      .free_data = state_free_data,
+                              },
+                              mc, &mc->queue);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(mc);
+        return 0;
+}
+
+McController *mc_controller_free(McController *mc) {
+        if (!mc)
+                return NULL;
+        cn_work_queue_free(mc->queue);
+        cn_kube_informer_unref(mc->machines);
+        cn_kube_informer_unref(mc->nodes);
+        for (size_t i = 0; i < mc->n_providers; i++)
+                cn_provider_free(mc->providers[i].provider);
+        cn_http_free(mc->http);
+        sd_event_unref(mc->event);
+        free(mc->namespace);
+        free(mc->user_data_secret);
+        free(mc);
+        return NULL;
+}
+
+static int watch(McController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
+        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
+}
+
+int mc_controller_start(McController *mc) {
+        int r;
+
+        r = watch(mc, &resource_machines, mc->namespace, &mc->machines);
+        if (r >= 0)
+                r = watch(mc, &cn_kube_resource_nodes, NULL, &mc->nodes);
+        return r;
+}
+
+bool mc_controller_synced(McController *mc) {
+        return mc->machines && mc->nodes && cn_kube_informer_has_synced(mc->machines) &&
+               cn_kube_informer_has_synced(mc->nodes);
+}
+
+void mc_controller_set_leading(McController *mc, bool leading) {
+        mc->leading = leading;
+        if (leading && mc->machines)
+                (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
+        cn_work_queue_kick(mc->queue);
+}
