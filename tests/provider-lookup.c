@@ -119,6 +119,8 @@ int main(int argc, char *argv[]) {
         r = cn_provider_new(argv[1], http, cfg, &p, &err);
         if (r < 0) {
                 fprintf(stderr, "provider: %s\n", err ?: strerror(-r));
+                cn_http_free(http);
+                sd_event_unref(e);
                 return 1;
         }
         for (int a = 3; a + 1 < argc; a += 2) {
