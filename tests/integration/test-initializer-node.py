@@ -95,7 +95,8 @@ def test_node_mode(t, d, ns, link, k, c, inst):
         forbidden = [r for r in k.audit() if r.get("user") == user and r.get("code") in (401, 403)]
         t.eq([(r["verb"], r["resource"]) for r in forbidden], [], "everything it needs is allowed by the shipped RBAC")
     finally:
-        t.eq(i.stop(), 0, "SIGTERM: clean exit")
+        rc = i.stop()
+        t.ok(rc == 0, "SIGTERM: clean exit", None if rc == 0 else "exit %s; its log ends:\n%s" % (rc, i.log()[-4000:]))
 
     # provided-node-ip naming the instance's IPv6 address, which is not on an interface yet: no
     # match. The Node stays tainted, a Warning Event and a False condition say why, the kubelet's

@@ -53,10 +53,13 @@ static const char *env(const char *name, void *userdata) {
         return NULL;
 }
 
-static int translate(const char *value, World *w, McMachineSpec *ret, char **reason) {
-        _cleanup_json_ json_object *v = parse(value);
+/* The input of the last translation: a pending reference borrows its strings. */
+static json_object *last_value;
 
-        return mc_machine_spec_translate(v, "kube-system", lookup, env, w, ret, reason);
+static int translate(const char *value, World *w, McMachineSpec *ret, char **reason) {
+        json_object_put(last_value);
+        last_value = parse(value);
+        return mc_machine_spec_translate(last_value, "kube-system", lookup, env, w, ret, reason);
 }
 
 static void expect_refused(const char *value, World *w, int error, const char *words, const char *name) {
@@ -212,5 +215,6 @@ int main(void) {
         test_openstack();
         TAP_OK(mc_operating_system_supported("openstack", "flatcar") && !mc_operating_system_supported("hetzner", "amzn2"),
                "operating systems as machine-controller offers them");
+        json_object_put(last_value);
         return tap_done();
 }
