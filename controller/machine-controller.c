@@ -549,6 +549,39 @@ static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, vo
         }
 }
 
+/* Machine.spec.failureDomain into the provider spec *spec (replaced by the placed copy). A
+ * failure domain the Cluster does not list, or a provider that cannot place, fails the machine
+ * for good (negative return). */
+static int place(MachineState *s, json_object *machine, json_object *cluster, json_object **spec) {
+        _cleanup_free_ char *why = NULL;
+        const char *fd = NULL, *field = cn_provider_failure_domain_field(s->provider);
+        json_object *placed = NULL;
+        int r;
+
+        r = cn_machine_failure_domain(machine, cluster, &fd);
+        if (r >= 0 && !fd)
+                return 0;
+        if (r < 0) {
+                if (asprintf(&why, "the Machine's failure domain \"%.64s\" is not one of the Cluster's "
+                             "(status.failureDomains)", cn_json_string(machine, "spec", "failureDomain", NULL)) < 0)
+                        why = NULL;
+                set_failed(s, "InvalidFailureDomain", why ?: "the Machine's failure domain is not the Cluster's");
+                return r;
+        }
+        if (!field) {
+                set_failed(s, "NotSupported", "this provider cannot place a machine in a failure domain");
+                return -EOPNOTSUPP;
+        }
+        r = cn_machine_place(*spec, field, fd, &placed);
+        if (r < 0) {
+                retry_later(s, 0);
+                return r;
+        }
+        json_object_put(*spec);
+        *spec = placed;
+        return 0;
+}
+
 static json_object *provider_spec(MachineController *mc, json_object *cnm) {
         return cn_json_get(cnm, "spec", mc->provider_name, NULL);
 }
@@ -641,6 +674,10 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 json_object *spec = NULL;
 
                 r = cn_provider_add_defaults(s->provider, m.spec, &spec);
+                if (r >= 0 && place(s, machine, cluster, &spec) < 0) {
+                        json_object_put(spec);
+                        break;
+                }
                 if (r >= 0)
                         r = cn_provider_validate(s->provider, spec, &reason);
                 if (r == -EOPNOTSUPP) {

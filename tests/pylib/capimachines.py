@@ -31,6 +31,10 @@ PROVIDERS = {
         "address_type": "ExternalIP",
         # RateLimit-Reset names a whole second: the wait it asks for can be anything below 1 s.
         "retry_after": None,
+        # Failure domains: two the cloud has (the template's location first), and where the fake
+        # cloud records the placement (the server's datacenter, "<location>-dcN").
+        "failure_domains": ("fsn1", "nbg1"),
+        "placed_in": lambda inst: inst.get("zone", "").split("-")[0],
     },
     "openstack": {
         "conf": lambda c: ("[Global]\nauth-url = %s/v3\nusername = %s\npassword = \"%s\"\nuser-domain-name = %s\n"
@@ -45,6 +49,8 @@ PROVIDERS = {
         # Nova allocates no floating IP by itself: the fixed address is all there is.
         "address_type": "InternalIP",
         "retry_after": 1.0,  # the fake's Retry-After on 429
+        "failure_domains": ("nova", "az-2"),
+        "placed_in": lambda inst: inst.get("zone"),
     },
 }
 
@@ -390,3 +396,42 @@ def test_rate_limited(t, env):
         # 10 ms for the log's millisecond resolution.
         t.ok(len(waits) == 4 and all(w >= want - 0.01 for w in waits),
              "each 429's Retry-After (%.0f s) was waited before the next request" % want, waits)
+
+
+def test_placement(t, env):
+    """Machine.spec.failureDomain places the server (Hetzner location, Nova availability zone)
+    over the template's value; a failure domain the Cluster does not list fails the machine with
+    one clear reason, and the cloud is not asked to create anything."""
+    first, second = env.profile["failure_domains"]
+    env.cluster("cfd", failure_domains=[first, second])
+    ctl = env.controller()
+    try:
+        uid = env.machine("fd1", cluster="cfd", failure_domain=second)["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("fd1"), 40), "a machine with a failure domain is ready", ctl.output()[-2000:])
+        srv = env.servers(uid)
+        t.eq([env.profile["placed_in"](i) for i in srv], [second],
+             "its one server is in the Machine's failure domain, not the template's")
+        uid = env.machine("fd0", cluster="cfd")["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("fd0"), 40), "a machine without one is ready")
+        want = env.default_spec.get("location") or env.default_spec.get("availabilityZone") or "nova"
+        t.eq([env.profile["placed_in"](i) for i in env.servers(uid)], [want], "and placed by its template")
+
+        mark = len(env.c.requests())
+        uid = env.machine("fdx", cluster="cfd", failure_domain="elsewhere")["metadata"]["uid"]
+
+        def failure():
+            st = (env.get("fdx") or {}).get("status") or {}
+            return st.get("failureReason"), st.get("failureMessage")
+        reason, message = wait_for(lambda: failure()[0] and failure(), 30) or (None, None)
+        t.eq(reason, "InvalidFailureDomain", "a failure domain the Cluster does not list is terminal")
+        t.ok(message and '"elsewhere"' in message, "the message names it", message)
+        # A pass over a failed machine logs nothing to wait for: a fixed wait, then nothing more.
+        time.sleep(2.0)
+        t.eq([r for r in env.c.requests()[mark:] if env.is_create(r)], [], "no create request for it")
+        t.eq(env.servers(uid), [], "and no server")
+        for n in ("fd1", "fd0", "fdx"):
+            env.delete(n)
+        t.ok(wait_for(lambda: all(env.gone(n) for n in ("fd1", "fd0", "fdx")), 40), "all three are deleted",
+             ctl.output()[-2000:])
+    finally:
+        ctl.stop()

@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""cloudnode-controller places each CloudnodeMachine in its Machine's failure domain
+(Machine.spec.failureDomain, checked against the Cluster's status.failureDomains): a Hetzner
+location, a Nova availability zone; an unlisted one is a terminal condition without a cloud
+call. Both providers, against the fake API server and the fake cloud (tests/pylib/capimachines.py)."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+
+from capimachines import machine_env, test_placement  # noqa: E402
+
+
+def main():
+    t = Tap()
+    for provider in ("hetzner", "openstack"):
+        with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider=provider) as env:
+            t.diag("provider %s" % provider)
+            t.run(test_placement, env)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
