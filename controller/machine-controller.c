@@ -16,6 +16,7 @@
 
 #include "backoff.h"
 #include "cloud-config.h"
+#include "cluster-reconcile.h"
 #include "controller-waiting.h"
 #include "hash-util.h"
 #include "http.h"
@@ -231,33 +232,52 @@ static int patch_status(MachineState *s, json_object *cnm, json_object *status_p
         return write_machine(s, cnm, "status", status_patch);
 }
 
-/* The status patch of cn_machine_status_patch() against the live machine's conditions, now. */
+/* The live conditions with the Paused condition set, now. */
+static int paused_conditions(json_object *cnm, bool paused, char now[static 64], json_object **ret) {
+        int r;
+
+        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, 64);
+        if (r < 0)
+                return r;
+        return cn_conditions_set(cn_json_get(cnm, "status", "conditions", NULL), "Paused", paused,
+                                 paused ? "Paused" : "NotPaused", NULL, now, ret);
+}
+
+/* The status patch of cn_machine_status_patch() against the live machine's conditions, now; only
+ * a machine that is not paused is written to, so Paused is False. */
 static int status_patch(json_object *cnm, const char *instance_id, const char *instance_state, json_object *addresses,
                         bool ready, const char *reason, const char *message, json_object **ret) {
+        _cleanup_json_ json_object *conds = NULL;
         char now[64];
         int r;
 
-        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
+        r = paused_conditions(cnm, false, now, &conds);
         if (r < 0)
                 return r;
-        return cn_machine_status_patch(cn_json_get(cnm, "status", "conditions", NULL), now, instance_id,
-                                       instance_state, addresses, ready, reason, message, ret);
+        return cn_machine_status_patch(conds, now, instance_id, instance_state, addresses, ready, reason, message,
+                                       ret);
 }
 
-/* A Ready=False condition with a reason, written only when it differs from the live one. */
+/* Only the Paused condition; written when it changes. */
+static int set_paused(MachineState *s, json_object *cnm, bool paused) {
+        _cleanup_json_ json_object *conds = NULL, *patch = json_object_new_object();
+        char now[64];
+        int r;
+
+        if (!patch)
+                return -ENOMEM;
+        r = paused_conditions(cnm, paused, now, &conds);
+        if (r >= 0)
+                r = cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL);
+        if (r < 0)
+                return r;
+        return patch_status(s, cnm, patch);
+}
+
+/* A Ready=False condition with a reason; write_machine() skips it when the live one says so. */
 static int set_waiting(MachineState *s, json_object *cnm, const char *reason, const char *message) {
         _cleanup_json_ json_object *patch = NULL;
-        json_object *conds = cn_json_get(cnm, "status", "conditions", NULL);
 
-        for (size_t i = 0; conds && json_object_is_type(conds, json_type_array) && i < json_object_array_length(conds);
-             i++) {
-                json_object *c = json_object_array_get_idx(conds, i);
-
-                if (streq(strempty(cn_json_string(c, "type", NULL)), "Ready") &&
-                    streq(strempty(cn_json_string(c, "reason", NULL)), reason) &&
-                    streq(strempty(cn_json_string(c, "message", NULL)), strempty(message)))
-                        return 0;
-        }
         if (status_patch(cnm, NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return -ENOMEM;
         return patch_status(s, cnm, patch);
@@ -656,6 +676,11 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 /* Nothing in flight and nothing to ask the cloud: a provider replaced since (a
                  * rotated Secret) must not live on for a machine at rest. */
                 s->provider = cn_provider_free(s->provider);
+        /* Every status write says Paused=False (status_patch()); the steps that write no status
+         * of their own correct a Paused=True left from before, which costs nothing otherwise. */
+        if (step == CN_MACHINE_PAUSED || step == CN_MACHINE_READY || step == CN_MACHINE_FAILED ||
+            step == CN_MACHINE_CLEANUP || step == CN_MACHINE_REMOVE_FINALIZER)
+                (void) set_paused(s, cnm, step == CN_MACHINE_PAUSED);
         switch (step) {
         case CN_MACHINE_ADD_FINALIZER:
                 (void) patch_finalizers(s, cnm, true);

@@ -14,7 +14,7 @@ import re
 import time
 
 import cncapi
-from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
+from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, condition, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
 from fakekubeclient import kube_server
 
@@ -433,5 +433,40 @@ def test_placement(t, env):
             env.delete(n)
         t.ok(wait_for(lambda: all(env.gone(n) for n in ("fd1", "fd0", "fdx")), 40), "all three are deleted",
              ctl.output()[-2000:])
+    finally:
+        ctl.stop()
+
+
+def test_paused(t, env):
+    """A machine of a paused Cluster (spec.paused) or with the cluster.x-k8s.io/paused annotation
+    says Paused=True and nothing is asked of the cloud; unpaused, it is Paused=False and goes on."""
+    env.cluster("cpz", paused=True)
+    ctl = env.controller()
+    try:
+        mark = len(env.c.requests())
+        uid = env.machine("pz1", cluster="cpz")["metadata"]["uid"]
+        t.eq(wait_for(lambda: condition(env.get("pz1"), "Paused", "status"), 30), "True",
+             "a machine of a paused Cluster: Paused=True")
+        t.eq(condition(env.get("pz1"), "Paused"), "Paused", "with reason Paused")
+        t.ok(_pass_after_change(env, ctl, "pz1", "paused"), "a later pass is still paused", ctl.output()[-2000:])
+        t.eq(env.c.requests()[mark:], [], "no cloud request while paused")
+        t.eq(env.servers(uid), [], "and no server")
+        env.k.api("PATCH", CLUSTERS + "/cpz", {"spec": {"paused": False}}, MERGE)
+        t.ok(wait_for(lambda: env.ready("pz1"), 40), "ready once the Cluster is unpaused", ctl.output()[-2000:])
+        t.eq(condition(env.get("pz1"), "Paused", "status"), "False", "Paused=False")
+        t.eq(len(env.servers(uid)), 1, "one server")
+
+        # The annotation on a ready machine: nothing is done with it, not even its deletion.
+        env.k.api("PATCH", CNM + "/pz1", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}, MERGE)
+        t.eq(wait_for(lambda: condition(env.get("pz1"), "Paused", "status") == "True" and "True", 30), "True",
+             "the paused annotation: Paused=True")
+        mark = len(env.c.requests())
+        env.delete("pz1")
+        t.ok(_pass_after_change(env, ctl, "pz1", "paused"), "a pass over the deleted, paused machine ran")
+        t.eq([r for r in env.c.requests()[mark:] if r["method"] == "DELETE"], [], "its server is not deleted")
+        t.ok(env.get("pz1") is not None, "and the finalizer stays")
+        env.k.api("PATCH", CNM + "/pz1", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": None}}}, MERGE)
+        t.ok(wait_for(lambda: env.gone("pz1"), 40), "unpaused, the deletion completes", ctl.output()[-2000:])
+        t.eq(env.servers(uid), [], "no server left behind")
     finally:
         ctl.stop()
