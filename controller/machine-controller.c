@@ -957,8 +957,10 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
         r = cn_credentials_new(client, mc->http, provider, mc->provider, count_cloud_request, mc, &mc->credentials);
-        if (r >= 0)
+        if (r >= 0) {
+                cn_credentials_set_recorder(mc->credentials, recorder);
                 r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
+        }
         if (r < 0)
                 return r;
         r = cn_work_queue_new(e,

@@ -4,7 +4,8 @@ cluster.x-k8s.io/paused annotation: a Paused condition, no cloud call) and place
 CloudnodeMachine each CloudnodeMachine in its Machine's failure domain
 (Machine.spec.failureDomain, checked against the Cluster's status.failureDomains): a Hetzner
 location, a Nova availability zone; an unlisted one is a terminal condition without a cloud
-call. Both providers, against the fake API server and the fake cloud (tests/pylib/capimachines.py)."""
+call; a credentials Secret that clusterctl move would leave behind
+is reported with a Warning Event. Both providers, against the fake API server and the fake cloud (tests/pylib/capimachines.py)."""
 import os
 import sys
 import tempfile
@@ -12,7 +13,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
-from capimachines import machine_env, test_paused, test_placement  # noqa: E402
+from capimachines import machine_env, test_credentials_not_movable, test_paused, test_placement  # noqa: E402
 
 
 def main():
@@ -22,6 +23,7 @@ def main():
             t.diag("provider %s" % provider)
             t.run(test_placement, env)
             t.run(test_paused, env)
+            t.run(test_credentials_not_movable, env)
     return t.done()
 
 

@@ -14,7 +14,7 @@ import re
 import time
 
 import cncapi
-from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, condition, wait_for  # noqa: F401
+from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, SECRETS, USER, UID_LABEL, condition, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
 from fakekubeclient import kube_server
 
@@ -468,5 +468,39 @@ def test_paused(t, env):
         env.k.api("PATCH", CNM + "/pz1", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": None}}}, MERGE)
         t.ok(wait_for(lambda: env.gone("pz1"), 40), "unpaused, the deletion completes", ctl.output()[-2000:])
         t.eq(env.servers(uid), [], "no server left behind")
+    finally:
+        ctl.stop()
+
+
+def test_credentials_not_movable(t, env):
+    """A credentials Secret that clusterctl move would leave behind (no move label, no owner)
+    works, and the controller says so once with a Warning Event on the Secret; one labelled
+    clusterctl.cluster.x-k8s.io/move gets no such Event."""
+    with open(env.conf) as f:
+        conf = f.read()
+    for name, labels in (("creds-plain", {}), ("creds-moved", {"clusterctl.cluster.x-k8s.io/move": ""})):
+        code, _ = env.k.api("POST", SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                              "metadata": {"name": name, "labels": labels},
+                                              "data": {"cloud.conf": base64.b64encode(conf.encode()).decode()}})
+        t.eq(code, 201, "Secret %s" % name)
+    ctl = env.controller()
+    try:
+        env.machine("mv1", extra_spec={"credentials": {"secretRef": {"name": "creds-plain"}}})
+        env.machine("mv2", extra_spec={"credentials": {"secretRef": {"name": "creds-moved"}}})
+        t.ok(wait_for(lambda: env.ready("mv1") and env.ready("mv2"), 40), "both machines get ready with their Secret",
+             ctl.output()[-2000:])
+
+        def warnings(secret):
+            code, body = env.k.api("GET", "/api/v1/namespaces/%s/events" % NS)
+            return [e for e in (body or {}).get("items", []) if e.get("reason") == "NotMovable" and
+                    (e.get("involvedObject") or e.get("regarding") or {}).get("name") == secret]
+        found = wait_for(lambda: warnings("creds-plain"), 20)
+        t.ok(found and found[0].get("type") == "Warning" and
+             (found[0].get("involvedObject") or found[0].get("regarding") or {}).get("kind") == "Secret",
+             "a Warning Event NotMovable on the Secret without the move label", found)
+        t.eq(warnings("creds-moved"), [], "none for the labelled one")
+        for n in ("mv1", "mv2"):
+            env.delete(n)
+        t.ok(wait_for(lambda: env.gone("mv1") and env.gone("mv2"), 40), "both deleted")
     finally:
         ctl.stop()
