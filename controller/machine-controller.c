@@ -60,6 +60,8 @@ struct MachineController {
         CnCredentials *credentials;
         char *provider_name;
         CnMetric *m_phase, *m_calls, *m_secrets, *m_providers;
+        CnMetric *m_specs;      /* by the provider's machine labels; NULL when it has none */
+        size_t n_spec_labels;   /* label names of m_specs after "provider" */
         CnKubeInformer *infra_machines, *machines, *clusters;
         sd_event_source *phases_source; /* the phase gauge, after events */
         bool leading;
@@ -758,6 +760,109 @@ static int count_phase(json_object *cnm, void *userdata) {
         return 0;
 }
 
+typedef struct SpecCount {
+        char **values; /* provider, then the provider's label values */
+        unsigned count;
+} SpecCount;
+
+typedef struct SpecCounts {
+        MachineController *mc;
+        SpecCount *items;
+        size_t n;
+} SpecCounts;
+
+/* first, then every other member of the key/value list kv from index `from` on (0: the names,
+ * 1: the values); NULL on OOM. */
+static char **label_list(const char *first, char **kv, size_t from) {
+        size_t n = strv_length(kv) / 2;
+        char **l = calloc(n + 2, sizeof(char *));
+
+        if (!l)
+                return NULL;
+        l[0] = strdup(first);
+        for (size_t i = 0; l[i] && i < n; i++)
+                l[i + 1] = strdup(kv[2 * i + from]);
+        if (!l[n]) {
+                strv_free(l);
+                return NULL;
+        }
+        return l;
+}
+
+/* The provider's metrics labels of a machine's spec as it is created (defaults applied, placed
+ * in its Machine's failure domain): "provider" first, then the values of the provider's label
+ * names; NULL for a machine of another provider or a spec the provider cannot label. */
+static char **spec_label_values(MachineController *mc, json_object *cnm) {
+        _cleanup_json_ json_object *spec = NULL;
+        _cleanup_strv_free_ char **kv = NULL;
+        const char *ns = cn_json_string(cnm, "metadata", "namespace", NULL), *owner = cn_machine_owner_name(cnm);
+        const char *field = cn_provider_failure_domain_field(mc->provider), *fd = NULL;
+
+        if (ns && owner)
+                fd = cn_json_string(cn_kube_informer_lookup(mc->machines, ns, owner), "spec", "failureDomain", NULL);
+        if (cn_provider_add_defaults(mc->provider, provider_spec(mc, cnm), &spec) < 0)
+                return NULL;
+        if (!isempty(fd) && field) {
+                json_object *placed = NULL;
+
+                if (cn_machine_place(spec, field, fd, &placed) < 0)
+                        return NULL;
+                json_object_put(spec);
+                spec = placed;
+        }
+        if (cn_provider_metrics_labels(mc->provider, spec, &kv) < 0 || strv_length(kv) / 2 != mc->n_spec_labels)
+                return NULL;
+        return label_list(mc->provider_name, kv, 1);
+}
+
+static bool strv_same(char **a, char **b) {
+        for (; *a && *b; a++, b++)
+                if (!streq(*a, *b))
+                        return false;
+        return !*a && !*b;
+}
+
+static int count_spec(json_object *cnm, void *userdata) {
+        SpecCounts *c = userdata;
+        _cleanup_strv_free_ char **v = NULL;
+        SpecCount *n;
+
+        if (!provider_spec(c->mc, cnm) || cn_json_get(cnm, "metadata", "deletionTimestamp", NULL))
+                return 0;
+        v = spec_label_values(c->mc, cnm);
+        if (!v)
+                return 0;
+        for (size_t i = 0; i < c->n; i++)
+                if (strv_same(c->items[i].values, v)) {
+                        c->items[i].count++;
+                        return 0;
+                }
+        n = reallocarray(c->items, c->n + 1, sizeof(SpecCount));
+        if (!n)
+                return -ENOMEM;
+        c->items = n;
+        c->items[c->n++] = (SpecCount) { .values = TAKE_PTR(v), .count = 1 };
+        return 0;
+}
+
+/* CloudnodeMachines by the provider's machine labels (MachineMetricsLabels: size, and the
+ * location or zone), as machine-controller exports them: counts, not a series per machine, so
+ * the series stay as few as the sizes in use. Recomputed as a whole: a size no machine has any
+ * more disappears. */
+static void update_spec_metrics(MachineController *mc) {
+        SpecCounts c = { .mc = mc };
+
+        if (!mc->m_specs)
+                return;
+        (void) cn_kube_informer_foreach(mc->infra_machines, count_spec, &c);
+        (void) cn_metric_clear(mc->m_specs);
+        for (size_t i = 0; i < c.n; i++) {
+                (void) cn_metric_set(mc->m_specs, (const char *const *) c.items[i].values, (double) c.items[i].count);
+                strv_free(c.items[i].values);
+        }
+        free(c.items);
+}
+
 static void update_phase_metrics(MachineController *mc) {
         static const char *const phases[] = { "Provisioning", "Running", "Deleting", "Failed" };
         size_t counts[4] = {};
@@ -767,6 +872,7 @@ static void update_phase_metrics(MachineController *mc) {
                 (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
         (void) cn_metric_set(mc->m_secrets, NULL, (double) cn_credentials_size(mc->credentials));
         (void) cn_metric_set(mc->m_providers, NULL, (double) cn_provider_live_count());
+        update_spec_metrics(mc);
 }
 
 static void enqueue_object(MachineController *mc, json_object *cnm) {
@@ -908,6 +1014,30 @@ static void count_cloud_request(const char *provider, const char *operation, con
         (void) cn_metric_inc(mc->m_calls, CN_LABELS(provider, operation, result));
 }
 
+/* The label names of the provider's MachineMetricsLabels (asked with an empty spec: the names
+ * do not depend on it), after "provider". A provider without them has no such metric. */
+static int register_spec_metric(MachineController *mc, CnMetrics *metrics) {
+        _cleanup_json_ json_object *empty = json_object_new_object();
+        _cleanup_strv_free_ char **kv = NULL, **names = NULL;
+        int r;
+
+        if (!empty)
+                return -ENOMEM;
+        r = cn_provider_metrics_labels(mc->provider, empty, &kv);
+        if (r == -EOPNOTSUPP)
+                return 0;
+        if (r < 0)
+                return r;
+        names = label_list("provider", kv, 0);
+        if (!names)
+                return -ENOMEM;
+        mc->n_spec_labels = strv_length(kv) / 2;
+        return cn_metrics_gauge(metrics, "cloudnode_machines_by_spec",
+                                "CloudnodeMachines not being deleted, by the provider's machine labels "
+                                "(size: server type or flavor; location or zone).",
+                                (const char *const *) names, &mc->m_specs);
+}
+
 int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
                            const char *provider, const char *cloud_config_file, MachineController **ret) {
         _cleanup_(machine_controller_freep) MachineController *mc = NULL;
@@ -953,6 +1083,8 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                                      "Cloud providers in memory: the controller's own and those built from "
                                      "Secrets, replaced ones included while calls still use them.",
                                      NULL, &mc->m_providers);
+        if (r >= 0)
+                r = register_spec_metric(mc, metrics);
         if (r < 0)
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
