@@ -16,6 +16,7 @@
 
 #include "backoff.h"
 #include "cloud-config.h"
+#include "cluster-reconcile.h"
 #include "controller-waiting.h"
 #include "hash-util.h"
 #include "http.h"
@@ -59,6 +60,8 @@ struct MachineController {
         CnCredentials *credentials;
         char *provider_name;
         CnMetric *m_phase, *m_calls, *m_secrets, *m_providers;
+        CnMetric *m_specs;      /* by the provider's machine labels; NULL when it has none */
+        size_t n_spec_labels;   /* label names of m_specs after "provider" */
         CnKubeInformer *infra_machines, *machines, *clusters;
         sd_event_source *phases_source; /* the phase gauge, after events */
         bool leading;
@@ -231,33 +234,52 @@ static int patch_status(MachineState *s, json_object *cnm, json_object *status_p
         return write_machine(s, cnm, "status", status_patch);
 }
 
-/* The status patch of cn_machine_status_patch() against the live machine's conditions, now. */
+/* The live conditions with the Paused condition set, now. */
+static int paused_conditions(json_object *cnm, bool paused, char now[static 64], json_object **ret) {
+        int r;
+
+        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, 64);
+        if (r < 0)
+                return r;
+        return cn_conditions_set(cn_json_get(cnm, "status", "conditions", NULL), "Paused", paused,
+                                 paused ? "Paused" : "NotPaused", NULL, now, ret);
+}
+
+/* The status patch of cn_machine_status_patch() against the live machine's conditions, now; only
+ * a machine that is not paused is written to, so Paused is False. */
 static int status_patch(json_object *cnm, const char *instance_id, const char *instance_state, json_object *addresses,
                         bool ready, const char *reason, const char *message, json_object **ret) {
+        _cleanup_json_ json_object *conds = NULL;
         char now[64];
         int r;
 
-        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
+        r = paused_conditions(cnm, false, now, &conds);
         if (r < 0)
                 return r;
-        return cn_machine_status_patch(cn_json_get(cnm, "status", "conditions", NULL), now, instance_id,
-                                       instance_state, addresses, ready, reason, message, ret);
+        return cn_machine_status_patch(conds, now, instance_id, instance_state, addresses, ready, reason, message,
+                                       ret);
 }
 
-/* A Ready=False condition with a reason, written only when it differs from the live one. */
+/* Only the Paused condition; written when it changes. */
+static int set_paused(MachineState *s, json_object *cnm, bool paused) {
+        _cleanup_json_ json_object *conds = NULL, *patch = json_object_new_object();
+        char now[64];
+        int r;
+
+        if (!patch)
+                return -ENOMEM;
+        r = paused_conditions(cnm, paused, now, &conds);
+        if (r >= 0)
+                r = cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL);
+        if (r < 0)
+                return r;
+        return patch_status(s, cnm, patch);
+}
+
+/* A Ready=False condition with a reason; write_machine() skips it when the live one says so. */
 static int set_waiting(MachineState *s, json_object *cnm, const char *reason, const char *message) {
         _cleanup_json_ json_object *patch = NULL;
-        json_object *conds = cn_json_get(cnm, "status", "conditions", NULL);
 
-        for (size_t i = 0; conds && json_object_is_type(conds, json_type_array) && i < json_object_array_length(conds);
-             i++) {
-                json_object *c = json_object_array_get_idx(conds, i);
-
-                if (streq(strempty(cn_json_string(c, "type", NULL)), "Ready") &&
-                    streq(strempty(cn_json_string(c, "reason", NULL)), reason) &&
-                    streq(strempty(cn_json_string(c, "message", NULL)), strempty(message)))
-                        return 0;
-        }
         if (status_patch(cnm, NULL, NULL, NULL, false, reason, message, &patch) < 0)
                 return -ENOMEM;
         return patch_status(s, cnm, patch);
@@ -549,6 +571,39 @@ static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, vo
         }
 }
 
+/* Machine.spec.failureDomain into the provider spec *spec (replaced by the placed copy). A
+ * failure domain the Cluster does not list, or a provider that cannot place, fails the machine
+ * for good (negative return). */
+static int place(MachineState *s, json_object *machine, json_object *cluster, json_object **spec) {
+        _cleanup_free_ char *why = NULL;
+        const char *fd = NULL, *field = cn_provider_failure_domain_field(s->provider);
+        json_object *placed = NULL;
+        int r;
+
+        r = cn_machine_failure_domain(machine, cluster, &fd);
+        if (r >= 0 && !fd)
+                return 0;
+        if (r < 0) {
+                if (asprintf(&why, "the Machine's failure domain \"%.64s\" is not one of the Cluster's "
+                             "(status.failureDomains)", cn_json_string(machine, "spec", "failureDomain", NULL)) < 0)
+                        why = NULL;
+                set_failed(s, "InvalidFailureDomain", why ?: "the Machine's failure domain is not the Cluster's");
+                return r;
+        }
+        if (!field) {
+                set_failed(s, "NotSupported", "this provider cannot place a machine in a failure domain");
+                return -EOPNOTSUPP;
+        }
+        r = cn_machine_place(*spec, field, fd, &placed);
+        if (r < 0) {
+                retry_later(s, 0);
+                return r;
+        }
+        json_object_put(*spec);
+        *spec = placed;
+        return 0;
+}
+
 static json_object *provider_spec(MachineController *mc, json_object *cnm) {
         return cn_json_get(cnm, "spec", mc->provider_name, NULL);
 }
@@ -623,6 +678,11 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 /* Nothing in flight and nothing to ask the cloud: a provider replaced since (a
                  * rotated Secret) must not live on for a machine at rest. */
                 s->provider = cn_provider_free(s->provider);
+        /* Every status write says Paused=False (status_patch()); the steps that write no status
+         * of their own correct a Paused=True left from before, which costs nothing otherwise. */
+        if (step == CN_MACHINE_PAUSED || step == CN_MACHINE_READY || step == CN_MACHINE_FAILED ||
+            step == CN_MACHINE_CLEANUP || step == CN_MACHINE_REMOVE_FINALIZER)
+                (void) set_paused(s, cnm, step == CN_MACHINE_PAUSED);
         switch (step) {
         case CN_MACHINE_ADD_FINALIZER:
                 (void) patch_finalizers(s, cnm, true);
@@ -641,6 +701,10 @@ static void reconcile_one(MachineController *mc, MachineState *s) {
                 json_object *spec = NULL;
 
                 r = cn_provider_add_defaults(s->provider, m.spec, &spec);
+                if (r >= 0 && place(s, machine, cluster, &spec) < 0) {
+                        json_object_put(spec);
+                        break;
+                }
                 if (r >= 0)
                         r = cn_provider_validate(s->provider, spec, &reason);
                 if (r == -EOPNOTSUPP) {
@@ -696,6 +760,109 @@ static int count_phase(json_object *cnm, void *userdata) {
         return 0;
 }
 
+typedef struct SpecCount {
+        char **values; /* provider, then the provider's label values */
+        unsigned count;
+} SpecCount;
+
+typedef struct SpecCounts {
+        MachineController *mc;
+        SpecCount *items;
+        size_t n;
+} SpecCounts;
+
+/* first, then every other member of the key/value list kv from index `from` on (0: the names,
+ * 1: the values); NULL on OOM. */
+static char **label_list(const char *first, char **kv, size_t from) {
+        size_t n = strv_length(kv) / 2;
+        char **l = calloc(n + 2, sizeof(char *));
+
+        if (!l)
+                return NULL;
+        l[0] = strdup(first);
+        for (size_t i = 0; l[i] && i < n; i++)
+                l[i + 1] = strdup(kv[2 * i + from]);
+        if (!l[n]) {
+                strv_free(l);
+                return NULL;
+        }
+        return l;
+}
+
+/* The provider's metrics labels of a machine's spec as it is created (defaults applied, placed
+ * in its Machine's failure domain): "provider" first, then the values of the provider's label
+ * names; NULL for a machine of another provider or a spec the provider cannot label. */
+static char **spec_label_values(MachineController *mc, json_object *cnm) {
+        _cleanup_json_ json_object *spec = NULL;
+        _cleanup_strv_free_ char **kv = NULL;
+        const char *ns = cn_json_string(cnm, "metadata", "namespace", NULL), *owner = cn_machine_owner_name(cnm);
+        const char *field = cn_provider_failure_domain_field(mc->provider), *fd = NULL;
+
+        if (ns && owner)
+                fd = cn_json_string(cn_kube_informer_lookup(mc->machines, ns, owner), "spec", "failureDomain", NULL);
+        if (cn_provider_add_defaults(mc->provider, provider_spec(mc, cnm), &spec) < 0)
+                return NULL;
+        if (!isempty(fd) && field) {
+                json_object *placed = NULL;
+
+                if (cn_machine_place(spec, field, fd, &placed) < 0)
+                        return NULL;
+                json_object_put(spec);
+                spec = placed;
+        }
+        if (cn_provider_metrics_labels(mc->provider, spec, &kv) < 0 || strv_length(kv) / 2 != mc->n_spec_labels)
+                return NULL;
+        return label_list(mc->provider_name, kv, 1);
+}
+
+static bool strv_same(char **a, char **b) {
+        for (; *a && *b; a++, b++)
+                if (!streq(*a, *b))
+                        return false;
+        return !*a && !*b;
+}
+
+static int count_spec(json_object *cnm, void *userdata) {
+        SpecCounts *c = userdata;
+        _cleanup_strv_free_ char **v = NULL;
+        SpecCount *n;
+
+        if (!provider_spec(c->mc, cnm) || cn_json_get(cnm, "metadata", "deletionTimestamp", NULL))
+                return 0;
+        v = spec_label_values(c->mc, cnm);
+        if (!v)
+                return 0;
+        for (size_t i = 0; i < c->n; i++)
+                if (strv_same(c->items[i].values, v)) {
+                        c->items[i].count++;
+                        return 0;
+                }
+        n = reallocarray(c->items, c->n + 1, sizeof(SpecCount));
+        if (!n)
+                return -ENOMEM;
+        c->items = n;
+        c->items[c->n++] = (SpecCount) { .values = TAKE_PTR(v), .count = 1 };
+        return 0;
+}
+
+/* CloudnodeMachines by the provider's machine labels (MachineMetricsLabels: size, and the
+ * location or zone), as machine-controller exports them: counts, not a series per machine, so
+ * the series stay as few as the sizes in use. Recomputed as a whole: a size no machine has any
+ * more disappears. */
+static void update_spec_metrics(MachineController *mc) {
+        SpecCounts c = { .mc = mc };
+
+        if (!mc->m_specs)
+                return;
+        (void) cn_kube_informer_foreach(mc->infra_machines, count_spec, &c);
+        (void) cn_metric_clear(mc->m_specs);
+        for (size_t i = 0; i < c.n; i++) {
+                (void) cn_metric_set(mc->m_specs, (const char *const *) c.items[i].values, (double) c.items[i].count);
+                strv_free(c.items[i].values);
+        }
+        free(c.items);
+}
+
 static void update_phase_metrics(MachineController *mc) {
         static const char *const phases[] = { "Provisioning", "Running", "Deleting", "Failed" };
         size_t counts[4] = {};
@@ -705,6 +872,7 @@ static void update_phase_metrics(MachineController *mc) {
                 (void) cn_metric_set(mc->m_phase, CN_LABELS(mc->provider_name, phases[i]), (double) counts[i]);
         (void) cn_metric_set(mc->m_secrets, NULL, (double) cn_credentials_size(mc->credentials));
         (void) cn_metric_set(mc->m_providers, NULL, (double) cn_provider_live_count());
+        update_spec_metrics(mc);
 }
 
 static void enqueue_object(MachineController *mc, json_object *cnm) {
@@ -846,6 +1014,30 @@ static void count_cloud_request(const char *provider, const char *operation, con
         (void) cn_metric_inc(mc->m_calls, CN_LABELS(provider, operation, result));
 }
 
+/* The label names of the provider's MachineMetricsLabels (asked with an empty spec: the names
+ * do not depend on it), after "provider". A provider without them has no such metric. */
+static int register_spec_metric(MachineController *mc, CnMetrics *metrics) {
+        _cleanup_json_ json_object *empty = json_object_new_object();
+        _cleanup_strv_free_ char **kv = NULL, **names = NULL;
+        int r;
+
+        if (!empty)
+                return -ENOMEM;
+        r = cn_provider_metrics_labels(mc->provider, empty, &kv);
+        if (r == -EOPNOTSUPP)
+                return 0;
+        if (r < 0)
+                return r;
+        names = label_list("provider", kv, 0);
+        if (!names)
+                return -ENOMEM;
+        mc->n_spec_labels = strv_length(kv) / 2;
+        return cn_metrics_gauge(metrics, "cloudnode_machines_by_spec",
+                                "CloudnodeMachines not being deleted, by the provider's machine labels "
+                                "(size: server type or flavor; location or zone).",
+                                (const char *const *) names, &mc->m_specs);
+}
+
 int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
                            const char *provider, const char *cloud_config_file, MachineController **ret) {
         _cleanup_(machine_controller_freep) MachineController *mc = NULL;
@@ -891,12 +1083,16 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                                      "Cloud providers in memory: the controller's own and those built from "
                                      "Secrets, replaced ones included while calls still use them.",
                                      NULL, &mc->m_providers);
+        if (r >= 0)
+                r = register_spec_metric(mc, metrics);
         if (r < 0)
                 return r;
         cn_provider_set_request_counter(mc->provider, count_cloud_request, mc);
         r = cn_credentials_new(client, mc->http, provider, mc->provider, count_cloud_request, mc, &mc->credentials);
-        if (r >= 0)
+        if (r >= 0) {
+                cn_credentials_set_recorder(mc->credentials, recorder);
                 r = cn_credentials_add_listener(mc->credentials, on_credentials, mc);
+        }
         if (r < 0)
                 return r;
         r = cn_work_queue_new(e,

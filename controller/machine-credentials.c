@@ -37,6 +37,7 @@ struct CnCredentials {
         CnProvider *default_provider;
         CnProviderRequestCounter counter;
         void *counter_userdata;
+        CnKubeEventRecorder *recorder;
         Entry *entries;
         size_t n_entries;
         struct {
@@ -205,6 +206,28 @@ static void entry_fail(Entry *e, int error, char *why) {
         e->resource_version = NULL;
 }
 
+bool cn_credentials_secret_movable(json_object *secret) {
+        json_object *owners = cn_json_get(secret, "metadata", "ownerReferences", NULL);
+
+        return cn_json_get(secret, "metadata", "labels", "clusterctl.cluster.x-k8s.io/move", NULL) ||
+               (owners && json_object_is_type(owners, json_type_array) && json_object_array_length(owners) > 0);
+}
+
+/* Once per resourceVersion read: the Secret works, but clusterctl move would leave it behind and
+ * the moved objects would wait for credentials in the target cluster. */
+static void warn_not_movable(CnCredentials *c, Entry *e, json_object *secret) {
+        CnKubeObjectRef ref;
+
+        if (cn_credentials_secret_movable(secret))
+                return;
+        log_warning("Credentials Secret %s/%s has neither the clusterctl.cluster.x-k8s.io/move label nor an owner: "
+                    "clusterctl move would leave it behind", e->namespace, e->name);
+        if (c->recorder && cn_kube_object_ref_from_json(secret, &cn_kube_resource_secrets, &ref) >= 0)
+                (void) cn_kube_event_record(c->recorder, &ref, CN_KUBE_EVENT_WARNING, "NotMovable", NULL,
+                                            "neither the clusterctl.cluster.x-k8s.io/move label nor an owner: "
+                                            "clusterctl move would leave this credentials Secret behind");
+}
+
 static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *userdata) {
         Entry *e = ASSERT_PTR(userdata);
         CnCredentials *c = e->owner;
@@ -250,6 +273,7 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
                 return;
         }
         log_info("Credentials Secret %s/%s (resourceVersion %s): provider ready", e->namespace, e->name, strna(rv));
+        warn_not_movable(c, e, result->object);
         if (c->counter)
                 cn_provider_set_request_counter(p, c->counter, c->counter_userdata);
         cn_provider_free(e->provider);
@@ -369,6 +393,10 @@ bool cn_credentials_recheck(CnCredentials *c, CnProvider *p) {
 
 size_t cn_credentials_size(const CnCredentials *c) {
         return c ? c->n_entries : 0;
+}
+
+void cn_credentials_set_recorder(CnCredentials *c, CnKubeEventRecorder *recorder) {
+        c->recorder = recorder;
 }
 
 int cn_credentials_add_listener(CnCredentials *c, CnCredentialsNotify fn, void *userdata) {

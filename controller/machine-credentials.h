@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "http.h"
+#include "kube-event.h"
 #include "kube-client.h"
 #include "provider.h"
 
@@ -48,6 +49,14 @@ int cn_credentials_new(CnKubeClient *client, CnHttp *http, const char *provider_
                        CnProviderRequestCounter counter, void *counter_userdata, CnCredentials **ret);
 CnCredentials *cn_credentials_free(CnCredentials *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnCredentials *, cn_credentials_free);
+
+/* Where the Warning Event about a Secret that clusterctl move would leave behind goes (optional). */
+void cn_credentials_set_recorder(CnCredentials *c, CnKubeEventRecorder *recorder);
+
+/* Whether clusterctl move carries the Secret with its cluster: it carries the
+ * clusterctl.cluster.x-k8s.io/move label, or an owner (clusterctl moves what its owner chain
+ * links to a Cluster). Nothing else links a Secret of another name than Cluster API's own. */
+bool cn_credentials_secret_movable(json_object *secret);
 
 int cn_credentials_add_listener(CnCredentials *c, CnCredentialsNotify fn, void *userdata);
 

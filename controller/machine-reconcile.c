@@ -162,6 +162,38 @@ CnMachineStep cn_machine_next_step(json_object *infra_machine, json_object *mach
         return CN_MACHINE_POLL;
 }
 
+int cn_machine_failure_domain(json_object *machine, json_object *cluster, const char **ret) {
+        const char *want = cn_json_string(machine, "spec", "failureDomain", NULL);
+        json_object *fds = cn_json_get(cluster, "status", "failureDomains", NULL);
+
+        if (isempty(want)) {
+                *ret = NULL;
+                return 0;
+        }
+        for (size_t i = 0; fds && json_object_is_type(fds, json_type_array) && i < json_object_array_length(fds); i++)
+                if (streq(strempty(cn_json_string(json_object_array_get_idx(fds, i), "name", NULL)), want)) {
+                        *ret = want;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+int cn_machine_place(json_object *spec, const char *field, const char *failure_domain, json_object **ret) {
+        _cleanup_json_ json_object *copy = NULL;
+        int r;
+
+        if (!spec || !field)
+                return -EINVAL;
+        r = json_object_deep_copy(spec, &copy, NULL);
+        if (r < 0 || !copy)
+                return -ENOMEM;
+        r = cn_json_set_string(copy, failure_domain, field, NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(copy);
+        return 0;
+}
+
 CnMachineMatch cn_machine_match(json_object *instances) {
         size_t n = instances && json_object_is_type(instances, json_type_array) ? json_object_array_length(instances) : 0;
 

@@ -67,6 +67,17 @@ typedef enum CnMachineMatch {
         CN_MACHINE_MATCH_MANY,
 } CnMachineMatch;
 
+/* The failure domain the owner Machine asks for (spec.failureDomain), checked against the ones the
+ * Cluster lists (status.failureDomains, copied there by Cluster API from the CloudnodeCluster):
+ * 0 with *ret NULL when the Machine asks for none, 0 with the name (borrowed) when the Cluster
+ * lists it, -ENOENT when it does not: a terminal condition, since no retry can make it valid. */
+int cn_machine_failure_domain(json_object *machine, json_object *cluster, const char **ret);
+
+/* A copy of the provider spec with member `field` (the provider's placement: Hetzner location,
+ * OpenStack availabilityZone) set to the failure domain, which wins over the template's value as
+ * Machine.spec.failureDomain does in every provider of Cluster API. */
+int cn_machine_place(json_object *spec, const char *field, const char *failure_domain, json_object **ret);
+
 /* Instances found by the UID label: none (create), one (adopt), several (refuse). */
 CnMachineMatch cn_machine_match(json_object *instances);
 

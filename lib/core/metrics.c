@@ -295,6 +295,19 @@ int cn_metric_observe(CnMetric *h, const char *const *label_values, double v) {
         return metric_update(h, label_values, OP_OBSERVE, v);
 }
 
+int cn_metric_clear(CnMetric *g) {
+        if (!g || g->kind != METRIC_GAUGE)
+                return -EINVAL;
+        pthread_mutex_lock(&g->registry->lock);
+        for (size_t i = 0; i < g->n_series; i++)
+                series_done(&g->series[i]);
+        free(g->series);
+        g->series = NULL;
+        g->n_series = 0;
+        pthread_mutex_unlock(&g->registry->lock);
+        return 0;
+}
+
 int cn_metric_add_total(CnMetric *c, const char *const *label_values, uint64_t total, uint64_t *seen) {
         uint64_t base;
         int r;

@@ -36,6 +36,9 @@ int cn_metric_add(CnMetric *c, const char *const *label_values, double v);
 int cn_metric_inc(CnMetric *c, const char *const *label_values);
 int cn_metric_set(CnMetric *g, const char *const *label_values, double v);
 int cn_metric_observe(CnMetric *h, const char *const *label_values, double v);
+/* Drops every series of gauge g: for a gauge recomputed as a whole, whose label combinations
+ * come and go (counts by a machine's size), so that a gone one is not exposed with its last value. */
+int cn_metric_clear(CnMetric *g);
 /* For counts kept elsewhere (a client's requests, an informer's watch restarts): adds to counter c
  * what total grew since *seen, and remembers total in *seen. A total below *seen (its source was
  * replaced) starts over from 0. */

@@ -240,4 +240,5 @@ const CnProviderOps cn_provider_hetzner_ops = {
         .migrate_uid = cn_provider_hetzner_migrate_uid,
         .cloud_config = cn_provider_hetzner_cloud_config,
         .failure_domains = cn_provider_hetzner_failure_domains,
+        .failure_domain_field = "location",
 };

@@ -517,4 +517,5 @@ const CnProviderOps cn_provider_openstack_ops = {
         .migrate_uid = cn_provider_openstack_migrate_uid,
         .cloud_config = cn_provider_openstack_cloud_config,
         .failure_domains = openstack_failure_domains,
+        .failure_domain_field = "availabilityZone",
 };

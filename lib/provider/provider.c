@@ -603,6 +603,10 @@ int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMac
         return p->ops->failure_domains ? p->ops->failure_domains(p, region, cb, userdata, ret) : -EOPNOTSUPP;
 }
 
+const char *cn_provider_failure_domain_field(const CnProvider *p) {
+        return p->ops->failure_domain_field;
+}
+
 int cn_provider_failure_domain_add(json_object *list, const char *name, const char *const *attributes) {
         _cleanup_json_ json_object *fd = json_object_new_object();
         int r;

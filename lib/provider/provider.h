@@ -142,6 +142,9 @@ typedef struct CnProviderOps {
          * NULL) narrows them where the cloud has a wider scope than one region. */
         int (*failure_domains)(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
                                CnProviderCall **ret);
+        /* The member of the machine spec that places an instance in one of those failure domains
+         * (a Machine's spec.failureDomain is written there); NULL: the provider cannot place. */
+        const char *failure_domain_field;
 } CnProviderOps;
 
 /* Providers this build knows, NULL-terminated. */
@@ -204,6 +207,9 @@ int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret
 /* The callback's instance argument is the failure domain list (see CnProviderOps). */
 int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
                                 CnProviderCall **ret);
+
+/* CnProviderOps.failure_domain_field, or NULL. */
+const char *cn_provider_failure_domain_field(const CnProvider *p);
 
 /* Cancels the call (its callback will not run). */
 CnProviderCall *cn_provider_call_free(CnProviderCall *c);

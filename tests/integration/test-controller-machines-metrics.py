@@ -2,7 +2,8 @@
 """cloudnode-controller's /metrics during a machine lifecycle: CloudnodeMachines by phase
 (Provisioning, Running, Deleting, Failed) as the machines move through them, and cloud API
 requests by operation and result (ok, not-found, terminal, retryable) agreeing with what the fake
-cloud saw; the exposition passes promtool check metrics."""
+cloud saw, CloudnodeMachines by the provider's machine labels (size, location); the exposition
+passes promtool check metrics."""
 import os
 import re
 import shutil
@@ -113,10 +114,45 @@ def test_lifecycle_metrics(t, env):
         env.c.clear_faults()
 
 
+def by_spec(ctl):
+    return {(dict(k)["provider"], dict(k)["size"], dict(k)["location"]): v
+            for k, v in samples(ctl.metrics(), "cloudnode_machines_by_spec").items()}
+
+
+def test_spec_metrics(t, env):
+    """CloudnodeMachines counted by the provider's machine labels (size and location): a series
+    per combination in use, gone with its last machine."""
+    ctl = Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+    try:
+        env.cluster("cms", failure_domains=["fsn1", "hel1"])
+        env.machine("ms1", cluster="cms")
+        env.machine("ms2", cluster="cms")
+        env.machine("ms3", cluster="cms", spec={"serverType": "cx32", "image": "ubuntu-24.04", "location": "nbg1"})
+        env.machine("ms4", cluster="cms", failure_domain="hel1")
+        want = {("hetzner", "cx22", "fsn1"): 2, ("hetzner", "cx32", "nbg1"): 1, ("hetzner", "cx22", "hel1"): 1}
+        t.ok(wait_for(lambda: by_spec(ctl) == want, 30),
+             "machines by size and location (a Machine's failure domain is its location)", by_spec(ctl))
+        t.ok(wait_for(lambda: all(env.ready(n) for n in ("ms1", "ms2", "ms3", "ms4")), 40), "all ready",
+             ctl.output()[-1500:])
+        env.delete("ms4")
+        env.delete("ms3")
+        t.ok(wait_for(lambda: by_spec(ctl) == {("hetzner", "cx22", "fsn1"): 2}, 30),
+             "the last machine of a size takes its series with it", by_spec(ctl))
+        env.delete("ms1")
+        t.ok(wait_for(lambda: by_spec(ctl) == {("hetzner", "cx22", "fsn1"): 1}, 30), "a deleted machine is not counted",
+             by_spec(ctl))
+        env.delete("ms2")
+        t.ok(wait_for(lambda: all(env.gone(n) for n in ("ms1", "ms2", "ms3", "ms4")), 40), "all deleted")
+        t.ok(wait_for(lambda: by_spec(ctl) == {}, 20), "and no series is left", by_spec(ctl))
+    finally:
+        t.eq(ctl.stop(), 0, "SIGTERM: clean exit")
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, "hetzner", 1.0, 0.5) as env:
         t.run(test_lifecycle_metrics, env)
+        t.run(test_spec_metrics, env)
     return t.done()
 
 

@@ -9,6 +9,9 @@ the Cluster's control-plane endpoint), the Hetzner API of tests/fake-cloud.
   configuration; cert-manager from a local file through its `cert-manager:` configuration.
 - The providers' Deployments run as processes (tests/pylib/realcapi.py: their args, env,
   ServiceAccount tokens, Secret volumes; webhooks on loopback), cloudnode-controller among them.
+- The OpenStack flavor (templates/cluster-template-openstack.yaml) rendered by clusterctl and
+  accepted by the management cluster in a server-side dry run, its credentials Secret labelled
+  for clusterctl move.
 - `clusterctl generate cluster` from templates/cluster-template.yaml, applied with kubectl: the
   Cluster's CloudnodeCluster is provisioned; the control-plane Machine's KubeadmConfig (init) and
   the MachineDeployment's KubeadmConfigTemplate give each Machine its bootstrap data, which
@@ -42,6 +45,8 @@ import sys
 import tempfile
 import threading
 
+import yaml
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build, wait_for  # noqa: E402
 from cninit import CLUSTER_SA, RBAC as INIT_RBAC, TAINT, hetzner_conf  # noqa: E402
@@ -53,6 +58,42 @@ NS = "default"
 CAPI = "/apis/cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
 INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/%s/" % NS
 UID_LABEL = "cloudnode.io/machine-uid"
+
+
+def check_openstack_flavor(t, repo, mgmt):
+    """templates/cluster-template-openstack.yaml: rendered by clusterctl (--flavor openstack), its
+    objects accepted by the management cluster's API server and the providers' webhooks (a
+    server-side dry run: the CRDs' schemas and CEL rules judge them, nothing is created), and its
+    credentials Secret, which every cloudnode object names, labelled for clusterctl move."""
+    conf_b64 = base64.b64encode(b"[Global]\nauth-url = https://keystone.example/v3\n").decode()
+    r = repo.clusterctl(mgmt.kubeconfig, "generate", "cluster", "c2", "--infrastructure",
+                        "cloudnode:" + realcapi.CLOUDNODE_VERSION, "--flavor", "openstack",
+                        "--kubernetes-version", "v1.32.13", "--worker-machine-count", "2", "--target-namespace", NS,
+                        env={"CONTROL_PLANE_ENDPOINT_HOST": "192.0.2.10", "OPENSTACK_CLOUD_CONF_B64": conf_b64,
+                             "OPENSTACK_NETWORK_ID": "7b1c5e2a-55f4-4c41-9d0a-3f1b6c2d9e10",
+                             "OPENSTACK_SSH_KEY_NAME": "ops"},
+                        check=False)
+    t.ok(r.returncode == 0, "clusterctl generate cluster --flavor openstack renders the template", r.stderr[-3000:])
+    if r.returncode:
+        return
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    t.eq(kinds, sorted(["Cluster", "CloudnodeCluster", "Machine", "KubeadmConfig", "CloudnodeMachine",
+                        "MachineDeployment", "KubeadmConfigTemplate", "CloudnodeMachineTemplate", "Secret"]),
+         "the OpenStack flavor's objects")
+    secret = next((d for d in docs if d["kind"] == "Secret"), {})
+    t.ok("clusterctl.cluster.x-k8s.io/move" in secret.get("metadata", {}).get("labels", {}),
+         "its credentials Secret is labelled for clusterctl move")
+    t.eq(base64.b64decode(secret.get("data", {}).get("cloud.conf", "")).decode(errors="replace"),
+         base64.b64decode(conf_b64).decode(), "and holds the cloud.conf given")
+    specs = [d["spec"] for d in docs if d["kind"] in ("CloudnodeCluster", "CloudnodeMachine")] + \
+        [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "CloudnodeMachineTemplate"]
+    t.eq(sorted({s.get("credentials", {}).get("secretRef", {}).get("name") for s in specs}),
+         [secret.get("metadata", {}).get("name")], "every cloudnode object names that Secret")
+    a = subprocess.run(["kubectl", "--kubeconfig", mgmt.kubeconfig, "apply", "--dry-run=server", "-f", "-"],
+                       input=r.stdout, capture_output=True, text=True)
+    t.ok(a.returncode == 0, "the management cluster accepts every object of the OpenStack flavor (dry run)",
+         a.stdout + a.stderr)
 
 
 def items(k, path):
@@ -211,6 +252,7 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
                        capture_output=True, text=True)
     t.ok(a.returncode == 0, "kubectl apply of the generated cluster (through the providers' webhooks)",
          a.stdout + a.stderr)
+    check_openstack_flavor(t, repo, mgmt)
 
     # --- the machines come up ----------------------------------------------------------------
     def log_tail(k=mgmt):

@@ -14,7 +14,7 @@ import re
 import time
 
 import cncapi
-from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, USER, UID_LABEL, wait_for  # noqa: F401
+from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, SECRETS, USER, UID_LABEL, condition, wait_for  # noqa: F401
 from fakecloud import OPENSTACK_USER, FakeCloud
 from fakekubeclient import kube_server
 
@@ -31,6 +31,10 @@ PROVIDERS = {
         "address_type": "ExternalIP",
         # RateLimit-Reset names a whole second: the wait it asks for can be anything below 1 s.
         "retry_after": None,
+        # Failure domains: two the cloud has (the template's location first), and where the fake
+        # cloud records the placement (the server's datacenter, "<location>-dcN").
+        "failure_domains": ("fsn1", "nbg1"),
+        "placed_in": lambda inst: inst.get("zone", "").split("-")[0],
     },
     "openstack": {
         "conf": lambda c: ("[Global]\nauth-url = %s/v3\nusername = %s\npassword = \"%s\"\nuser-domain-name = %s\n"
@@ -45,6 +49,8 @@ PROVIDERS = {
         # Nova allocates no floating IP by itself: the fixed address is all there is.
         "address_type": "InternalIP",
         "retry_after": 1.0,  # the fake's Retry-After on 429
+        "failure_domains": ("nova", "az-2"),
+        "placed_in": lambda inst: inst.get("zone"),
     },
 }
 
@@ -390,3 +396,111 @@ def test_rate_limited(t, env):
         # 10 ms for the log's millisecond resolution.
         t.ok(len(waits) == 4 and all(w >= want - 0.01 for w in waits),
              "each 429's Retry-After (%.0f s) was waited before the next request" % want, waits)
+
+
+def test_placement(t, env):
+    """Machine.spec.failureDomain places the server (Hetzner location, Nova availability zone)
+    over the template's value; a failure domain the Cluster does not list fails the machine with
+    one clear reason, and the cloud is not asked to create anything."""
+    first, second = env.profile["failure_domains"]
+    env.cluster("cfd", failure_domains=[first, second])
+    ctl = env.controller()
+    try:
+        uid = env.machine("fd1", cluster="cfd", failure_domain=second)["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("fd1"), 40), "a machine with a failure domain is ready", ctl.output()[-2000:])
+        srv = env.servers(uid)
+        t.eq([env.profile["placed_in"](i) for i in srv], [second],
+             "its one server is in the Machine's failure domain, not the template's")
+        uid = env.machine("fd0", cluster="cfd")["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("fd0"), 40), "a machine without one is ready")
+        want = env.default_spec.get("location") or env.default_spec.get("availabilityZone") or "nova"
+        t.eq([env.profile["placed_in"](i) for i in env.servers(uid)], [want], "and placed by its template")
+
+        mark = len(env.c.requests())
+        uid = env.machine("fdx", cluster="cfd", failure_domain="elsewhere")["metadata"]["uid"]
+
+        def failure():
+            st = (env.get("fdx") or {}).get("status") or {}
+            return st.get("failureReason"), st.get("failureMessage")
+        reason, message = wait_for(lambda: failure()[0] and failure(), 30) or (None, None)
+        t.eq(reason, "InvalidFailureDomain", "a failure domain the Cluster does not list is terminal")
+        t.ok(message and '"elsewhere"' in message, "the message names it", message)
+        # A pass over a failed machine logs nothing to wait for: a fixed wait, then nothing more.
+        time.sleep(2.0)
+        t.eq([r for r in env.c.requests()[mark:] if env.is_create(r)], [], "no create request for it")
+        t.eq(env.servers(uid), [], "and no server")
+        for n in ("fd1", "fd0", "fdx"):
+            env.delete(n)
+        t.ok(wait_for(lambda: all(env.gone(n) for n in ("fd1", "fd0", "fdx")), 40), "all three are deleted",
+             ctl.output()[-2000:])
+    finally:
+        ctl.stop()
+
+
+def test_paused(t, env):
+    """A machine of a paused Cluster (spec.paused) or with the cluster.x-k8s.io/paused annotation
+    says Paused=True and nothing is asked of the cloud; unpaused, it is Paused=False and goes on."""
+    env.cluster("cpz", paused=True)
+    ctl = env.controller()
+    try:
+        mark = len(env.c.requests())
+        uid = env.machine("pz1", cluster="cpz")["metadata"]["uid"]
+        t.eq(wait_for(lambda: condition(env.get("pz1"), "Paused", "status"), 30), "True",
+             "a machine of a paused Cluster: Paused=True")
+        t.eq(condition(env.get("pz1"), "Paused"), "Paused", "with reason Paused")
+        t.ok(_pass_after_change(env, ctl, "pz1", "paused"), "a later pass is still paused", ctl.output()[-2000:])
+        t.eq(env.c.requests()[mark:], [], "no cloud request while paused")
+        t.eq(env.servers(uid), [], "and no server")
+        env.k.api("PATCH", CLUSTERS + "/cpz", {"spec": {"paused": False}}, MERGE)
+        t.ok(wait_for(lambda: env.ready("pz1"), 40), "ready once the Cluster is unpaused", ctl.output()[-2000:])
+        t.eq(condition(env.get("pz1"), "Paused", "status"), "False", "Paused=False")
+        t.eq(len(env.servers(uid)), 1, "one server")
+
+        # The annotation on a ready machine: nothing is done with it, not even its deletion.
+        env.k.api("PATCH", CNM + "/pz1", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": ""}}}, MERGE)
+        t.eq(wait_for(lambda: condition(env.get("pz1"), "Paused", "status") == "True" and "True", 30), "True",
+             "the paused annotation: Paused=True")
+        mark = len(env.c.requests())
+        env.delete("pz1")
+        t.ok(_pass_after_change(env, ctl, "pz1", "paused"), "a pass over the deleted, paused machine ran")
+        t.eq([r for r in env.c.requests()[mark:] if r["method"] == "DELETE"], [], "its server is not deleted")
+        t.ok(env.get("pz1") is not None, "and the finalizer stays")
+        env.k.api("PATCH", CNM + "/pz1", {"metadata": {"annotations": {"cluster.x-k8s.io/paused": None}}}, MERGE)
+        t.ok(wait_for(lambda: env.gone("pz1"), 40), "unpaused, the deletion completes", ctl.output()[-2000:])
+        t.eq(env.servers(uid), [], "no server left behind")
+    finally:
+        ctl.stop()
+
+
+def test_credentials_not_movable(t, env):
+    """A credentials Secret that clusterctl move would leave behind (no move label, no owner)
+    works, and the controller says so once with a Warning Event on the Secret; one labelled
+    clusterctl.cluster.x-k8s.io/move gets no such Event."""
+    with open(env.conf) as f:
+        conf = f.read()
+    for name, labels in (("creds-plain", {}), ("creds-moved", {"clusterctl.cluster.x-k8s.io/move": ""})):
+        code, _ = env.k.api("POST", SECRETS, {"apiVersion": "v1", "kind": "Secret",
+                                              "metadata": {"name": name, "labels": labels},
+                                              "data": {"cloud.conf": base64.b64encode(conf.encode()).decode()}})
+        t.eq(code, 201, "Secret %s" % name)
+    ctl = env.controller()
+    try:
+        env.machine("mv1", extra_spec={"credentials": {"secretRef": {"name": "creds-plain"}}})
+        env.machine("mv2", extra_spec={"credentials": {"secretRef": {"name": "creds-moved"}}})
+        t.ok(wait_for(lambda: env.ready("mv1") and env.ready("mv2"), 40), "both machines get ready with their Secret",
+             ctl.output()[-2000:])
+
+        def warnings(secret):
+            code, body = env.k.api("GET", "/api/v1/namespaces/%s/events" % NS)
+            return [e for e in (body or {}).get("items", []) if e.get("reason") == "NotMovable" and
+                    (e.get("involvedObject") or e.get("regarding") or {}).get("name") == secret]
+        found = wait_for(lambda: warnings("creds-plain"), 20)
+        t.ok(found and found[0].get("type") == "Warning" and
+             (found[0].get("involvedObject") or found[0].get("regarding") or {}).get("kind") == "Secret",
+             "a Warning Event NotMovable on the Secret without the move label", found)
+        t.eq(warnings("creds-moved"), [], "none for the labelled one")
+        for n in ("mv1", "mv2"):
+            env.delete(n)
+        t.ok(wait_for(lambda: env.gone("mv1") and env.gone("mv2"), 40), "both deleted")
+    finally:
+        ctl.stop()

@@ -87,13 +87,17 @@ class CapiEnv:
         k.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cloudnode"}})
         grant_secrets(k, NS)
 
-    def cluster(self, name, provisioned=True, paused=False):
+    def cluster(self, name, provisioned=True, paused=False, failure_domains=None):
+        """A Cluster; provisioned, its status says so as Cluster API writes it, with the failure
+        domains it copies from the InfraCluster (names)."""
         k = self.k
         code, c = k.api("POST", CLUSTERS, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
                                            "metadata": {"name": name}, "spec": {"paused": paused}})
         if provisioned:
-            k.api("PATCH", CLUSTERS + "/" + name + "/status",
-                  {"status": {"initialization": {"infrastructureProvisioned": True}}}, MERGE)
+            status = {"initialization": {"infrastructureProvisioned": True}}
+            if failure_domains:
+                status["failureDomains"] = [{"name": n, "controlPlane": True} for n in failure_domains]
+            k.api("PATCH", CLUSTERS + "/" + name + "/status", {"status": status}, MERGE)
         return c
 
     def obj(self, path, name):
@@ -103,8 +107,9 @@ class CapiEnv:
     def servers(self, uid):
         return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
 
-    def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None):
-        """A Machine of cluster with its CloudnodeMachine (self.provider's spec) and bootstrap data."""
+    def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None, failure_domain=None):
+        """A Machine of cluster (in failure_domain, if given) with its CloudnodeMachine
+        (self.provider's spec) and bootstrap data."""
         k = self.k
         if bootstrap:
             k.api("POST", SECRETS, {
@@ -112,7 +117,9 @@ class CapiEnv:
                 "data": {"value": base64.b64encode(b"#cloud-config\nhostname: " + name.encode()).decode()}})
         code, m = k.api("POST", MACHINES, {
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name},
-            "spec": {"clusterName": cluster, "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}}})
+            "spec": dict({"clusterName": cluster,
+                          "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}},
+                         **({"failureDomain": failure_domain} if failure_domain else {}))})
         code, cnm = k.api("POST", CNM, {
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
             "metadata": {"name": name, "labels": {"cluster.x-k8s.io/cluster-name": cluster},

@@ -110,7 +110,9 @@ class Repository:
         shutil.copyfile(build("manifests", "infrastructure-components.yaml"),
                         os.path.join(vdir, "infrastructure-components.yaml"))
         shutil.copyfile(build("manifests", "metadata.yaml"), os.path.join(vdir, "metadata.yaml"))
-        shutil.copyfile(src("templates", "cluster-template.yaml"), os.path.join(vdir, "cluster-template.yaml"))
+        for flavor in ("", "-openstack"):
+            name = "cluster-template%s.yaml" % flavor
+            shutil.copyfile(src("templates", name), os.path.join(vdir, name))
         providers.append({"name": "cloudnode", "type": "InfrastructureProvider",
                           "url": "file://" + os.path.join(vdir, "infrastructure-components.yaml")})
         cmdir = os.path.join(self.root, "cert-manager", CERT_MANAGER_VERSION)

@@ -359,7 +359,22 @@ static void test_credentials_cache_bound(void) {
         sd_event_unref(e);
 }
 
+static void test_credentials_movable(void) {
+        _cleanup_json_ json_object *plain = parse("{\"metadata\":{\"name\":\"c\",\"labels\":{\"a\":\"b\"}}}");
+        _cleanup_json_ json_object *labelled = parse(
+                "{\"metadata\":{\"name\":\"c\",\"labels\":{\"clusterctl.cluster.x-k8s.io/move\":\"\"}}}");
+        _cleanup_json_ json_object *owned = parse(
+                "{\"metadata\":{\"name\":\"c\",\"ownerReferences\":[{\"kind\":\"CloudnodeCluster\",\"name\":\"c1\"}]}}");
+        _cleanup_json_ json_object *no_owners = parse("{\"metadata\":{\"name\":\"c\",\"ownerReferences\":[]}}");
+
+        TAP_OK(!cn_credentials_secret_movable(plain), "a Secret without the move label or an owner stays behind");
+        TAP_OK(cn_credentials_secret_movable(labelled), "the clusterctl.cluster.x-k8s.io/move label (any value) moves it");
+        TAP_OK(cn_credentials_secret_movable(owned), "an owner moves it");
+        TAP_OK(!cn_credentials_secret_movable(no_owners), "an empty owner list does not");
+}
+
 int main(void) {
+        test_credentials_movable();
         test_credentials_cache_bound();
         test_steps();
         test_status_patch();

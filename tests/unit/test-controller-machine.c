@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Cluster API infrastructure machine contract decisions of cloudnode-controller. */
+#include <errno.h>
 #include <string.h>
 
 #include "json-util.h"
@@ -136,6 +137,27 @@ int main(void) {
                 TAP_OK(cn_capi_patch_changes(live, added), "a new member is a change");
                 TAP_OK(!cn_capi_patch_changes(live, del_absent), "deleting an absent member changes nothing");
                 TAP_OK(cn_capi_patch_changes(live, del_present), "deleting a present member is a change");
+        }
+        {
+                _cleanup_json_ json_object *asks = parse("{\"spec\":{\"failureDomain\":\"nbg1\"}}");
+                _cleanup_json_ json_object *lists = parse(
+                        "{\"status\":{\"failureDomains\":[{\"name\":\"fsn1\"},{\"name\":\"nbg1\",\"controlPlane\":true}]}}");
+                _cleanup_json_ json_object *other = parse("{\"status\":{\"failureDomains\":[{\"name\":\"fsn1\"}]}}");
+                _cleanup_json_ json_object *spec = parse("{\"serverType\":\"cx22\",\"location\":\"fsn1\"}");
+                _cleanup_json_ json_object *placed = NULL;
+                const char *fd = "unset";
+
+                TAP_EQ_INT(cn_machine_failure_domain(machine_data, lists, &fd), 0, "a Machine without a failure domain");
+                TAP_OK(!fd, "asks for no placement");
+                TAP_EQ_INT(cn_machine_failure_domain(asks, lists, &fd), 0, "a failure domain the Cluster lists");
+                TAP_EQ_STR(fd, "nbg1", "is the placement");
+                TAP_EQ_INT(cn_machine_failure_domain(asks, other, &fd), -ENOENT, "one the Cluster does not list is refused");
+                TAP_EQ_INT(cn_machine_failure_domain(asks, cluster_ready, &fd), -ENOENT,
+                           "and so is any when the Cluster lists none");
+                TAP_EQ_INT(cn_machine_place(spec, "location", "nbg1", &placed), 0, "placed");
+                TAP_EQ_STR(cn_json_string(placed, "location", NULL), "nbg1", "the failure domain wins over the template's");
+                TAP_EQ_STR(cn_json_string(placed, "serverType", NULL), "cx22", "the rest of the spec is kept");
+                TAP_EQ_STR(cn_json_string(spec, "location", NULL), "fsn1", "on a copy: the cached spec is untouched");
         }
         return tap_done();
 }

@@ -91,6 +91,22 @@ int main(void) {
                        "the counter grew by 5 + 2 + 0 + 3");
         }
 
+        {
+                _cleanup_buf_ CnBuf cleared = CN_BUF_INIT(1 << 20);
+                CnMetric *sizes = NULL;
+
+                TAP_EQ_INT(cn_metrics_gauge(m, "cloudnode_sizes", "Things by size.", CN_LABELS("size"), &sizes), 0,
+                           "gauge with a label");
+                TAP_EQ_INT(cn_metric_set(sizes, CN_LABELS("cx22"), 2), 0, "one size");
+                TAP_EQ_INT(cn_metric_set(sizes, CN_LABELS("cx32"), 1), 0, "another");
+                TAP_EQ_INT(cn_metric_clear(sizes), 0, "clear");
+                TAP_EQ_INT(cn_metric_set(sizes, CN_LABELS("cx22"), 3), 0, "set again after the clear");
+                TAP_EQ_INT(cn_metrics_format(m, &cleared), 0, "format");
+                TAP_OK(strstr(cn_buf_str(&cleared), "cloudnode_sizes{size=\"cx22\"} 3\n") &&
+                       !strstr(cn_buf_str(&cleared), "cx32"), "a cleared series is gone, a set one is back");
+                TAP_EQ_INT(cn_metric_clear(req), -EINVAL, "only gauges are cleared");
+        }
+
         for (int i = 0; i < 2000 && r >= 0; i++) {
                 snprintf(val, sizeof(val), "%d", i);
                 r = cn_metric_inc(req, CN_LABELS("LIST", val));
