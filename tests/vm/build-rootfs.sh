@@ -13,8 +13,9 @@ dest=$2
 suite=bookworm
 
 # dbus: the agent asks systemd for a daemon-reload over the system bus after writing the kubelet
-# drop-in. curl: the stand-in for kubelet registration. The rest is what the binaries link.
-packages="systemd systemd-sysv udev dbus linux-image-amd64 ca-certificates iproute2 curl
+# drop-in. curl: the stand-in for kubelet registration. cloud-init: the provisioning of the
+# cloud-init boots (Debian's, as its cloud images carry it). The rest is what the binaries link.
+packages="systemd systemd-sysv udev dbus linux-image-amd64 ca-certificates iproute2 curl cloud-init
 libcurl4 libyaml-0-2 libjson-c5 libmnl0 libmicrohttpd12 libexpat1 libssl3 libsystemd0"
 
 mkdir "$dest"
@@ -49,6 +50,9 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcloudnode-vmtest\n::1\tlocalhost ip6-lo
 mkdir -p "$root/etc/selinux/none/contexts/files"
 printf 'SELINUX=disabled\nSELINUXTYPE=none\n' > "$root/etc/selinux/config"
 printf '/.*\t<<none>>\n' > "$root/etc/selinux/none/contexts/files/file_contexts"
+# The Ignition boots are provisioned by Ignition alone, as on the distributions Ignition serves;
+# a cloud-init boot removes this file from its copy of the tree (cloud-init's own switch).
+touch "$root/etc/cloud/cloud-init.disabled"
 # The root file system is the first virtio disk.
 printf '/dev/vda\t/\text4\tdefaults\t0\t1\n' > "$root/etc/fstab"
 

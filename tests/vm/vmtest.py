@@ -184,6 +184,8 @@ class Guest:
         self.timed_out = False
         self.accel = None
         self.boot_seconds = None
+        self.cidata_iso = None
+        self.smbios_uuid = None
         run(["cp", "-a", os.path.join(base, "root"), self.root])
 
     # -- building the disk ---------------------------------------------------------------
@@ -228,10 +230,14 @@ class Guest:
             f.write(data)
         os.chmod(path, mode)
 
-    def install_harness(self, units, files, kube_env=None):
+    def install_harness(self, units, files, kube_env=None, vpc_network=True):
         """The image's own test pieces: networking, the kubelet stand-in, the result collector.
-        UNITS and FILES: what the collector records (unit properties, file copies)."""
-        self.install_file(os.path.join(GUEST, "10-vmtest-vpc.network"), "/etc/systemd/network/10-vmtest-vpc.network")
+        UNITS and FILES: what the collector records (unit properties, file copies). Without
+        VPC_NETWORK the instance's network is left to the provisioning (cloud-init's
+        network-config)."""
+        if vpc_network:
+            self.install_file(os.path.join(GUEST, "10-vmtest-vpc.network"),
+                              "/etc/systemd/network/10-vmtest-vpc.network")
         self.install_file(os.path.join(GUEST, "11-vmtest-metadata.network"),
                           "/etc/systemd/network/11-vmtest-metadata.network")
         self.install_file(os.path.join(GUEST, "99-default.preset"), "/usr/lib/systemd/system-preset/99-default.preset")
@@ -266,6 +272,23 @@ class Guest:
                     with open(self.ignition_log, "rb") as f:
                         tail = f.read()[-5000:].decode(errors="replace")
                     raise VMError("ignition %s stage failed (exit %d):\n%s" % (stage, r.returncode, tail))
+
+    def cloud_init(self, files, smbios_uuid):
+        """Provision with cloud-init instead: the tree's cloud-init is switched on, and FILES
+        ({name: bytes}: user-data, meta-data, network-config, vendor-data) become the NoCloud
+        drive, an ISO 9660 image labelled cidata made with the genisoimage options Proxmox VE
+        uses, attached as an IDE CD-ROM as Proxmox attaches it. SMBIOS_UUID is the VM's SMBIOS
+        system UUID (Proxmox's smbios1 uuid)."""
+        os.unlink(self.root + "/etc/cloud/cloud-init.disabled")
+        tree = os.path.join(self.workdir, "cidata")
+        os.makedirs(tree)
+        for name, data in files.items():
+            with open(os.path.join(tree, name), "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        self.cidata_iso = os.path.join(self.workdir, "cidata.iso")
+        run(["genisoimage", "-quiet", "-iso-level", "3", "-J", "-R", "-V", "cidata", "-o", self.cidata_iso, tree],
+            capture_output=True)
+        self.smbios_uuid = smbios_uuid
 
     @staticmethod
     def merge_config(*parents, files=(), units=()):
@@ -315,6 +338,10 @@ class Guest:
                "-netdev", netdev("mds", "169.254.169.0/24", "169.254.169.1", "169.254.169.3",
                                  forwards.get("metadata", [])),
                "-device", "virtio-net-pci,netdev=mds,mac=" + METADATA_MAC]
+        if self.cidata_iso:
+            cmd += ["-drive", "file=%s,format=raw,if=ide,index=2,media=cdrom,readonly=on" % self.cidata_iso]
+        if self.smbios_uuid:
+            cmd += ["-smbios", "type=1,uuid=%s" % self.smbios_uuid]
         if accel == "kvm":
             cmd += ["-cpu", "host"]
         return cmd
