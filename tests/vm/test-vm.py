@@ -535,7 +535,7 @@ PURGE_MAY_STAY = {"/etc/cloudnode", "/etc/cloudnode/cloudnode.yaml", "/etc/cloud
                   "/etc/systemd/system/cloudnode-initializer.service",
                   "/etc/systemd/system/run-cloudnode-configdrive.mount",
                   "/etc/systemd/system/run-cloudnode-cidata.mount", "/etc/tmpfiles.d/cloudnode-agent.conf",
-                  "/etc/udev/rules.d/60-cloudnode-configdrive.rules", "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf",
+                  "/etc/udev/rules.d/61-cloudnode-configdrive.rules", "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf",
                   "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"}
 
 
