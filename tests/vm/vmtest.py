@@ -186,6 +186,9 @@ class Guest:
         self.boot_seconds = None
         self.cidata_iso = None
         self.smbios_uuid = None
+        # Seconds a boot may take (KVM, TCG), and the collector's wait for the boot's end.
+        self.timeouts = {"kvm": 240, "tcg": 480}
+        self.boot_wait = 150
         run(["cp", "-a", os.path.join(base, "root"), self.root])
 
     # -- building the disk ---------------------------------------------------------------
@@ -280,6 +283,13 @@ class Guest:
         uses, attached as an IDE CD-ROM as Proxmox attaches it. SMBIOS_UUID is the VM's SMBIOS
         system UUID (Proxmox's smbios1 uuid)."""
         os.unlink(self.root + "/etc/cloud/cloud-init.disabled")
+        # The image's locale, as a cloud image sets it: minbase has none, and cloud-init's locale
+        # module would otherwise generate its default (en_US.UTF-8) from locale data the image
+        # does not carry.
+        self.write_file("/etc/default/locale", "LANG=C.UTF-8\n")
+        # cloud-init's four stages are Python programs: under TCG they take minutes.
+        self.timeouts = {"kvm": 360, "tcg": 1200}
+        self.boot_wait = 900
         tree = os.path.join(self.workdir, "cidata")
         os.makedirs(tree)
         for name, data in files.items():
@@ -306,6 +316,7 @@ class Guest:
         return cfg
 
     def make_disks(self):
+        self.write_file("/etc/cloudnode-vmtest/boot-wait", "%d\n" % self.boot_wait)
         used = int(run(["du", "-sm", self.root], capture_output=True, text=True).stdout.split()[0])
         size = (used + 768) * 1024 * 1024
         with open(self.root_img, "wb") as f:
@@ -350,7 +361,7 @@ class Guest:
         """Boot until the guest powers off (or the timeout). KVM that shows no kernel output in
         20 s (a host that cannot run this kernel under KVM) falls back to TCG."""
         for accel in accelerators():
-            t = timeout or (240 if accel == "kvm" else 480)
+            t = timeout or self.timeouts[accel]
             self.accel = accel
             if os.path.exists(self.serial_log):
                 os.unlink(self.serial_log)
