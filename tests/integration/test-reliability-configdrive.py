@@ -68,8 +68,13 @@ def test_symlink(t, tmp, c, inst):
 
 
 def test_units(t):
-    with open(src("units", "60-cloudnode-configdrive.rules")) as f:
+    name = "61-cloudnode-configdrive.rules"
+    with open(src("units", name)) as f:
         rules = [line for line in f if "SYSTEMD_WANTS" in line]
+    # udev runs rules files in the lexical order of their names, and ID_FS_LABEL/ID_FS_TYPE are
+    # set during the same event by 60-persistent-storage.rules: a rule before it never matches.
+    t.ok(name > "60-persistent-storage.rules" and "ID_FS_LABEL" in "".join(rules),
+         "the drive rules run after 60-persistent-storage.rules, which sets the ID_FS_* they match", name)
     t.ok(len(rules) == 2 and all('ENV{ID_FS_TYPE}=="iso9660|vfat"' in line for line in rules),
          "udev starts a drive's mount only for ISO 9660 and FAT", rules)
     for unit in ("run-cloudnode-configdrive.mount", "run-cloudnode-cidata.mount"):

@@ -13,8 +13,11 @@ dest=$2
 suite=bookworm
 
 # dbus: the agent asks systemd for a daemon-reload over the system bus after writing the kubelet
-# drop-in. curl: the stand-in for kubelet registration. The rest is what the binaries link.
+# drop-in. curl: the stand-in for kubelet registration. cloud-init: the provisioning of the
+# cloud-init boots (Debian's, as its cloud images carry it; debootstrap does not resolve virtual
+# packages, so python3-cryptography's cffi backend is named). The rest is what the binaries link.
 packages="systemd systemd-sysv udev dbus linux-image-amd64 ca-certificates iproute2 curl
+cloud-init python3-cffi-backend
 libcurl4 libyaml-0-2 libjson-c5 libmnl0 libmicrohttpd12 libexpat1 libssl3 libsystemd0"
 
 mkdir "$dest"
@@ -23,9 +26,11 @@ debootstrap --variant=minbase --include="$(echo $packages | tr ' ' ,)" \
 
 root=$dest/root
 # A small initrd with just what mounts a virtio ext4 root: under TCG every MB of initrd and every
-# module loaded at boot costs time.
+# module loaded at boot costs time. And the IDE CD-ROM, where Proxmox VE attaches its cloud-init
+# drive: cloud-init's generator looks for the drive when the root is mounted, before udev loads
+# modules from it (Debian's cloud images' initrds carry these drivers too).
 sed -i 's/^MODULES=.*/MODULES=list/' "$root/etc/initramfs-tools/initramfs.conf"
-printf 'virtio_pci\nvirtio_blk\next4\n' >> "$root/etc/initramfs-tools/modules"
+printf 'virtio_pci\nvirtio_blk\next4\nata_piix\nsr_mod\n' >> "$root/etc/initramfs-tools/modules"
 chroot "$root" update-initramfs -u -k all
 
 set -- "$root"/boot/vmlinuz-*
@@ -49,6 +54,9 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tcloudnode-vmtest\n::1\tlocalhost ip6-lo
 mkdir -p "$root/etc/selinux/none/contexts/files"
 printf 'SELINUX=disabled\nSELINUXTYPE=none\n' > "$root/etc/selinux/config"
 printf '/.*\t<<none>>\n' > "$root/etc/selinux/none/contexts/files/file_contexts"
+# The Ignition boots are provisioned by Ignition alone, as on the distributions Ignition serves;
+# a cloud-init boot removes this file from its copy of the tree (cloud-init's own switch).
+touch "$root/etc/cloud/cloud-init.disabled"
 # The root file system is the first virtio disk.
 printf '/dev/vda\t/\text4\tdefaults\t0\t1\n' > "$root/etc/fstab"
 

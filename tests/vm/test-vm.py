@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Real boot (`make check-vm`): a Debian 12 guest with systemd as PID 1,
 with cloudnode installed from its Debian packages (`make deb`) by dpkg and provisioned by the
-real Ignition with the project's config for a role, boots under QEMU and runs cloudnode-agent
+real Ignition with the project's config for a role (or, on Proxmox VE, by Debian's cloud-init
+from a NoCloud drive carrying the project's #cloud-config for the role), boots under QEMU and runs cloudnode-agent
 and cloudnode-initializer against tests/fake-cloud and tests/fake-kube-apiserver on the host;
 then, in the guest, a newer build of the packages is installed over them and they are purged.
 
@@ -11,6 +12,7 @@ serial console, the results disk, a clean power-off); then one boot per (platfor
 Environment: CN_VM_CACHE (rootfs cache dir, default BUILDDIR/tests/vm/cache), CN_VM_CASES
 (e.g. "aws:bootstrap hetzner:worker"), CN_VM_ACCEL (kvm or tcg), CN_VM_KEEP=1 keeps the work
 dir, CN_VM_MIRROR overrides the apt mirror."""
+import base64
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
@@ -37,6 +40,10 @@ CLUSTER_PROVIDERS = ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstac
 STATIC_POD = "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"
 ENV_FILE = "/run/metadata/cloudnode"
 INITIALIZER_KUBECONFIG = "/etc/cloudnode/initializer.kubeconfig"
+# Platforms whose Linux nodes are provisioned by cloud-init from a drive the platform attaches
+# (Proxmox VE's NoCloud drive), with no metadata service: booted with cloud-init, not Ignition.
+CLOUD_INIT_PLATFORMS = ("proxmoxve",)
+CLOUD_INIT_FILES = ["/run/cloud-init/result.json", "/run/cloud-init/status.json"]
 BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-secrets/kubeconfig"
 
 
@@ -146,10 +153,17 @@ def ignition_config(stage, role):
     return installed(stage, "/usr/share/cloudnode/ignition/cloudnode-%s.ign" % role)
 
 
-def missing_pieces(stage, role):
+def cloud_config(stage, role):
+    return installed(stage, "/usr/share/cloudnode/ignition/cloudnode-%s.cloud-config.yaml" % role)
+
+
+def missing_pieces(stage, platform, role):
     """What of the system under test is not in this tree yet (named, so the report says so)."""
+    provisioning = (("installed #cloud-config for role %s" % role, cloud_config(stage, role))
+                    if platform in CLOUD_INIT_PLATFORMS else
+                    ("installed Ignition config for role %s" % role, ignition_config(stage, role)))
     need = {
-        "installed Ignition config for role %s" % role: ignition_config(stage, role),
+        provisioning[0]: provisioning[1],
         "cloudnode-agent": installed(stage, "/usr/bin/cloudnode-agent"),
         "cloudnode-initializer": installed(stage, "/usr/bin/cloudnode-initializer"),
         "cloudnode-initializer.service": installed(stage, "/lib/systemd/system/cloudnode-initializer.service",
@@ -225,6 +239,7 @@ def cloudnode_case(t, base, work, built, platform, role):
             initializer_user, node_token = kube.node_identity(inst["hostname"])
             kubeconfig, ca = guest_kubeconfig(kube, node_token)
 
+            cloud_init = platform in CLOUD_INIT_PLATFORMS
             g = vmtest.Guest(base, work, name)
             g.install_packages(debs, upgrades)
             g.write_file("/etc/cloudnode-vmtest/packages", "".join(p + "\n" for p in PACKAGES))
@@ -233,30 +248,40 @@ def cloudnode_case(t, base, work, built, platform, role):
             g.install_harness(
                 units=["cloudnode-agent.service", "cloudnode-initializer.service", "kubelet.service",
                        "cloudnode-vmtest-probe.service"],
-                files=[ENV_FILE, DROPIN, CLOUD_CONF, STATIC_POD, "/etc/cloudnode/cloudnode.yaml", PROBE_FILE],
+                files=[ENV_FILE, DROPIN, CLOUD_CONF, STATIC_POD, "/etc/cloudnode/cloudnode.yaml", PROBE_FILE]
+                + (CLOUD_INIT_FILES if cloud_init else []),
                 kube_env={"KUBE_SERVER": "https://%s:%d" % (vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT),
                           "KUBE_CA": "/etc/cloudnode-vmtest/ca.crt",
-                          "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"})
-            with open(ignition_config(stage, role), "rb") as f:
-                project = f.read()
+                          "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"},
+                vpc_network=not cloud_init)
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
             # A bootstrap VM on a platform with a cluster-mode provider runs the static pod, and
             # its agent waits with the installer's bootstrap kubeconfig for the in-cluster
             # initializer to take over (it never does here: the agent stays active, waiting).
-            bootstrap = []
+            machine = [(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
+                       ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
             if role == "bootstrap" and platform in CLUSTER_PROVIDERS:
                 admin, _ = guest_kubeconfig(kube, kube.token_for("vmtest-installer", ["system:masters"]))
-                bootstrap = [(BOOTSTRAP_KUBECONFIG, admin, 0o600)]
-            g.ignition(vmtest.Guest.merge_config(
-                project, files=[(INITIALIZER_KUBECONFIG, kubeconfig, 0o600),
-                                ("/etc/cloudnode/images.json", project_images().encode(), 0o644)]
-                + bootstrap + PROBE_CONFIG["files"],
-                units=PROBE_CONFIG["units"]))
-            check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
+                machine.append((BOOTSTRAP_KUBECONFIG, admin, 0o600))
+            forwards = {"vpc": [(vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT, kube_port)]}
+            if cloud_init:
+                # Proxmox VE's default smbios1 is the VM's UUID alone, which qemu-server passes
+                # as -smbios type=1,uuid=...; the agent's providerID is made of it.
+                smbios_uuid = str(uuid.uuid4())
+                provider_id = "proxmox://" + smbios_uuid
+                user_data = nocloud_user_data(stage, role, machine)
+                g.cloud_init(nocloud_drive(cloud, inst, user_data, g.workdir), smbios_uuid)
+            else:
+                provider_id = None
+                with open(ignition_config(stage, role), "rb") as f:
+                    project = f.read()
+                g.ignition(vmtest.Guest.merge_config(project, files=machine + PROBE_CONFIG["files"],
+                                                     units=PROBE_CONFIG["units"]))
+                check_preset(t, g, "cloudnode-agent.service", "cloudnode-initializer.service")
+                forwards["metadata"] = [("169.254.169.254", 80, mds_port)]
             g.make_disks()
-            g.boot(platform, {"vpc": [(vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT, kube_port)],
-                              "metadata": [("169.254.169.254", 80, mds_port)]})
+            g.boot(platform, forwards)
             res = g.results()
             journal = g.journal()
             node_name = (g.result_text("node-name") or "").strip()
@@ -266,13 +291,91 @@ def cloudnode_case(t, base, work, built, platform, role):
             expected = [(initializer_user, "patch", "/api/v1/nodes/%s/status" % node_name, 200),
                         (initializer_user, "patch", "/api/v1/nodes/%s" % node_name, 200)]
             check_boot(t, g, res)
-            check_harness(t, g, res)
-            check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected)
+            if cloud_init:
+                check_cloud_init(t, g, res, stage, role)
+            else:
+                check_harness(t, g, res)
+            check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected,
+                            provider_id)
             check_packages(t, g)
     return g
 
 
-def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected):
+def nocloud_user_data(stage, role, machine):
+    """user-data for a Proxmox VM given as a custom snippet (cicustom user=): the project's
+    #cloud-config for the role, byte for byte, and the machine's own part (MACHINE: its
+    credential and images.json as (path, bytes, mode)) in a MIME multi-part archive as
+    `cloud-init devel make-mime` writes it; the machine's part appends its write_files to the
+    role's (cloud-init's default merge would replace the list), as the Ignition boots merge the
+    role's config into the machine's."""
+    from email.mime.multipart import MIMEMultipart
+    from email.mime.text import MIMEText
+    import yaml
+    with open(cloud_config(stage, role), encoding="utf-8") as f:
+        project = f.read()
+    own = {"merge_how": [{"name": "list", "settings": ["append"]},
+                         {"name": "dict", "settings": ["no_replace", "recurse_list"]}],
+           "write_files": [{"path": p, "encoding": "b64", "content": base64.b64encode(d).decode(),
+                            "permissions": "0%o" % m, "owner": "root:root"} for p, d, m in machine]}
+    archive = MIMEMultipart()
+    for i, text in enumerate((project, "#cloud-config\n" + yaml.safe_dump(own, sort_keys=False))):
+        part = MIMEText(text, "cloud-config", "utf-8")
+        part.add_header("Content-Disposition", "attachment", filename="part-%d.yaml" % i)
+        archive.attach(part)
+    return archive.as_string()
+
+
+def nocloud_drive(cloud, inst, user_data, workdir):
+    """The NoCloud drive's files as Proxmox VE writes them: network-config (version 1, from the
+    VM's ipconfig0 and net0 MAC) and vendor-data as the fake cloud generates them for the
+    instance; user-data from the custom snippet (nocloud_user_data). Custom user-data replaces
+    the one Proxmox would generate, which is where Proxmox puts the VM's host name, so the
+    meta-data is a custom snippet too (cicustom meta=): the instance id and local-hostname."""
+    tree = os.path.join(workdir, "fake-nocloud")
+    cloud.write_config_drive(inst["id"], tree, fmt="nocloud")
+    files = {}
+    for name in ("network-config", "vendor-data"):
+        with open(os.path.join(tree, name), "rb") as f:
+            files[name] = f.read()
+    files["user-data"] = user_data
+    files["meta-data"] = "instance-id: %s\nlocal-hostname: %s\n" % (inst["id"], inst["hostname"])
+    return files
+
+
+def check_cloud_init(t, g, res, stage, role):
+    """A cloud-init boot: cloud-init found the NoCloud drive, ran every stage without an error,
+    and did what the project's #cloud-config says (its files, its units enabled)."""
+    import yaml
+    n = g.name
+    status = g.result_text("cloud-init-status") or ""
+    t.ok((g.result_text("cloud-init-status-rc") or "").strip() == "0" and "status: done" in status,
+         "%s: cloud-init status --long says done" % n, status)
+    try:
+        result = json.loads(g.result_text("files/run/cloud-init/result.json") or "null") or {}
+        stages = json.loads(g.result_text("files/run/cloud-init/status.json") or "null") or {}
+    except ValueError as e:
+        result, stages = {"error": str(e)}, {}
+    v1 = result.get("v1") or {}
+    t.ok("DataSourceNoCloud" in str(v1.get("datasource")) and "/dev/sr0" in str(v1.get("datasource")),
+         "%s: cloud-init's datasource is NoCloud from the CD-ROM" % n, v1.get("datasource"))
+    t.eq(v1.get("errors"), [], "%s: cloud-init's result.json has no errors" % n)
+    errors = {k: v.get("errors") for k, v in (stages.get("v1") or {}).items()
+              if isinstance(v, dict) and "errors" in v}
+    t.ok(set(errors) >= {"init-local", "init", "modules-config", "modules-final"}
+         and not any(errors.values()), "%s: every cloud-init stage ran without errors" % n, errors)
+    with open(cloud_config(stage, role), encoding="utf-8") as f:
+        project = yaml.safe_load(f)
+    want = next(w["content"] for w in project["write_files"] if w["path"] == "/etc/cloudnode/cloudnode.yaml")
+    t.eq(g.result_text("files/etc/cloudnode/cloudnode.yaml"), want,
+         "%s: /etc/cloudnode/cloudnode.yaml is the role's, written by cloud-init" % n)
+    for u in ("cloudnode-agent.service", "cloudnode-initializer.service"):
+        props = unit_props(g.result_text("unit-" + u))
+        t.eq((props.get("FragmentPath"), props.get("UnitFileState")), ("/etc/systemd/system/" + u, "enabled"),
+             "%s: %s is the unit the #cloud-config wrote, enabled" % (n, u))
+
+
+def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected,
+                    expected_provider_id=None):
     n = g.name
     agent = unit_props(g.result_text("unit-cloudnode-agent.service"))
     t.ok(agent.get("Type") == "notify" and agent.get("Result") == "success" and agent.get("ActiveState") == "active",
@@ -282,7 +385,8 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
          {k: agent.get(k) for k in ("Type", "ActiveState", "SubState", "Result", "ExecMainStatus", "NRestarts")})
     # The metadata service was really asked, the IMDSv2 way on aws.
     reqs = [r for r in cloud.requests() if r.get("service") == "metadata"]
-    t.ok(len(reqs) > 0, "%s: the guest read the fake metadata service (%d requests)" % (n, len(reqs)))
+    if platform not in CLOUD_INIT_PLATFORMS:
+        t.ok(len(reqs) > 0, "%s: the guest read the fake metadata service (%d requests)" % (n, len(reqs)))
     if platform == "aws":
         t.ok(any(r.get("method") == "PUT" and "/latest/api/token" in r.get("path", "") for r in reqs),
              "%s: IMDSv2 session token requested (tokens required)" % n)
@@ -297,13 +401,16 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
         t.eq((env.get("CLOUDNODE_INSTANCE_TYPE"), env.get("CLOUDNODE_REGION"), env.get("CLOUDNODE_ZONE")),
              (inst["type"], inst["region"], inst["zone"]), "%s: %s has instance type, region, zone" % (n, ENV_FILE))
     provider_id = env.get("CLOUDNODE_PROVIDER_ID")
-    # The providerID formats of the providers' own cloud-controller-managers.
-    scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://", "gcp": "gce://",
-              "azure": "azure://", "digitalocean": "digitalocean://"}[platform]
-    # GCE and Azure name the instance by its name in the providerID, the others by its id.
-    tail = "/" + inst["name"] if platform in ("gcp", "azure") else str(inst["id"])
-    t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(tail),
-         "%s: %s has a %s provider id ending in the instance's %s" % (n, ENV_FILE, scheme, tail), provider_id)
+    if expected_provider_id:
+        t.eq(provider_id, expected_provider_id, "%s: %s has the provider id of the VM's SMBIOS UUID" % (n, ENV_FILE))
+    else:
+        # The providerID formats of the providers' own cloud-controller-managers.
+        scheme = {"aws": "aws://", "hetzner": "hcloud://", "openstack": "openstack://", "gcp": "gce://",
+                  "azure": "azure://", "digitalocean": "digitalocean://"}[platform]
+        # GCE and Azure name the instance by its name in the providerID, the others by its id.
+        tail = "/" + inst["name"] if platform in ("gcp", "azure") else str(inst["id"])
+        t.ok(provider_id and provider_id.startswith(scheme) and provider_id.endswith(tail),
+             "%s: %s has a %s provider id ending in the instance's %s" % (n, ENV_FILE, scheme, tail), provider_id)
 
     dropin = g.result_text("files" + DROPIN) or ""
     t.ok("KUBELET_PROVIDERID=%s" % provider_id in dropin, "%s: kubelet drop-in carries the provider id" % n, dropin)
@@ -363,6 +470,10 @@ def check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_
     if platform == "digitalocean":
         # DigitalOcean has regions, no zones: its metadata service names the region only.
         t.ok(env.get("CLOUDNODE_REGION") and not env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a region" % n)
+    elif platform == "proxmoxve":
+        # A NoCloud drive names no region or zone (nor an instance type).
+        t.eq([k for k in ("CLOUDNODE_REGION", "CLOUDNODE_ZONE", "CLOUDNODE_INSTANCE_TYPE") if k in env], [],
+             "%s: no region, zone or instance type from a NoCloud drive" % n)
     else:
         t.ok(env.get("CLOUDNODE_ZONE"), "%s: the metadata gave a zone" % n)
     addrs = {(a.get("type"), a.get("address")) for a in node.get("status", {}).get("addresses", [])}
@@ -424,7 +535,7 @@ PURGE_MAY_STAY = {"/etc/cloudnode", "/etc/cloudnode/cloudnode.yaml", "/etc/cloud
                   "/etc/systemd/system/cloudnode-initializer.service",
                   "/etc/systemd/system/run-cloudnode-configdrive.mount",
                   "/etc/systemd/system/run-cloudnode-cidata.mount", "/etc/tmpfiles.d/cloudnode-agent.conf",
-                  "/etc/udev/rules.d/60-cloudnode-configdrive.rules", "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf",
+                  "/etc/udev/rules.d/61-cloudnode-configdrive.rules", "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf",
                   "/etc/kubernetes/manifests/cloudnode-cloud-node.yaml"}
 
 
@@ -503,7 +614,7 @@ def main():
         boots = []
         for case in os.environ.get("CN_VM_CASES", DEFAULT_CASES).split():
             platform, role = case.split(":")
-            missing = missing_pieces(stage, role)
+            missing = missing_pieces(stage, platform, role)
             if missing:
                 t.skip("%s/%s boot" % (platform, role), "not in this tree yet: " + ", ".join(missing))
                 continue

@@ -184,6 +184,11 @@ class Guest:
         self.timed_out = False
         self.accel = None
         self.boot_seconds = None
+        self.cidata_iso = None
+        self.smbios_uuid = None
+        # Seconds a boot may take (KVM, TCG), and the collector's wait for the boot's end.
+        self.timeouts = {"kvm": 240, "tcg": 480}
+        self.boot_wait = 150
         run(["cp", "-a", os.path.join(base, "root"), self.root])
 
     # -- building the disk ---------------------------------------------------------------
@@ -228,10 +233,14 @@ class Guest:
             f.write(data)
         os.chmod(path, mode)
 
-    def install_harness(self, units, files, kube_env=None):
+    def install_harness(self, units, files, kube_env=None, vpc_network=True):
         """The image's own test pieces: networking, the kubelet stand-in, the result collector.
-        UNITS and FILES: what the collector records (unit properties, file copies)."""
-        self.install_file(os.path.join(GUEST, "10-vmtest-vpc.network"), "/etc/systemd/network/10-vmtest-vpc.network")
+        UNITS and FILES: what the collector records (unit properties, file copies). Without
+        VPC_NETWORK the instance's network is left to the provisioning (cloud-init's
+        network-config)."""
+        if vpc_network:
+            self.install_file(os.path.join(GUEST, "10-vmtest-vpc.network"),
+                              "/etc/systemd/network/10-vmtest-vpc.network")
         self.install_file(os.path.join(GUEST, "11-vmtest-metadata.network"),
                           "/etc/systemd/network/11-vmtest-metadata.network")
         self.install_file(os.path.join(GUEST, "99-default.preset"), "/usr/lib/systemd/system-preset/99-default.preset")
@@ -267,6 +276,30 @@ class Guest:
                         tail = f.read()[-5000:].decode(errors="replace")
                     raise VMError("ignition %s stage failed (exit %d):\n%s" % (stage, r.returncode, tail))
 
+    def cloud_init(self, files, smbios_uuid):
+        """Provision with cloud-init instead: the tree's cloud-init is switched on, and FILES
+        ({name: bytes}: user-data, meta-data, network-config, vendor-data) become the NoCloud
+        drive, an ISO 9660 image labelled cidata made with the genisoimage options Proxmox VE
+        uses, attached as an IDE CD-ROM as Proxmox attaches it. SMBIOS_UUID is the VM's SMBIOS
+        system UUID (Proxmox's smbios1 uuid)."""
+        os.unlink(self.root + "/etc/cloud/cloud-init.disabled")
+        # The image's locale, as a cloud image sets it: minbase has none, and cloud-init's locale
+        # module would otherwise generate its default (en_US.UTF-8) from locale data the image
+        # does not carry.
+        self.write_file("/etc/default/locale", "LANG=C.UTF-8\n")
+        # cloud-init's four stages are Python programs: under TCG they take minutes.
+        self.timeouts = {"kvm": 360, "tcg": 1200}
+        self.boot_wait = 900
+        tree = os.path.join(self.workdir, "cidata")
+        os.makedirs(tree)
+        for name, data in files.items():
+            with open(os.path.join(tree, name), "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        self.cidata_iso = os.path.join(self.workdir, "cidata.iso")
+        run(["genisoimage", "-quiet", "-iso-level", "3", "-J", "-R", "-V", "cidata", "-o", self.cidata_iso, tree],
+            capture_output=True)
+        self.smbios_uuid = smbios_uuid
+
     @staticmethod
     def merge_config(*parents, files=(), units=()):
         """An Ignition 3.3.0 config that merges PARENTS (configs as bytes) and adds FILES
@@ -283,6 +316,7 @@ class Guest:
         return cfg
 
     def make_disks(self):
+        self.write_file("/etc/cloudnode-vmtest/boot-wait", "%d\n" % self.boot_wait)
         used = int(run(["du", "-sm", self.root], capture_output=True, text=True).stdout.split()[0])
         size = (used + 768) * 1024 * 1024
         with open(self.root_img, "wb") as f:
@@ -315,6 +349,10 @@ class Guest:
                "-netdev", netdev("mds", "169.254.169.0/24", "169.254.169.1", "169.254.169.3",
                                  forwards.get("metadata", [])),
                "-device", "virtio-net-pci,netdev=mds,mac=" + METADATA_MAC]
+        if self.cidata_iso:
+            cmd += ["-drive", "file=%s,format=raw,if=ide,index=2,media=cdrom,readonly=on" % self.cidata_iso]
+        if self.smbios_uuid:
+            cmd += ["-smbios", "type=1,uuid=%s" % self.smbios_uuid]
         if accel == "kvm":
             cmd += ["-cpu", "host"]
         return cmd
@@ -323,7 +361,7 @@ class Guest:
         """Boot until the guest powers off (or the timeout). KVM that shows no kernel output in
         20 s (a host that cannot run this kernel under KVM) falls back to TCG."""
         for accel in accelerators():
-            t = timeout or (240 if accel == "kvm" else 480)
+            t = timeout or self.timeouts[accel]
             self.accel = accel
             if os.path.exists(self.serial_log):
                 os.unlink(self.serial_log)
