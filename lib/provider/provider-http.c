@@ -44,8 +44,10 @@ static usec_t reply_retry_after(CnHttpRequest *req) {
         t = strtoull(reset, &end, 10);
         if (errno != 0 || *end || end == reset)
                 return 0;
+        /* Whole seconds: a reset that has just passed may still be this second on the server's
+         * clock, so it means one second, not "no hint". */
         now = cn_now(CLOCK_REALTIME);
-        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : 0;
+        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : USEC_PER_SEC;
 }
 
 static void count_request(CnProviderCall *c, int error) {

@@ -27,7 +27,9 @@ def lost_answer(t, d, ns, link, k, inst, name, subresource, action="reset-after-
             "--bind-address=" + link[2], "-v", "4"]
     with Initializer(args, netns=ns.name, state_dir=d, name=name) as i:
         node = wait_for(lambda: initialized(k, name), 30)
-        lost = [r for r in k.audit() if r.get("injected") == rule["id"]]
+        # The record of a dropped answer is written once the connection is reset, which may
+        # follow the moment the stored write shows.
+        lost = wait_for(lambda: [r for r in k.audit() if r.get("injected") == rule["id"]], 10) or []
         if action == "conflict":
             t.ok(node, "%s: initialized after a 409 on the %s" % (name, what), i.log()[-3000:])
             t.eq([(r["subresource"], r["code"]) for r in lost], [(subresource, 409)], "%s: the 409 was sent" % name)
