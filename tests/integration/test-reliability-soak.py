@@ -149,7 +149,10 @@ def soak(t, k, c, d, rng, seconds, restarts_wanted, stats):
         t.eq(conflicts, [], "no 409 became a Warning Event")
         t.ok(done and seen == set(names), "all %d Nodes initialized after the fault mix" % len(names),
              sorted(set(names) - seen)[:10])
-        t.ok(i.proc.poll() is None, "the initializer never exited", i.log()[-2000:])
+        t.ok(i.proc.poll() is None, "the initializer never exited",
+             "exit status %s; its log ends:\n%s" % (i.proc.returncode, i.log()[-2000:]))
+        if i.proc.poll() is not None:
+            return
         once = {}
         for n in names:
             good = [x for x in writes(k, CLUSTER_SA, n) if x[0] == "patch" and x[1] == "" and x[3] == 200]
