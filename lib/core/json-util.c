@@ -336,9 +336,12 @@ void cn_json_compact(json_object *o) {
                 (void) key;
                 cn_json_compact(val);
         }
-        /* json-c grows a table once it is 2/3 full: this size takes count members without
-         * growing, and lookups always find a free slot to stop at. */
-        want = t->count + t->count / 2 + 1;
+        /* json-c grows a table once count >= size * LH_LOAD_FACTOR, also while lh_table_resize()
+         * fills the new table; a nested grow there leaves t->size smaller than the table it
+         * installs, and the members hashed past t->size are never found again. The smallest
+         * size that takes count members without growing: count / LH_LOAD_FACTOR, plus one so
+         * that lookups always find a free slot to stop at. */
+        want = (int) ((double) t->count / LH_LOAD_FACTOR) + 1;
         if (want < t->size)
                 (void) lh_table_resize(t, want);
 }

@@ -144,5 +144,33 @@ int main(void) {
                                json_object_object_get_ex(labels, "a", NULL),
                        "members added after compacting are kept");
         }
+        {
+                /* Objects of every size up to a few thousand members (a ConfigMap's data, a Node
+                 * with many labels): each member is still found after compacting. */
+                size_t missing = 0, first_bad = 0;
+
+                for (size_t n = 1; n <= 3000; n += n < 400 ? 1 : 37) {
+                        _cleanup_json_ json_object *o = json_object_new_object();
+                        char k[32];
+
+                        assert(o);
+                        for (size_t i = 0; i < n; i++) {
+                                snprintf(k, sizeof(k), "key-%zu", i);
+                                assert(json_object_object_add(o, k, json_object_new_int((int) i)) == 0);
+                        }
+                        cn_json_compact(o);
+                        for (size_t i = 0; i < n; i++) {
+                                snprintf(k, sizeof(k), "key-%zu", i);
+                                if (!json_object_object_get_ex(o, k, NULL)) {
+                                        missing++;
+                                        if (!first_bad)
+                                                first_bad = n;
+                                }
+                        }
+                }
+                if (missing)
+                        printf("# members lost from %zu members on; %zu lookups failed\n", first_bad, missing);
+                TAP_OK(missing == 0, "every member of objects of 1 to 3000 members is found after compacting");
+        }
         return tap_done();
 }
