@@ -78,6 +78,7 @@ struct OperandController {
         CnKubeInformer *nodes, *source, *status, *infrastructure, *proxy;
         /* OpenShift only: the ConfigMaps of openshift-config, openshift-config-managed/kube-cloud-config */
         CnKubeInformer *openshift_config, *managed_config;
+        char *openshift_config_name; /* the one ConfigMap of openshift-config openshift_config watches */
         /* OpenShift only: the Secret the Cloud Credential Operator writes (metadata only) */
         CnKubeInformer *credentials;
         const CnKubeResource *status_resource;
@@ -708,6 +709,73 @@ static int build_config(OperandController *oc, CnOperandConfig *c, json_object *
         return 0;
 }
 
+static int watch(OperandController *oc, const CnKubeResource *r, const CnKubeInformerOptions *o, CnKubeInformer **ret);
+
+static bool is_configmap_name(const char *name) {
+        size_t n = strlen(name);
+
+        if (n == 0 || n > 253 || name[0] == '.' || name[0] == '-' || name[n - 1] == '.' || name[n - 1] == '-')
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+                        return false;
+        return true;
+}
+
+/* On OpenShift, the ConfigMap of openshift-config that the Infrastructure names is watched alone,
+ * by name: the controller may read that one only (its Role there lists it in resourceNames), not
+ * the namespace's other ConfigMaps. When the Infrastructure names another, the watch follows.
+ * Returns 0 when the pass may go on, 1 when it waits for that watch (its list refused is a
+ * Degraded status that names the Role to extend). */
+static int follow_infrastructure_config(OperandController *oc) {
+        json_object *infra = oc->infrastructure ? cn_kube_informer_lookup(oc->infrastructure, NULL, "cluster") : NULL;
+        const char *name = cn_json_string(infra, "spec", "cloudConfig", "name", NULL);
+        _cleanup_free_ char *selector = NULL;
+        int r;
+
+        if (!oc->infrastructure || !cn_kube_informer_has_synced(oc->infrastructure))
+                return 0;
+        if (!isempty(name) && !is_configmap_name(name)) {
+                (void) set_last_error(oc, "the Infrastructure cluster's spec.cloudConfig.name is not a ConfigMap name");
+                cn_waiting_say(&oc->not_applying, LOG_ERR, "Not applying: %s", oc->last_error);
+                status_update(oc, false, false, true, oc->last_error);
+                return 1;
+        }
+        if (isempty(name) ? !!oc->openshift_config_name
+                          : !oc->openshift_config_name || !streq(name, oc->openshift_config_name)) {
+                oc->openshift_config = cn_kube_informer_unref(oc->openshift_config);
+                free(oc->openshift_config_name);
+                oc->openshift_config_name = NULL;
+                oc->watch_restarts_seen[N_RESOURCES + 4] = 0;
+                if (isempty(name))
+                        return 0;
+                oc->openshift_config_name = strdup(name);
+                if (!oc->openshift_config_name || asprintf(&selector, "metadata.name=%s", name) < 0)
+                        return log_oom();
+                r = watch(oc, &cn_controller_resource_configmaps,
+                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_CONFIG_NAMESPACE, .field_selector = selector },
+                          &oc->openshift_config);
+                if (r < 0)
+                        return r;
+                log_info("Watching ConfigMap %s/%s, the cloud config the Infrastructure names.",
+                         OPENSHIFT_CONFIG_NAMESPACE, name);
+        }
+        if (!oc->openshift_config || cn_kube_informer_has_synced(oc->openshift_config))
+                return 0;
+        if (cn_kube_informer_get_list_error(oc->openshift_config) == -CN_KUBE_EFORBIDDEN) {
+                (void) set_last_error(oc,
+                                      "ConfigMap %s/%s, which the Infrastructure names, may not be read: add it to the "
+                                      "resourceNames of the Role cloudnode:controller:cloud-config-reader there",
+                                      OPENSHIFT_CONFIG_NAMESPACE, name);
+                cn_waiting_say(&oc->not_applying, LOG_ERR, "Not applying: %s", oc->last_error);
+                status_update(oc, false, false, true, oc->last_error);
+        }
+        /* Its sync triggers a pass; a refused list does not, so look again later. */
+        (void) sd_event_source_set_time_relative(oc->retry_source, cn_backoff_next(&oc->backoff, 0));
+        (void) sd_event_source_set_enabled(oc->retry_source, SD_EVENT_ONESHOT);
+        return 1;
+}
+
 static int reconcile(OperandController *oc) {
         _cleanup_json_ json_object *desired = NULL, *images = NULL;
         _cleanup_free_ char *platform = NULL;
@@ -715,7 +783,12 @@ static int reconcile(OperandController *oc) {
         unsigned waiting = 0;
         int r;
 
-        if (!oc->leading || oc->stopping || !all_synced(oc))
+        if (!oc->leading || oc->stopping || !oc->started)
+                return 0;
+        r = follow_infrastructure_config(oc);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if (!all_synced(oc))
                 return 0;
         if (oc->inflight > 0) {
                 oc->dirty = true;
@@ -975,12 +1048,8 @@ static int start_informers(OperandController *oc) {
                           &oc->infrastructure);
                 if (r < 0)
                         return r;
-                /* The Infrastructure names its ConfigMap and may name another later: the whole
-                 * namespace is watched (it holds a few cluster-wide ConfigMaps, no Secrets). */
-                r = watch(oc, &cn_controller_resource_configmaps,
-                          &(CnKubeInformerOptions) { .namespace = OPENSHIFT_CONFIG_NAMESPACE }, &oc->openshift_config);
-                if (r < 0)
-                        return r;
+                /* The ConfigMap of openshift-config the Infrastructure names is watched once the
+                 * Infrastructure is known (follow_infrastructure_config). */
                 r = watch(oc, &cn_controller_resource_configmaps,
                           &(CnKubeInformerOptions) { .namespace = OPENSHIFT_MANAGED_NAMESPACE,
                                                      .field_selector = "metadata.name=" OPENSHIFT_MANAGED_CLOUD_CONFIG },
@@ -1049,6 +1118,7 @@ OperandController *operand_controller_free(OperandController *oc) {
         cn_kube_informer_unref(oc->status);
         cn_kube_informer_unref(oc->infrastructure);
         cn_kube_informer_unref(oc->openshift_config);
+        free(oc->openshift_config_name);
         cn_kube_informer_unref(oc->managed_config);
         cn_kube_informer_unref(oc->proxy);
         cn_kube_informer_unref(oc->credentials);

@@ -24,6 +24,8 @@ static const struct {
         { "token", "token" },
         { "password", "password" },
         { "application-credential-secret", "application-credential-secret" },
+        { "token-id", "token-id" },         /* Proxmox VE: USER@REALM!TOKENID, with token-secret */
+        { "token-secret", "token-secret" },
         { "aws_access_key_id", "access-key-id" },
         { "aws_secret_access_key", "secret-access-key" },
         { "aws_session_token", "session-token" },

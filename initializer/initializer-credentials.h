@@ -18,6 +18,7 @@
  *   service_account.json                      credentials-file: the path of the file (gcp)
  *   clouds.yaml                               the "openstack" cloud's auth and region_name (openstack)
  *   password, application-credential-secret   as named (openstack, cloudnode's own Secret)
+ *   token-id, token-secret                    as named (proxmox: an API token)
  * Other files and dot files (the kubelet's ..data) are ignored. ret_hash: SHA-256 over the names and
  * contents read, to tell a rotation from a touch. -ENOENT when dir does not exist; a file that
  * cannot be read or parsed is an error with the reason in *ret_error (never a value). */

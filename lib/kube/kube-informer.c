@@ -37,6 +37,7 @@ struct CnKubeInformer {
         char *resource_version;
         bool started, synced;
         bool not_served; /* the last list or watch answered 404 */
+        int list_error;   /* the last list's error, 0 once one succeeded */
 
         CnKubeRequest *list_req, *watch_req;
         sd_event_source *retry_timer, *replay_defer;
@@ -227,6 +228,11 @@ bool cn_kube_informer_is_served(CnKubeInformer *i) {
         return !i->not_served;
 }
 
+int cn_kube_informer_get_list_error(CnKubeInformer *i) {
+        assert(i);
+        return i->list_error;
+}
+
 bool cn_kube_informer_has_synced(CnKubeInformer *i) {
         assert(i);
         return i->synced;
@@ -405,6 +411,7 @@ static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *user
         i->list_req = cn_kube_request_free(i->list_req);
         if (result->error < 0) {
                 log_debug_errno(result->error, "Listing %s failed: %s", i->resource_name, strna(result->message));
+                i->list_error = result->error;
                 cn_kube_informer_ref(i);
                 if (result->error == -CN_KUBE_ENOTFOUND)
                         set_served(i, false);
@@ -415,6 +422,7 @@ static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *user
                 return;
         }
 
+        i->list_error = 0;
         cn_kube_informer_ref(i);
         set_served(i, true);
         k = informer_replace(i, result->object);

@@ -84,6 +84,9 @@ bool cn_kube_informer_has_synced(CnKubeInformer *i);
 /* False while the API server answers 404 for the resource (see the "served" handler); the cache
  * keeps what it last saw. */
 bool cn_kube_informer_is_served(CnKubeInformer *i);
+/* The error of the last list (a CN_KUBE_E* code, e.g. -CN_KUBE_EFORBIDDEN), 0 before the first
+ * answer and after a list succeeded; the informer keeps retrying meanwhile. */
+int cn_kube_informer_get_list_error(CnKubeInformer *i);
 /* Resource version of the cache (last list or event seen), NULL before the first list. */
 const char *cn_kube_informer_get_resource_version(CnKubeInformer *i);
 const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i);

@@ -14,11 +14,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 import openshift  # noqa: E402
 from cntap import Tap, sibling_test, wait_for  # noqa: E402
+from cnproc import USER  # noqa: E402
 
 apply = sibling_test("test-controller-apply.py")
 
 OC_CM = "/api/v1/namespaces/openshift-config/configmaps"
 MANAGED_CM = "/api/v1/namespaces/openshift-config-managed/configmaps"
+ROLE = "/apis/rbac.authorization.k8s.io/v1/namespaces/openshift-config/roles/cloudnode:controller:cloud-config-reader"
 FLAG_CONF = "[Global]\nregion = fsn1\n"  # apply.setup_cluster's cloudnode/cloud-provider-config
 
 
@@ -50,7 +52,7 @@ def main():
         with openshift.Cluster(tmp, "OpenStack",
                                cloud_config={"name": "cloud-provider-config", "key": "config"}) as k:
             apply.setup_cluster(k)
-            with openshift.controller(t, k, tmp) as c:
+            with openshift.controller(t, k, tmp, allowed_denials=(OC_CM,)) as c:
                 t.ok(wait_for(lambda: synced(k, FLAG_CONF), 30),
                      "neither OpenShift source exists: cloud-conf is --cloud-config-source's", c.output()[-2000:])
 
@@ -87,8 +89,23 @@ def main():
                       "application/merge-patch+json")
                 custom = "[Global]\nregion = custom\n"
                 k.api("POST", OC_CM, configmap("custom-cc", {"cc.ini": custom}))
-                t.ok(wait_for(lambda: synced(k, custom), 30),
+                deg = wait_for(lambda: (lambda d: d if d and d["status"] == "True" else None)(
+                    co_condition(k, "Degraded")), 30)
+                t.ok(deg and "openshift-config/custom-cc" in deg["message"] and
+                     "cloudnode:controller:cloud-config-reader" in deg["message"],
+                     "a ConfigMap the Role does not list: Degraded, naming it and the Role to extend", deg)
+                t.ok(synced(k, managed), "and the last good cloud.conf stays in place")
+
+                code, _ = k.api("PATCH", ROLE, [{"op": "add", "path": "/rules/0/resourceNames/-",
+                                                 "value": "custom-cc"}], "application/json-patch+json")
+                t.eq(code, 200, "the cluster admin adds it to the Role's resourceNames")
+                t.ok(wait_for(lambda: synced(k, custom), 60),
                      "a ConfigMap the Infrastructure names later, with its own key, is followed")
+                lists = [a for a in k.audit() if a.get("user") == USER and a.get("verb") in ("list", "watch") and
+                         a.get("path") == OC_CM]
+                t.ok(lists and all("fieldSelector=metadata.name" in (a.get("query") or "") for a in lists),
+                     "openshift-config's ConfigMaps are only ever listed and watched by name",
+                     [a.get("query") for a in lists if "fieldSelector=metadata.name" not in (a.get("query") or "")][:3])
 
                 k.api("DELETE", OC_CM + "/custom-cc")
                 k.api("DELETE", MANAGED_CM + "/kube-cloud-config")

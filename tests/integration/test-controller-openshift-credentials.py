@@ -50,7 +50,8 @@ def main():
             t.eq(kinds, {"cloudnode-aws": "AWSProviderSpec", "cloudnode-gcp": "GCPProviderSpec",
                          "cloudnode-azure": "AzureProviderSpec", "cloudnode-openstack": "OpenStackProviderSpec",
                          "cloudnode-hetzner": "HetznerProviderSpec",
-                         "cloudnode-digitalocean": "DigitalOceanProviderSpec"},
+                         "cloudnode-digitalocean": "DigitalOceanProviderSpec",
+                         "cloudnode-proxmox": "ProxmoxProviderSpec"},
                  "one request per cluster-mode cloud, with the operator's provider spec where it has one")
             t.eq({(r["spec"]["secretRef"]["namespace"], r["spec"]["secretRef"]["name"]) for r in requests},
                  {("openshift-cloudnode", "cloud-credentials")}, "all write the operand namespace's cloud-credentials")

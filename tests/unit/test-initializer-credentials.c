@@ -90,6 +90,15 @@ int main(void) {
         TAP_EQ_STR(g(cfg, "token"), "hc-token", "token, without its newline");
         json_object_put(cfg);
 
+        cfg = load((const char *const[]) { "token-id", "cloudnode@pve!ccm\n", "token-secret",
+                                           "0b3c5e8a-7f1d-4c2e-9a6b-1d2e3f4a5b6c\n", NULL },
+                   h2, &r, NULL);
+        TAP_EQ_INT(r, 0, "Proxmox VE Secret read");
+        TAP_OK(streq(g(cfg, "token-id"), "cloudnode@pve!ccm") &&
+                       streq(g(cfg, "token-secret"), "0b3c5e8a-7f1d-4c2e-9a6b-1d2e3f4a5b6c"),
+               "token-id and token-secret, without their newlines");
+        json_object_put(cfg);
+
         cfg = load((const char *const[]) { "aws_access_key_id", "AKIAEXAMPLE", "aws_secret_access_key", "s3cr3t",
                                            NULL }, h2, &r, NULL);
         TAP_EQ_INT(r, 0, "AWS Secret read");
