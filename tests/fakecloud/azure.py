@@ -328,6 +328,12 @@ class Api:
     def instance_view(self, inst):
         power = self.power(inst)
         view = {"computerName": inst["hostname"], "osName": "debian", "osVersion": "12",
+                # The Linux guest agent's report, as Resource Manager relays it while the VM runs.
+                "vmAgent": {"vmAgentVersion": "2.9.1.1", "statuses": [
+                    {"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Ready",
+                     "message": "Guest Agent is running",
+                     "time": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}],
+                    "extensionHandlers": []},
                 "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info",
                               "displayStatus": "Provisioning succeeded"},
                              {"code": "PowerState/" + power, "level": "Info",
@@ -365,34 +371,42 @@ class Api:
     def nic(self, req, inst):
         nid = "%s/providers/Microsoft.Network/networkInterfaces/%s-nic" % (self.rg_id(), inst["name"])
         subnet = {"id": "%s/providers/Microsoft.Network/virtualNetworks/cloudnode-vnet/subnets/default" % self.rg_id()}
-        configs = [{"name": "ipconfig1", "id": nid + "/ipConfigurations/ipconfig1",
-                    "properties": {"privateIPAddress": inst.get("private_ipv4") or "",
+        etag = 'W/"%s"' % inst["id"]
+        configs = [{"name": "ipconfig1", "id": nid + "/ipConfigurations/ipconfig1", "etag": etag,
+                    "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+                    "properties": {"isInUseWithService": False, "privateIPAddress": inst.get("private_ipv4") or "",
                                    "privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4",
                                    "subnet": subnet, "primary": True, "provisioningState": "Succeeded"}}]
         if inst.get("public_ipv4"):
             configs[0]["properties"]["publicIPAddress"] = {
                 "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s-ip" % (self.rg_id(), inst["name"])}
         if inst.get("ipv6"):
-            configs.append({"name": "ipconfig-v6", "id": nid + "/ipConfigurations/ipconfig-v6",
-                            "properties": {"privateIPAddress": inst["ipv6"], "privateIPAllocationMethod": "Dynamic",
+            configs.append({"name": "ipconfig-v6", "id": nid + "/ipConfigurations/ipconfig-v6", "etag": etag,
+                            "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+                            "properties": {"isInUseWithService": False, "privateIPAddress": inst["ipv6"], "privateIPAllocationMethod": "Dynamic",
                                            "privateIPAddressVersion": "IPv6", "subnet": subnet, "primary": False,
                                            "provisioningState": "Succeeded"}})
         mac = inst["mac"].replace(":", "-").upper()
         return {"name": inst["name"] + "-nic", "id": nid, "type": "Microsoft.Network/networkInterfaces",
-                "location": inst["region"], "etag": 'W/"%s"' % inst["id"],
+                "location": inst["region"], "etag": etag,
                 "properties": {"provisioningState": "Succeeded", "ipConfigurations": configs, "macAddress": mac,
-                               "primary": True, "enableAcceleratedNetworking": False,
+                               "primary": True, "enableAcceleratedNetworking": False, "enableIPForwarding": False,
                                "virtualMachine": {"id": "%s/providers/Microsoft.Compute/virtualMachines/%s"
                                                   % (self.rg_id(), inst["name"])}}}
 
     def pip(self, req, inst):
-        return {"name": inst["name"] + "-ip",
+        body = {"name": inst["name"] + "-ip",
                 "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s-ip" % (self.rg_id(), inst["name"]),
                 "type": "Microsoft.Network/publicIPAddresses", "location": inst["region"],
                 "sku": {"name": "Standard", "tier": "Regional"},
                 "properties": {"provisioningState": "Succeeded", "ipAddress": inst["public_ipv4"],
                                "publicIPAddressVersion": "IPv4", "publicIPAllocationMethod": "Static",
-                               "idleTimeoutInMinutes": 4}}
+                               "idleTimeoutInMinutes": 4,
+                               "ipConfiguration": {"id": "%s/providers/Microsoft.Network/networkInterfaces/%s-nic/"
+                                                         "ipConfigurations/ipconfig1" % (self.rg_id(), inst["name"])}}}
+        if inst.get("zone"):
+            body["zones"] = [inst["zone"]]
+        return body
 
     def list_vms(self, req):
         every = self.instances()
