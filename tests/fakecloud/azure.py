@@ -1,7 +1,9 @@
 """Azure: the Entra ID token endpoint (client credentials with a client secret, v2.0) and Azure
 Resource Manager for virtual machines and their network interfaces and public IP addresses:
 VM get (with $expand=instanceView) and list (value/nextLink pages), start, powerOff, deallocate,
-delete and tags (PATCH); NICs and public IPs get. Every ARM request needs a bearer token this fake
+delete and tags (PATCH), create or update (PUT, and template deployments: azure_deploy.py); NICs
+and public IPs get; the resource group's virtual network, resource SKUs and marketplace image
+versions, which clients read before creating a VM. Every ARM request needs a bearer token this fake
 issued (here or at the managed identity endpoint of IMDS, metadata.py) for the ARM resource;
 tokens expire after `azure_token_ttl` seconds. api-version is required and checked per resource
 type. Errors are ARM's {"error": {"code", "message"}}; beyond `azure_arm_reads_per_second` (0: no
@@ -9,10 +11,12 @@ limit) reads get ARM's 429 with Retry-After.
 
 Routes: /aad/<tenant>/oauth2/v2.0/token (the authority host), /arm/subscriptions/... (the
 resource manager endpoint)."""
+import re
 import time
 import urllib.parse
 import uuid
 
+from . import azure_deploy
 from . import state as st_mod
 from .metadata import AZURE_SUBSCRIPTION
 from .state import StateError
@@ -30,7 +34,23 @@ NETWORK_APIS = ("2018-11-01", "2019-11-01", "2020-05-01", "2020-11-01", "2021-02
 RESOURCES_APIS = ("2016-06-01", "2019-06-01", "2019-10-01", "2019-11-01", "2020-01-01", "2020-06-01", "2020-10-01", "2021-01-01",
                   "2021-04-01", "2022-01-01", "2022-09-01", "2022-12-01", "2023-07-01")
 SUBSCRIPTION_NAME = "cloudnode-test"
+# VM sizes: vCPUs, memory (GB), family.
+VM_SIZES = {"Standard_B2s": (2, 4, "standardBSFamily"), "Standard_D2s_v3": (2, 8, "standardDSv3Family"),
+            "Standard_D4s_v3": (4, 16, "standardDSv3Family")}
+# Marketplace images (publisher, offer, sku, lower case) and their versions.
+IMAGES = {("debian", "debian-12", "12"): ["0.20241004.1872", "0.20241111.1937"],
+          ("debian", "debian-12", "12-gen2"): ["0.20241004.1872", "0.20241111.1937"],
+          ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"): ["22.04.202410020", "22.04.202411010"]}
 POWER = {"running": "running", "stopped": "stopped", "deallocated": "deallocated"}
+
+
+def nic_name(inst):
+    """A VM's NIC: the name its creator gave it (a deployment's), else "<vm>-nic"."""
+    return (inst.get("extra") or {}).get("azure_nic") or inst["name"] + "-nic"
+
+
+def pip_name(inst):
+    return (inst.get("extra") or {}).get("azure_pip") or inst["name"] + "-ip"
 
 
 def arm_error(status, code, message, headers=None):
@@ -178,6 +198,11 @@ class Api:
         if len(parts) == 8 and low[2:5] == ["providers", "microsoft.compute", "locations"] and low[6] == "operations" \
                 and m == "GET":
             return self.operation(req, parts[7])
+        if low[2:] == ["providers", "microsoft.compute", "skus"] and m == "GET":
+            return self.skus(req)
+        if len(parts) >= 14 and low[2:5] == ["providers", "microsoft.compute", "locations"] and \
+                low[6] == "publishers" and low[8:13] == ["artifacttypes", "vmimage", "offers", low[11], "skus"] and m == "GET":
+            return self.images(req, parts)
         if len(parts) in (2, 3, 4) and m == "GET" and low[2:3] in ([], ["resourcegroups"]):
             if version not in RESOURCES_APIS:
                 return self.bad_version(version, "Microsoft.Resources", "resourceGroups" if len(parts) > 2
@@ -199,6 +224,15 @@ class Api:
             if len(rest) == 3 and m == "GET":
                 return self.list_vms(req)
             inst = self.find(parts[7]) if len(rest) >= 4 else None
+            if len(rest) == 4 and m == "PUT":
+                created = inst is None
+                problem = self.vm_problem(parts[7], req.json() or {})
+                if problem:
+                    return arm_error(400 if "size" in problem else 404,
+                                     "SkuNotAvailable" if "size" in problem else "PlatformImageNotFound", problem)
+                self.put_vm(req, parts[7], req.json() or {}, {})
+                inst = self.find(parts[7])
+                return json_response(self.vm(req, inst, False), 201 if created else 200)
             if inst is None:
                 return arm_error(404, "ResourceNotFound", "The Resource 'Microsoft.Compute/virtualMachines/%s' "
                                  "under resource group '%s' was not found." % (parts[7], parts[3]))
@@ -221,6 +255,14 @@ class Api:
                 return self.accepted(req, inst)
             if len(rest) == 5 and m == "GET" and rest[4] == "instanceview":
                 return json_response(self.instance_view(inst))
+        if len(rest) >= 4 and rest[:2] == ["providers", "microsoft.resources"] and rest[2] == "deployments":
+            return azure_deploy.handle(self, req, parts[7:], RESOURCES_APIS, {
+                "req": req, "rg_id": self.rg_id(), "rg": RESOURCE_GROUP, "location": "westeurope",
+                "subscription": AZURE_SUBSCRIPTION, "tenant": TENANT})
+        if len(rest) == 3 and rest == ["providers", "microsoft.network", "virtualnetworks"] and m == "GET":
+            if version not in NETWORK_APIS:
+                return self.bad_version(version, "Microsoft.Network", parts[6], NETWORK_APIS)
+            return json_response({"value": [self.vnet()]})
         if len(rest) == 3 and rest[:2] == ["providers", "microsoft.network"] and m == "GET" \
                 and rest[2] in ("networkinterfaces", "publicipaddresses"):
             if version not in NETWORK_APIS:
@@ -233,9 +275,9 @@ class Api:
                 return self.bad_version(version, "Microsoft.Network", parts[6], NETWORK_APIS)
             name = parts[7]
             for inst in self.instances():
-                if rest[2] == "networkinterfaces" and name == inst["name"] + "-nic":
+                if rest[2] == "networkinterfaces" and name == nic_name(inst):
                     return json_response(self.nic(req, inst))
-                if rest[2] == "publicipaddresses" and name == inst["name"] + "-ip" and inst.get("public_ipv4"):
+                if rest[2] == "publicipaddresses" and name == pip_name(inst) and inst.get("public_ipv4"):
                     return json_response(self.pip(req, inst))
             return arm_error(404, "ResourceNotFound", "The Resource 'Microsoft.Network/%s/%s' under resource group "
                              "'%s' was not found." % (parts[6], name, parts[3]))
@@ -356,7 +398,7 @@ class Api:
             "osProfile": {"computerName": inst["hostname"], "adminUsername": "azureuser",
                           "linuxConfiguration": {"disablePasswordAuthentication": True}},
             "networkProfile": {"networkInterfaces": [{
-                "id": "%s/providers/Microsoft.Network/networkInterfaces/%s-nic" % (self.rg_id(), inst["name"]),
+                "id": "%s/providers/Microsoft.Network/networkInterfaces/%s" % (self.rg_id(), nic_name(inst)),
                 "properties": {"primary": True}}]},
             "provisioningState": "Succeeded",
         }
@@ -369,17 +411,18 @@ class Api:
         return body
 
     def nic(self, req, inst):
-        nid = "%s/providers/Microsoft.Network/networkInterfaces/%s-nic" % (self.rg_id(), inst["name"])
+        nid = "%s/providers/Microsoft.Network/networkInterfaces/%s" % (self.rg_id(), nic_name(inst))
         subnet = {"id": "%s/providers/Microsoft.Network/virtualNetworks/cloudnode-vnet/subnets/default" % self.rg_id()}
         etag = 'W/"%s"' % inst["id"]
-        configs = [{"name": "ipconfig1", "id": nid + "/ipConfigurations/ipconfig1", "etag": etag,
+        ipc = (inst.get("extra") or {}).get("azure_ipconfig") or "ipconfig1"
+        configs = [{"name": ipc, "id": nid + "/ipConfigurations/" + ipc, "etag": etag,
                     "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
                     "properties": {"isInUseWithService": False, "privateIPAddress": inst.get("private_ipv4") or "",
                                    "privateIPAllocationMethod": "Dynamic", "privateIPAddressVersion": "IPv4",
                                    "subnet": subnet, "primary": True, "provisioningState": "Succeeded"}}]
         if inst.get("public_ipv4"):
             configs[0]["properties"]["publicIPAddress"] = {
-                "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s-ip" % (self.rg_id(), inst["name"])}
+                "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s" % (self.rg_id(), pip_name(inst))}
         if inst.get("ipv6"):
             configs.append({"name": "ipconfig-v6", "id": nid + "/ipConfigurations/ipconfig-v6", "etag": etag,
                             "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
@@ -387,26 +430,128 @@ class Api:
                                            "privateIPAddressVersion": "IPv6", "subnet": subnet, "primary": False,
                                            "provisioningState": "Succeeded"}})
         mac = inst["mac"].replace(":", "-").upper()
-        return {"name": inst["name"] + "-nic", "id": nid, "type": "Microsoft.Network/networkInterfaces",
+        nsg = (inst.get("extra") or {}).get("azure_nsg")
+        body = {"name": nic_name(inst), "id": nid, "type": "Microsoft.Network/networkInterfaces",
                 "location": inst["region"], "etag": etag,
                 "properties": {"provisioningState": "Succeeded", "ipConfigurations": configs, "macAddress": mac,
                                "primary": True, "enableAcceleratedNetworking": False, "enableIPForwarding": False,
                                "virtualMachine": {"id": "%s/providers/Microsoft.Compute/virtualMachines/%s"
                                                   % (self.rg_id(), inst["name"])}}}
+        if nsg:
+            body["properties"]["networkSecurityGroup"] = {
+                "id": "%s/providers/Microsoft.Network/networkSecurityGroups/%s" % (self.rg_id(), nsg)}
+        return body
 
     def pip(self, req, inst):
-        body = {"name": inst["name"] + "-ip",
-                "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s-ip" % (self.rg_id(), inst["name"]),
+        body = {"name": pip_name(inst),
+                "id": "%s/providers/Microsoft.Network/publicIPAddresses/%s" % (self.rg_id(), pip_name(inst)),
                 "type": "Microsoft.Network/publicIPAddresses", "location": inst["region"],
                 "sku": {"name": "Standard", "tier": "Regional"},
                 "properties": {"provisioningState": "Succeeded", "ipAddress": inst["public_ipv4"],
                                "publicIPAddressVersion": "IPv4", "publicIPAllocationMethod": "Static",
                                "idleTimeoutInMinutes": 4,
-                               "ipConfiguration": {"id": "%s/providers/Microsoft.Network/networkInterfaces/%s-nic/"
-                                                         "ipConfigurations/ipconfig1" % (self.rg_id(), inst["name"])}}}
+                               "ipConfiguration": {"id": "%s/providers/Microsoft.Network/networkInterfaces/%s/"
+                                                         "ipConfigurations/%s" % (
+                                                             self.rg_id(), nic_name(inst),
+                                                             (inst.get("extra") or {}).get("azure_ipconfig") or
+                                                             "ipconfig1")}}}
         if inst.get("zone"):
             body["zones"] = [inst["zone"]]
         return body
+
+    def vm_problem(self, name, body):
+        """Why a new VM of this body cannot be created (None when it can): an image or size this
+        cloud does not offer. An existing VM's update is not checked."""
+        if self.find(name):
+            return None
+        props = body.get("properties") or {}
+        size = (props.get("hardwareProfile") or {}).get("vmSize")
+        if size not in VM_SIZES:
+            return "The requested VM size %s is not available in the current region." % size
+        ref = (props.get("storageProfile") or {}).get("imageReference") or {}
+        versions = IMAGES.get((str(ref.get("publisher")).lower(), str(ref.get("offer")).lower(),
+                               str(ref.get("sku")).lower()))
+        if versions is None or (ref.get("version") or "latest") not in versions + ["latest"]:
+            return ("The following list of images referenced from the deployment template are not found: Publisher: "
+                    "%s, Offer: %s, Sku: %s, Version: %s" % (ref.get("publisher"), ref.get("offer"), ref.get("sku"),
+                                                             ref.get("version") or "latest"))
+        return None
+
+    def put_vm(self, req, name, body, by_type):
+        """A VM's createOrUpdate (a PUT, or a deployment's resource): a new VM is created with what
+        the body says; an existing one takes the body's tags and size (what `az vm update` changes).
+        Returns the VM's id."""
+        if not re.fullmatch(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,63}", name):
+            raise StateError(400, "The VM name '%s' is not valid." % name)
+        inst = self.find(name)
+        if inst is None:
+            azure_deploy.create_vm(self.state, name, body, by_type)
+        else:
+            changes = {"labels": dict(body.get("tags") or {})}
+            size = ((body.get("properties") or {}).get("hardwareProfile") or {}).get("vmSize")
+            if size:
+                changes["type"] = size
+            self.state.update_instance(inst["id"], changes)
+        return "%s/providers/Microsoft.Compute/virtualMachines/%s" % (self.rg_id(), name)
+
+    @staticmethod
+    def skus(req):
+        """Resource SKUs (api-version 2019-04-01, 2021-07-01): the VM sizes this cloud offers, with
+        the zones of each location, which clients check before placing a VM in a zone."""
+        if req.query.get("api-version") not in ("2019-04-01", "2021-07-01"):
+            return arm_error(400, "InvalidApiVersionParameter", "The api-version '%s' is invalid. The supported "
+                             "versions are '2021-07-01,2019-04-01'." % req.query.get("api-version"))
+        value = []
+        for size, (vcpus, mem, family) in sorted(VM_SIZES.items()):
+            value.append({"resourceType": "virtualMachines", "name": size, "tier": "Standard",
+                          "size": size.split("_", 1)[1], "family": family, "locations": ["westeurope"],
+                          "locationInfo": [{"location": "westeurope", "zones": ["1", "2", "3"], "zoneDetails": []}],
+                          "capabilities": [{"name": "vCPUs", "value": str(vcpus)},
+                                           {"name": "MemoryGB", "value": str(mem)},
+                                           {"name": "HyperVGenerations", "value": "V1,V2"},
+                                           {"name": "CpuArchitectureType", "value": "x64"}],
+                          "restrictions": []})
+        return json_response({"value": value})
+
+    def vnet(self):
+        """The resource group's one virtual network, where every VM's NIC is."""
+        vid = "%s/providers/Microsoft.Network/virtualNetworks/cloudnode-vnet" % self.rg_id()
+        return {"name": "cloudnode-vnet", "id": vid, "type": "Microsoft.Network/virtualNetworks",
+                "location": "westeurope", "etag": 'W/"1"',
+                "properties": {"provisioningState": "Succeeded", "addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
+                               "subnets": [{"name": "default", "id": vid + "/subnets/default", "etag": 'W/"1"',
+                                            "type": "Microsoft.Network/virtualNetworks/subnets",
+                                            "properties": {"provisioningState": "Succeeded",
+                                                           "addressPrefix": "10.0.0.0/16"}}],
+                               "virtualNetworkPeerings": [], "enableDdosProtection": False}}
+
+    def images(self, req, parts):
+        """Marketplace image versions of a publisher/offer/sku (the list is a bare JSON array,
+        as Compute answers it), and one version's details."""
+        if req.query.get("api-version") not in COMPUTE_APIS:
+            return self.bad_version(req.query.get("api-version"), "Microsoft.Compute", "locations/publishers",
+                                    COMPUTE_APIS)
+        loc, pub, offer, sku = parts[5], parts[7], parts[11], parts[13]
+        versions = IMAGES.get((pub.lower(), offer.lower(), sku.lower()))
+        if versions is None or len(parts) not in (15, 16) or parts[14].lower() != "versions":
+            return arm_error(404, "NotFound", "Artifact: VMImage was not found.")
+        base = ("/Subscriptions/%s/Providers/Microsoft.Compute/Locations/%s/Publishers/%s/ArtifactTypes/VMImage/"
+                "Offers/%s/Skus/%s/Versions/" % (AZURE_SUBSCRIPTION, loc, pub, offer, sku))
+        if len(parts) == 15:
+            names = sorted(versions, reverse="desc" in (req.query.get("$orderby") or "").lower())
+            top = req.query.get("$top")
+            if top:
+                names = names[:int(top)]
+            return json_response([{"location": loc, "name": n, "id": base + n} for n in names])
+        if parts[15] not in versions:
+            return arm_error(404, "NotFound", "Artifact: VMImage was not found.")
+        return json_response({"location": loc, "name": parts[15], "id": base + parts[15], "properties": {
+            "hyperVGeneration": "V2" if sku.lower().endswith("gen2") else "V1", "architecture": "x64",
+            "replicaType": "Unmanaged", "disallowed": {"vmDiskType": "Unmanaged"},
+            "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": False},
+            "imageDeprecationStatus": {"imageState": "Active"},
+            "osDiskImage": {"operatingSystem": "Linux", "sizeInBytes": 32213303808, "sizeInGb": 30},
+            "dataDiskImages": []}})
 
     def list_vms(self, req):
         every = self.instances()

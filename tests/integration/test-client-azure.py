@@ -4,7 +4,8 @@ Resource Manager and Entra ID, for what a user does with it every day: register 
 given its Resource Manager endpoint alone (the rest is read from ARM's metadata/endpoints), log in
 as a service principal with a client secret, list subscriptions and resource groups, list and show
 virtual machines and their instance view, read their network interfaces and public IP addresses,
-stop, deallocate and start a VM (following the long-running operation), and delete one. Every
+stop, deallocate and start a VM (following the long-running operation), delete one, create VMs
+with `az vm create` (the template deployment it writes), and change their tags. Every
 change is also checked in the fake's inventory, so a client that only prints does not pass.
 
 The fake is served over HTTPS with a test CA, which az trusts through REQUESTS_CA_BUNDLE; nothing
@@ -186,6 +187,63 @@ def vms(t, a, c):
          "vm list shows web-1 only")
 
 
+def create_and_tag(t, a, c):
+    """az vm create (an ARM template deployment az writes: NIC, public IP, NSG and the VM), in a
+    zone, with tags and an SSH key; without a public IP or NSG; with an image the cloud does not
+    have; then tags changed with az vm update, and the VM deleted."""
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBH3mSXo8MIEa6yYW4FeN4hHXvoNz4WdDugKvq4S0dJc ops@example"
+    out = a.json("vm create (deployment: VM, NIC, public IP, NSG)", "vm", "create", "-g", RG, "-n", "app-1",
+                 "--image", "Debian:debian-12:12-gen2:latest", "--size", "Standard_B2s", "--zone", "2",
+                 "--admin-username", "azureuser", "--ssh-key-values", key, "--tags", "role=worker", "env=test") or {}
+    made = azure_vms(c, name="app-1")
+    t.eq(len(made), 1, "the VM is in the inventory")
+    inst = made[0] if made else {}
+    t.eq((inst.get("type"), inst.get("zone"), inst.get("labels"), inst.get("ssh_keys"), inst.get("image")),
+         ("Standard_B2s", "2", {"role": "worker", "env": "test"}, [key], "Debian:debian-12:12-gen2"),
+         "with the size, zone, tags, SSH key and image az asked for")
+    t.eq((out.get("powerState"), out.get("zones"), out.get("privateIpAddress"), out.get("publicIpAddress")),
+         ("VM running", "2", inst.get("private_ipv4"), inst.get("public_ipv4")),
+         "az reports it running, with its zone and addresses")
+    nic_id = (((a.json("vm show (created)", "vm", "show", "-g", RG, "-n", "app-1") or {}).get("networkProfile") or {})
+              .get("networkInterfaces") or [{}])[0].get("id", "")
+    nic = (a.json("resource show (its NIC)", "resource", "show", "--ids", nic_id or "-", "--api-version",
+                  NETWORK_API) or {}).get("properties") or {}
+    ipc = (nic.get("ipConfigurations") or [{}])[0].get("properties") or {}
+    t.ok(nic_id.endswith("/networkInterfaces/app-1VMNic") and
+         (ipc.get("publicIPAddress") or {}).get("id", "").endswith("/publicIPAddresses/app-1PublicIP") and
+         (nic.get("networkSecurityGroup") or {}).get("id", "").endswith("/networkSecurityGroups/app-1NSG"),
+         "its NIC, public IP and NSG have the names the template gave them", nic)
+
+    out = a.json("vm create without public IP or NSG", "vm", "create", "-g", RG, "-n", "app-2", "--image",
+                 "Debian:debian-12:12:latest", "--size", "Standard_D2s_v3", "--admin-username", "azureuser",
+                 "--ssh-key-values", key, "--public-ip-address", "", "--nsg", "") or {}
+    t.eq([(i.get("public_ipv4"), i.get("zone")) for i in azure_vms(c, name="app-2")], [(None, "")],
+         "a VM with no public IP and no zone")
+    t.eq(out.get("publicIpAddress"), "", "az reports no public IP")
+
+    rc, out = a.run("vm", "create", "-g", RG, "-n", "app-3", "--image", "Debian:debian-99:99:latest", "--size",
+                    "Standard_B2s", "--admin-username", "azureuser", "--ssh-key-values", key)
+    t.ok(rc != 0 and "images referenced from the deployment template are not found" in out,
+         "an image the cloud does not have: the deployment is refused", out[-600:])
+    rc, out = a.run("vm", "create", "-g", RG, "-n", "app-3", "--image", "Debian:debian-12:12:latest", "--size",
+                    "Standard_Huge", "--admin-username", "azureuser", "--ssh-key-values", key)
+    t.ok(rc != 0 and "Standard_Huge is not available" in out, "a size the cloud does not offer is refused", out[-600:])
+    t.eq(azure_vms(c, name="app-3"), [], "and no VM was made")
+
+    a.ok("vm update --set tags.owner=ops", "vm", "update", "-g", RG, "-n", "app-1", "--set", "tags.owner=ops")
+    t.eq([i["labels"] for i in azure_vms(c, name="app-1")], [{"role": "worker", "env": "test", "owner": "ops"}],
+         "a tag added; the others kept")
+    a.ok("vm update --remove tags.env", "vm", "update", "-g", RG, "-n", "app-1", "--remove", "tags.env")
+    t.eq([i["labels"] for i in azure_vms(c, name="app-1")], [{"role": "worker", "owner": "ops"}], "a tag removed")
+    t.eq((a.json("vm show (tags)", "vm", "show", "-g", RG, "-n", "app-1") or {}).get("tags"),
+         {"role": "worker", "owner": "ops"}, "vm show has the tags")
+
+    for name in ("app-1", "app-2"):
+        a.ok("vm delete " + name, "vm", "delete", "-g", RG, "-n", name, "--yes")
+    t.ok(wait_for(lambda: not azure_vms(c, name="app-1") and not azure_vms(c, name="app-2")),
+         "the created VMs are gone from the inventory")
+
+
 def main():
     t = Tap()
     if not AZ:
@@ -199,6 +257,7 @@ def main():
                 a = az(t, os.path.join(tmp, "home"), c, proxy)
                 t.run(login, a, c, proxy)
                 t.run(vms, a, c)
+                t.run(create_and_tag, a, c)
                 t.eq([r for r in proxy.refused if r != VERSION_PROBE], [],
                      "az asked the proxy for no destination but the authority host (and its version check)")
                 logged = [r for r in c.requests() if r.get("platform") == "azure"]

@@ -188,13 +188,72 @@ def test_errors(t, c, d):
     eq(t, st, 401, "the fake: a forged token is 401")
 
 
+def test_fake_deployments(t, c, d):
+    """The fake's template deployments (tests/fakecloud/azure_deploy.py) beyond what az writes:
+    parameters with defaults, variables, concat and resourceId; a secure parameter not given back;
+    an unknown function or resource type failing the deployment, and creating nothing."""
+    import urllib.parse
+    c.settings(azure_service_principals=[{"client_id": "app-1", "secret": SECRET}])
+    st, _, tok = c.api("POST", "/aad/%s/oauth2/v2.0/token" % TENANT, urllib.parse.urlencode({
+        "grant_type": "client_credentials", "client_id": "app-1", "client_secret": SECRET,
+        "scope": c.url + "/arm/.default"}), {"Content-Type": "application/x-www-form-urlencoded"})
+    eq(t, st, 200, "a token for Resource Manager")
+    h = {"Authorization": "Bearer " + tok["access_token"]}
+    dep = "/arm/subscriptions/%s/resourcegroups/%s/providers/Microsoft.Resources/deployments/" % (SUB, RG)
+
+    def deploy(name, template, params=None):
+        st, hdrs, body = c.api("PUT", dep + name + "?api-version=2019-10-01", {"properties": {
+            "mode": "Incremental", "template": template, "parameters": params or {}}}, h)
+        if st != 201:
+            return st, body
+        op = hdrs.get("Azure-AsyncOperation", "")
+        _, _, status = c.api("GET", op[len(c.url):], headers=h)
+        return st, status
+
+    vm = {"type": "Microsoft.Compute/virtualMachines", "apiVersion": "2020-06-01",
+          "name": "[concat(parameters('prefix'), '-', variables('suffix'))]", "location": "[resourceGroup().location]",
+          "tags": {"by": "[toUpper('template')]"},
+          "properties": {"hardwareProfile": {"vmSize": "[parameters('size')]"},
+                         "storageProfile": {"imageReference": {"publisher": "Debian", "offer": "debian-12", "sku": "12",
+                                                               "version": "latest"}},
+                         "osProfile": {"computerName": "tpl", "adminUsername": "azureuser",
+                                       "adminPassword": "[parameters('password')]"},
+                         "networkProfile": {"networkInterfaces": [
+                             {"id": "[resourceId('Microsoft.Network/networkInterfaces', 'tpl-nic')]"}]}}}
+    template = {"parameters": {"prefix": {"type": "string"}, "size": {"type": "string", "defaultValue": "Standard_B2s"},
+                               "password": {"type": "securestring"}},
+                "variables": {"suffix": "[string(7)]"}, "resources": [vm]}
+    st, status = deploy("d1", template, {"prefix": {"value": "tpl"}, "password": {"value": "Pa55word!"}})
+    eq(t, (st, status.get("status")), (201, "Succeeded"), "a template with parameters and variables deploys")
+    made = [i for i in c.instances() if i["name"] == "tpl-7"]
+    eq(t, [(i["type"], i["labels"], (i.get("extra") or {}).get("azure_nic")) for i in made],
+       [("Standard_B2s", {"by": "TEMPLATE"}, "tpl-nic")], "the VM with its evaluated name, size default, tags and NIC")
+    _, _, got = c.api("GET", dep + "d1?api-version=2019-10-01", headers=h)
+    params = (got.get("properties") or {}).get("parameters") or {}
+    t.ok("password" not in params and params.get("prefix", {}).get("value") == "tpl" and
+         "Pa55word" not in str(got), "the deployment gives back its parameters, but not the secure one", params)
+    for name, bad, want in (("d2", "[guid('x')]", "InvalidTemplate"), ("d3", None, "NoRegisteredProviderFound")):
+        res = dict(vm, name=bad) if bad else {"type": "Microsoft.Storage/storageAccounts", "name": "sa",
+                                              "location": "westeurope"}
+        before = len(c.instances())
+        st, status = deploy(name, {"resources": [res], "parameters": template["parameters"]},
+                            {"prefix": {"value": "x"}, "password": {"value": "p"}})
+        eq(t, (st, status.get("status"), (status.get("error") or {}).get("code")), (201, "Failed", want),
+           "%s: the deployment fails with %s" % (want == "InvalidTemplate" and "an unknown function" or
+                                                 "an unknown resource type", want))
+        eq(t, len(c.instances()), before, "and creates nothing")
+    st, status = deploy("d4", {"resources": [vm], "parameters": {"prefix": {"type": "string"}}})
+    eq(t, (status.get("status"), (status.get("error") or {}).get("code")), ("Failed", "InvalidTemplate"),
+       "a parameter without value or default fails the deployment")
+
+
 def main():
     t = Tap()
     if not os.access(TOOL, os.X_OK):
         t.bail_out("tests/provider-lookup is not built")
     with tempfile.TemporaryDirectory() as d:
         with FakeCloud(os.path.join(d, "cloud")) as c:
-            for fn in (test_lookups, test_credentials, test_tokens, test_errors):
+            for fn in (test_lookups, test_credentials, test_tokens, test_errors, test_fake_deployments):
                 t.run(fn, c, d)
     sys.exit(t.done())
 
