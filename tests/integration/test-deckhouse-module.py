@@ -131,6 +131,8 @@ def check_objects(t, name, values, objs):
          ("cloudnode", pcc["provider"].get("region", "default"), "CloudnodeInstanceClass", storage, "CloudnodeCluster",
           "cloudnode", "CloudnodeMachineTemplate", values["internal"]["providerDiscoveryData"].get("zones", []),
           pcc["sshPublicKey"], subtree), "%s: registration data for node-manager" % name)
+    leaves = [v for v in reg.values() if isinstance(v, str)] + [v for v in reg["cloudnode"].values()]
+    t.ok(not set(secrets) & set(leaves), "%s: no credential in the registration" % name)
     capi = by(objs, "Secret", "d8-cloud-provider-cloudnode-capi")
     files = {}
     for n in os.listdir(os.path.join(d8module.MODULE, "capi")):
