@@ -65,18 +65,23 @@ def check_values(t, what, values):
     t.eq(d8module.errors("values.yaml", values[KEY]), [], "%s: the values after the patch are valid" % what)
 
 
-def test_ensure_crds(t, k):
-    h = hook(k, "ensure_crds")
-    t.eq(h.config, {"configVersion": "v1", "onStartup": 5}, "ensure_crds runs on start-up")
-    rc, err, vp, ops = h.run([{"binding": "onStartup"}])
-    t.eq((rc, vp), (0, []), "ensure_crds succeeds without values changes", )
-    names = sorted(o["object"]["metadata"]["name"] for o in ops or [])
-    t.eq(names, ["cloudnodeclusters.infrastructure.cluster.x-k8s.io", "cloudnodeinstanceclasses.deckhouse.io",
-                 "cloudnodemachines.infrastructure.cluster.x-k8s.io",
-                 "cloudnodemachinetemplates.infrastructure.cluster.x-k8s.io"],
-         "ensure_crds creates or updates every CRD of crds/")
-    t.ok(all(o["operation"] == "CreateOrUpdate" for o in ops or []), "as CreateOrUpdate operations")
+def run_onstartup(t, k, name):
+    """Runs hook name on start-up: its Kubernetes operations, checked to be CreateOrUpdate of CRDs
+    and carried out on the server."""
+    h = hook(k, name)
+    t.eq(h.config, {"configVersion": "v1", "onStartup": 5}, "%s runs on start-up" % name)
+    rc, _, vp, ops = h.run([{"binding": "onStartup"}])
+    t.eq((rc, vp), (0, []), "%s succeeds without values changes" % name)
+    t.ok(all(o["operation"] == "CreateOrUpdate" and o["object"]["kind"] == "CustomResourceDefinition"
+             for o in ops or []), "%s: CreateOrUpdate operations of CRDs" % name)
     h.apply_kubernetes(ops)
+    return ops or []
+
+
+def test_ensure_crds(t, k):
+    ops = run_onstartup(t, k, "ensure_crds")
+    t.eq(sorted(o["object"]["metadata"]["name"] for o in ops), ["cloudnodeinstanceclasses.deckhouse.io"],
+         "ensure_crds creates or updates the CRDs of crds/ and nothing of crds/external")
     served = wait_for(lambda: k.api("GET", "/apis/deckhouse.io/v1/cloudnodeinstanceclasses")[0] == 200, timeout=10)
     t.ok(served, "the InstanceClass is served once the operations are carried out")
     # A module directory holding something that is not a CRD: one error, no operation.
@@ -90,6 +95,34 @@ def test_ensure_crds(t, k):
                            capture_output=True, text=True, env=dict(os.environ, BINDING_CONTEXT_PATH=os.path.join(d, "ctx")))
         t.ok(r.returncode != 0 and "is not a CustomResourceDefinition" in r.stderr and len(r.stderr.splitlines()) == 1,
              "ensure_crds refuses a file that is not a CRD, in one line", r.stderr)
+
+
+def test_ensure_external_crds(t, k):
+    """crds/external holds the infrastructure provider's CRDs, which the module installs as
+    Deckhouse's cloud-provider modules do (their ensure_external_crds hooks); the Cluster API core
+    kinds are node-manager's, and the module installs none of them."""
+    ops = run_onstartup(t, k, "ensure_external_crds")
+    t.eq(sorted(o["object"]["metadata"]["name"] for o in ops),
+         ["cloudnodeclusters.infrastructure.cluster.x-k8s.io", "cloudnodemachines.infrastructure.cluster.x-k8s.io",
+          "cloudnodemachinetemplates.infrastructure.cluster.x-k8s.io"],
+         "ensure_external_crds creates or updates every CRD of crds/external")
+    t.ok(not any(o["object"]["spec"]["group"] == "cluster.x-k8s.io" for o in ops),
+         "ensure_external_crds installs no Cluster API core kind (node-manager's)")
+    for plural in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
+        path = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/d8-cloud-instance-manager/" + plural
+        t.ok(wait_for(lambda: k.api("GET", path)[0] == 200, timeout=10),
+             "%s are served once the operations are carried out" % plural)
+    # Its private directory is gone after the run, whether the run succeeds or fails.
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"CLOUDNODE_CONTROLLER": build("controller", "cloudnode-controller"), "TMPDIR": tmp}
+        rc, _, _, _ = shelloperator.Hook(os.path.join(d8module.MODULE, "hooks", "ensure_external_crds"), k,
+                                         env=env).run([{"binding": "onStartup"}])
+        left = os.listdir(tmp)
+        env["CLOUDNODE_CONTROLLER"] = "false"
+        r = subprocess.run([os.path.join(d8module.MODULE, "hooks", "ensure_external_crds")],
+                           capture_output=True, env=dict(os.environ, **env))
+        t.eq((rc, left, r.returncode != 0, os.listdir(tmp)), (0, [], True, []),
+             "ensure_external_crds leaves no temporary directory and passes a failure on")
 
 
 def test_cluster_configuration(t, k):
@@ -296,7 +329,7 @@ def test_command_line(t, k):
                            text=True, env=dict(env, BINDING_CONTEXT_PATH=ctx, VALUES_JSON_PATCH_PATH=out))
         with open(out) as f:
             kept = f.read()
-        t.ok(r.returncode == 1 and "KUBERNETES_PATCH_PATH is not set, but the hook has 4 changes" in r.stderr
+        t.ok(r.returncode == 1 and "KUBERNETES_PATCH_PATH is not set, but the hook has 1 changes" in r.stderr
              and kept == "untouched", "changes without KUBERNETES_PATCH_PATH: one error, nothing written", r.stderr)
 
 
@@ -308,7 +341,7 @@ def main():
         t.skip_all("python3-jsonschema is not installed")
     with tempfile.TemporaryDirectory(prefix="cn-d8-hooks-") as d:
         with FakeKube(os.path.join(d, "kube")) as k:
-            for fn in (test_ensure_crds, test_cluster_configuration, test_discovery_data, test_instance_class,
+            for fn in (test_ensure_crds, test_ensure_external_crds, test_cluster_configuration, test_discovery_data, test_instance_class,
                        test_wait_for_masters, test_command_line):
                 t.run(fn, k)
     sys.exit(t.done())

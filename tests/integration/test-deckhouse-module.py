@@ -4,12 +4,16 @@ over every x-examples entry of openapi/values.yaml and hand-written value sets, 
 Deckhouse's helm_lib; `helm lint` is clean; the rendered objects, the capi/ templates and an
 InstanceClass of every instance class are applied with strict field validation to the real
 kube-apiserver holding the module's CRDs, which judges them against the Kubernetes schemas and
-the CRDs' OpenAPI schemas. The Cluster API core CRDs of crds/external are valid, name their
-source, are that release's files unchanged, and are served by the fake and the real API server."""
+the CRDs' OpenAPI schemas. The capi/ templates are rendered as node-manager renders them, from
+the Secrets the module publishes. crds/ and crds/external are laid out as Deckhouse's
+cloud-provider modules lay them out; the Cluster API core CRDs pinned in deckhouse/capi-core-crds
+are valid, name their source, are that release's files unchanged, and are served by the fake and
+the real API server."""
 import base64
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,13 +115,33 @@ def check_objects(t, name, values, objs):
     secrets = [v for v in c.values()]
     plain = json.dumps([o for o in objs if o["kind"] != "Secret"])
     t.ok(not any(s in plain for s in secrets), "%s: no credential outside the Secret's data" % name)
-    reg = by(objs, "Secret", "d8-node-manager-cloud-provider")
-    reg = {k: base64.b64decode(v).decode() for k, v in (reg or {}).get("data", {}).items()}
-    t.eq((reg.get("type"), reg.get("instanceClassKind"), reg.get("capiMachineTemplateKind"), reg.get("zones"),
-          reg.get("sshPublicKey")),
-         ("cloudnode", "CloudnodeInstanceClass", "CloudnodeMachineTemplate",
-          json.dumps(values["internal"]["providerDiscoveryData"].get("zones", []), separators=(",", ":")),
-          pcc["sshPublicKey"]), "%s: registration data for node-manager" % name)
+    regs = [by(objs, "Secret", n) for n in ("d8-node-manager-cloud-provider", "d8-node-manager-cloud-provider-cloudnode")]
+    t.ok(all(r and r["metadata"]["labels"].get("cloud-provider.deckhouse.io/registration") == "" and
+             r["metadata"]["labels"].get("cloud-provider.deckhouse.io/name") == "cloudnode" for r in regs)
+         and regs[0]["data"] == regs[1]["data"],
+         "%s: the registration under the fixed and the provider's name, labelled, the same data" % name)
+    reg = decoded(regs[0])
+    with open(os.path.join(d8module.MODULE, "crds", "cloudnodeinstanceclass.yaml")) as f:
+        storage = next(v["name"] for v in yaml.safe_load(f)["spec"]["versions"] if v["storage"])
+    subtree = {"provider": pcc["provider"]["name"], "sshPublicKey": pcc["sshPublicKey"]}
+    subtree.update({k: pcc["provider"][k] for k in ("region", "endpoint") if k in pcc["provider"]})
+    t.eq((reg.get("type"), reg.get("region"), reg.get("instanceClassKind"), reg.get("instanceClassAPIVersion"),
+          reg.get("capiClusterKind"), reg.get("capiClusterName"), reg.get("capiMachineTemplateKind"), reg.get("zones"),
+          reg.get("sshPublicKey"), reg.get("cloudnode")),
+         ("cloudnode", pcc["provider"].get("region", "default"), "CloudnodeInstanceClass", storage, "CloudnodeCluster",
+          "cloudnode", "CloudnodeMachineTemplate", values["internal"]["providerDiscoveryData"].get("zones", []),
+          pcc["sshPublicKey"], subtree), "%s: registration data for node-manager" % name)
+    leaves = [v for v in reg.values() if isinstance(v, str)] + [v for v in reg["cloudnode"].values()]
+    t.ok(not set(secrets) & set(leaves), "%s: no credential in the registration" % name)
+    capi = by(objs, "Secret", "d8-cloud-provider-cloudnode-capi")
+    files = {}
+    for n in os.listdir(os.path.join(d8module.MODULE, "capi")):
+        with open(os.path.join(d8module.MODULE, "capi", n), "rb") as f:
+            files[n] = base64.b64encode(f.read()).decode()
+    t.ok(capi and capi["metadata"]["namespace"] == "kube-system" and capi["data"] == files and
+         capi["metadata"]["labels"].get("cloud-provider.deckhouse.io/ephemeral-nodes-templates") == "capi" and
+         capi["metadata"]["labels"].get("cloud-provider.deckhouse.io/name") == "cloudnode",
+         "%s: the capi Secret for node-manager holds the files of capi/, labelled" % name)
     cni = by(objs, "Secret", "d8-cni-configuration")
     t.eq(base64.b64decode(cni["data"]["cni"]).decode() if cni else None, values.get("cni", "cilium"),
          "%s: the CNI Secret" % name)
@@ -150,16 +174,135 @@ def check_objects(t, name, values, objs):
                  "%s: ClusterRole %s grants no Secrets" % (name, o["metadata"]["name"]))
 
 
-def capi_chart(tmp):
-    """capi/ as node-manager renders it: a chart of those templates and the values it passes."""
-    d = os.path.join(tmp, "capi-chart")
-    os.makedirs(os.path.join(d, "templates"), exist_ok=True)
+# node-manager's side of the capi/ contract, as its chart renders a cloud-provider module's
+# templates: the files come from the module's d8-cloud-provider-<type>-capi Secret into
+# capi/<type>/, and each is rendered with tpl in node-manager's context (its
+# capi_infrastructure_cluster, capi_node_group_instance_class_checksum and
+# capi_node_group_machine_template): node-manager's .Values, whose nodeManager.internal.cloudProvider
+# is the registration Secret decoded, and the roots it adds. Neither helm_lib nor the module's
+# _helpers.tpl is in that chart.
+NODE_MANAGER_TEMPLATE = """\
+{{- $cp := .Values.nodeManager.internal.cloudProvider }}
+{{- $base := dict "Release" .Release "Chart" .Chart "Files" .Files "Capabilities" .Capabilities "Template" .Template "Values" .Values }}
+---
+{{ tpl (.Files.Get (printf "capi/%s/cluster.yaml" $cp.type)) (merge (dict "clusterName" $cp.capiClusterName) $base) }}
+{{- range $ng := .Values.nodeManager.internal.nodeGroups }}
+{{- $sum := tpl ($.Files.Get (printf "capi/%s/instance-class.checksum" $cp.type)) (merge (dict "nodeGroup" $ng) $base) }}
+{{- $ctx := dict "nodeGroup" $ng "zoneName" ($cp.zones | first | default "") "templateName" (printf "%s-%s" $ng.name (trunc 8 $sum)) "instanceClassChecksum" $sum }}
+---
+{{ tpl ($.Files.Get (printf "capi/%s/machine-template.yaml" $cp.type)) (merge $ctx $base) }}
+{{- end }}
+"""
+
+
+def decoded(secret):
+    """A Secret's data as node-manager reads the registration: JSON where a value is JSON, the
+    string otherwise."""
+    out = {}
+    for k, v in (secret or {}).get("data", {}).items():
+        text = base64.b64decode(v).decode()
+        try:
+            out[k] = json.loads(text)
+        except ValueError:
+            out[k] = text
+    return out
+
+
+def node_manager_chart(tmp, capi_secret):
+    """A chart named node-manager holding the files of the capi Secret as capi/<type>/."""
+    d = os.path.join(tmp, "node-manager")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "templates"))
+    os.makedirs(os.path.join(d, "capi", "cloudnode"))
     with open(os.path.join(d, "Chart.yaml"), "w") as f:
-        f.write("apiVersion: v2\nname: capi\nversion: 0.1.0\n")
-    for n in os.listdir(os.path.join(d8module.MODULE, "capi")):
-        with open(os.path.join(d8module.MODULE, "capi", n)) as s, open(os.path.join(d, "templates", n), "w") as o:
-            o.write(s.read())
+        f.write("apiVersion: v2\nname: node-manager\nversion: 0.1.0\n")
+    with open(os.path.join(d, "templates", "capi.yaml"), "w") as f:
+        f.write(NODE_MANAGER_TEMPLATE)
+    for n, v in capi_secret["data"].items():
+        with open(os.path.join(d, "capi", "cloudnode", n), "wb") as f:
+            f.write(base64.b64decode(v))
     return d
+
+
+def render_capi(t, helm, tmp, objs, node_groups, masters=None):
+    """What node-manager renders from the module's objects (objs) for node_groups [(name,
+    instance class spec, extra NodeGroup fields)]: (objects, None) or ([], helm's error)."""
+    cp = decoded(by(objs, "Secret", "d8-node-manager-cloud-provider"))
+    ngs = [dict(extra, name=n, instanceClass=ic, nodeType="CloudEphemeral",
+                cloudInstances={"classReference": {"kind": "CloudnodeInstanceClass", "name": n}})
+           for n, ic, extra in node_groups]
+    internal = {"cloudProvider": cp, "nodeGroups": ngs}
+    if masters is not None:
+        internal["clusterMasterAddresses"] = masters
+    vf = write_values(tmp, "node-manager %s %s" % (json.dumps(node_groups), masters),
+                      {"nodeManager": {"internal": internal}, "global": {"discovery": {"clusterUUID": "u"}}})
+    r = helm_run(t, helm, tmp, "template", "node-manager", node_manager_chart(tmp, by(objs, "Secret",
+                 "d8-cloud-provider-cloudnode-capi")), "-f", vf, "--namespace", "d8-cloud-instance-manager")
+    if r.returncode != 0:
+        return [], r.stderr
+    return [o for o in yaml.safe_load_all(r.stdout) if o], None
+
+
+def check_capi(t, name, values, objs, groups, got):
+    """What node-manager rendered from capi/ matches the registration node-manager reads: the
+    CloudnodeCluster its Cluster refers to, one CloudnodeMachineTemplate per node group named and
+    labelled as node-manager selects them, its spec the instance class."""
+    pcc = values["internal"]["providerClusterConfiguration"]
+    reg = decoded(by(objs, "Secret", "d8-node-manager-cloud-provider"))
+    clusters = [o for o in got if o["kind"] == reg["capiClusterKind"]]
+    t.eq(len(clusters), 1, "%s: one %s" % (name, reg["capiClusterKind"]))
+    c = clusters[0] if clusters else {"metadata": {}, "spec": {}}
+    md = c["metadata"]
+    t.eq((c.get("apiVersion"), md.get("name"), md.get("namespace"), md.get("labels", {}).get("heritage"),
+          md.get("labels", {}).get("module")),
+         (reg["capiClusterAPIVersion"], reg["capiClusterName"], "d8-cloud-instance-manager", "deckhouse", "node-manager"),
+         "%s: the cluster is the registration's capiClusterName, node-manager's, in d8-cloud-instance-manager" % name)
+    want = {"provider": pcc["provider"]["name"], "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443}}
+    if pcc["provider"].get("region"):
+        want["region"] = pcc["provider"]["region"]
+    t.eq(c["spec"], want, "%s: the cluster's provider, region and first API server" % name)
+    templates = {o["metadata"]["labels"]["node-group"]: o for o in got if o["kind"] == "CloudnodeMachineTemplate"}
+    t.eq(sorted(templates), sorted(g[0] for g in groups), "%s: a machine template per node group" % name)
+    for g, ic, _ in groups:
+        mt = templates.get(g)
+        if not mt:
+            continue
+        md = mt["metadata"]
+        checksum = md["annotations"].get("checksum/instance-class", "")
+        t.eq((mt["apiVersion"], mt["kind"]), (reg["capiMachineTemplateAPIVersion"], reg["capiMachineTemplateKind"]),
+             "%s: %s: the machine template's kind is the registration's" % (name, g))
+        t.ok(len(checksum) == 64 and all(x in "0123456789abcdef" for x in checksum) and
+             md["name"] == "%s-%s" % (g, checksum[:8]) and md["namespace"] == "d8-cloud-instance-manager",
+             "%s: %s: named by node-manager after the instance-class checksum" % (name, g), md)
+        t.eq((md["labels"].get("heritage"), md["labels"].get("module"), md["annotations"].get("helm.sh/resource-policy")),
+             ("deckhouse", "node-manager", "keep"), "%s: %s: labelled as node-manager's, kept on rollover" % (name, g))
+        t.eq((mt["spec"]["template"]["spec"], mt["spec"]["template"]["metadata"]["labels"]),
+             (ic, {"node.deckhouse.io/group": g}), "%s: %s: the machine template is the instance class" % (name, g))
+
+
+def test_capi_contract(t, helm, tmp, objs):
+    """The edges of the capi/ contract: what rolls machines over, the API server address forms,
+    and a registration without the module's subtree."""
+    ic = {"hetzner": {"serverType": "cx22", "image": "debian-12", "location": "fsn1"}}
+    other = {"hetzner": {"serverType": "cx32", "image": "debian-12", "location": "fsn1"}}
+    got, err = render_capi(t, helm, tmp, objs, [("a", ic, {}), ("b", ic, {}), ("c", other, {}),
+                                                 ("d", ic, {"manualRolloutID": "r1"})])
+    t.ok(err is None, "node-manager renders four node groups", err)
+    sums = {o["metadata"]["labels"]["node-group"]: o["metadata"]["annotations"]["checksum/instance-class"]
+            for o in got if o["kind"] == "CloudnodeMachineTemplate"}
+    t.ok(len(sums) == 4 and sums["a"] == sums["b"] and len({sums["a"], sums["c"], sums["d"]}) == 3,
+         "the checksum is the instance class's and the manualRolloutID's: equal classes, equal checksums", sums)
+    for masters, want in [(["[2001:db8::1]:6443"], {"host": "2001:db8::1", "port": 6443}),
+                          (["api.example.com:443"], {"host": "api.example.com", "port": 443}), ([], None)]:
+        got, err = render_capi(t, helm, tmp, objs, [], masters=masters)
+        c = next((o for o in got if o["kind"] == "CloudnodeCluster"), {"spec": {}})
+        t.eq((err, c["spec"].get("controlPlaneEndpoint")), (None, want),
+             "API servers %s: the cluster's controlPlaneEndpoint is %s" % (masters, want))
+    old = copy.deepcopy(objs)
+    del by(old, "Secret", "d8-node-manager-cloud-provider")["data"]["cloudnode"]
+    got, err = render_capi(t, helm, tmp, old, [("a", ic, {})])
+    t.ok(err is not None and "nodeManager.internal.cloudProvider.cloudnode is required" in err,
+         "a registration without the cloudnode subtree is one clear error", err)
 
 
 def apply(k, obj):
@@ -180,16 +323,18 @@ def load_crds(d):
 
 
 def crds():
-    """The module's CRDs, the Cluster API core CRDs it carries (crds/external) and the
-    VerticalPodAutoscaler CRD of Deckhouse's module."""
-    out = load_crds(os.path.join(d8module.MODULE, "crds")) + load_crds(EXTERNAL)
+    """The module's CRDs (crds/ and crds/external), the Cluster API core CRDs node-manager serves
+    in a Deckhouse cluster (deckhouse/capi-core-crds) and the VerticalPodAutoscaler CRD of
+    Deckhouse's module."""
+    out = load_crds(os.path.join(d8module.MODULE, "crds")) + load_crds(EXTERNAL) + load_crds(CAPI_CORE)
     with open(src("tests", "data", "vpa-crd.yaml")) as f:
         out += [x for x in yaml.safe_load_all(f) if x]
     return out
 
 
 EXTERNAL = os.path.join(d8module.MODULE, "crds", "external")
-EXTERNAL_KINDS = {"Cluster", "Machine", "MachineSet", "MachineDeployment", "MachineHealthCheck"}
+CAPI_CORE = src("deckhouse", "capi-core-crds")
+CAPI_CORE_KINDS = {"Cluster", "Machine", "MachineSet", "MachineDeployment", "MachineHealthCheck"}
 
 
 def crd_problems(c):
@@ -211,13 +356,36 @@ def crd_problems(c):
     return out
 
 
-def test_external_crds(t, tmp):
-    """crds/external: the Cluster API core CRDs, copied unchanged by deckhouse/external-crds.sh
-    from the release the tests run for real, valid, and served by the fake API server."""
-    files = sorted(n for n in os.listdir(EXTERNAL) if n.endswith(".yaml"))
+def kinds_of(d):
+    return {c["spec"]["names"]["kind"]: c for c in load_crds(d)}
+
+
+def test_crds_layout(t):
+    """crds/ holds the module's own InstanceClass, crds/external the CRDs of the Cluster API
+    infrastructure provider (cloudnode-controller's, the files of manifests/crds/capi), as
+    Deckhouse's cloud-provider modules lay them out; no Cluster API core kind is in the module."""
+    own = kinds_of(os.path.join(d8module.MODULE, "crds"))
+    t.eq(sorted(own), ["CloudnodeInstanceClass"], "crds/ holds the CloudnodeInstanceClass")
+    external = kinds_of(EXTERNAL)
+    t.eq(sorted(external), ["CloudnodeCluster", "CloudnodeMachine", "CloudnodeMachineTemplate"],
+         "crds/external holds the infrastructure kinds")
+    t.ok(all(c["spec"]["group"] == "infrastructure.cluster.x-k8s.io" for c in external.values()),
+         "crds/external is all of group infrastructure.cluster.x-k8s.io")
+    for n in sorted(os.listdir(EXTERNAL)):
+        with open(os.path.join(EXTERNAL, n)) as a, open(src("manifests", "crds", "capi", n)) as b:
+            t.ok(a.read() == b.read(), "crds/external/%s is manifests/crds/capi/%s" % (n, n))
+    for c in list(own.values()) + list(external.values()):
+        t.eq(crd_problems(c), [], "%s is a valid CRD" % c["metadata"]["name"])
+
+
+def test_capi_core_crds(t, tmp):
+    """deckhouse/capi-core-crds: the Cluster API core CRDs, copied unchanged by
+    deckhouse/capi-core-crds.sh from the release the tests run for real, valid, and served by the
+    fake API server."""
+    files = sorted(n for n in os.listdir(CAPI_CORE) if n.endswith(".yaml"))
     got = {}
     for n in files:
-        with open(os.path.join(EXTERNAL, n)) as f:
+        with open(os.path.join(CAPI_CORE, n)) as f:
             text = f.read()
         first = text.splitlines()[0]
         t.ok(first.startswith("# Cluster API v") and first.endswith("config/crd/bases/%s," % n),
@@ -225,19 +393,19 @@ def test_external_crds(t, tmp):
         for c in (x for x in yaml.safe_load_all(text) if x):
             t.eq(crd_problems(c), [], "%s: %s is a valid CRD" % (n, c.get("metadata", {}).get("name")))
             got[c["spec"]["names"]["kind"]] = c
-    t.eq(set(got), EXTERNAL_KINDS, "crds/external has Cluster, Machine, MachineSet, MachineDeployment, "
-         "MachineHealthCheck")
+    t.eq(set(got), CAPI_CORE_KINDS, "deckhouse/capi-core-crds has Cluster, Machine, MachineSet, "
+         "MachineDeployment, MachineHealthCheck")
     t.ok(all(c["spec"]["group"] == "cluster.x-k8s.io" and "v1beta2" in [v["name"] for v in c["spec"]["versions"]
                                                                           if v["storage"]] for c in got.values()),
          "all of group cluster.x-k8s.io, stored as v1beta2 (the contract the controller speaks)")
     r = subprocess.run(["sh", src("tests", "realcapi", "build.sh"), "--src"], capture_output=True, text=True)
     if r.returncode != 0:
-        t.skip("crds/external is the release's config/crd/bases unchanged", "the Cluster API release is not built "
+        t.skip("deckhouse/capi-core-crds is the release's config/crd/bases unchanged", "the Cluster API release is not built "
                "(make real-capi)")
     else:
         for n in files:
             with open(os.path.join(r.stdout.strip(), "config", "crd", "bases", n)) as a, \
-                    open(os.path.join(EXTERNAL, n)) as b:
+                    open(os.path.join(CAPI_CORE, n)) as b:
                 t.ok(b.read().split("\n", 2)[2] == a.read(), "%s is the release's file unchanged" % n)
     with fakekubeclient.FakeKube(os.path.join(tmp, "fakekube")) as k:
         for kind, c in sorted(got.items()):
@@ -355,7 +523,8 @@ def main():
         chart = d8module.chart_copy(os.path.join(tmp, RELEASE))
         link = os.readlink(os.path.join(d8module.MODULE, "charts", "helm_lib"))
         t.eq(link, "../../../helm_lib/charts/deckhouse_lib_helm", "charts/helm_lib is Deckhouse's library chart")
-        # .helmignore leaves Helm only what is Helm's: the package holds Chart.yaml and templates/.
+        # .helmignore leaves Helm only what is Helm's: Chart.yaml, templates/ and the capi/ files
+        # templates/capi.yaml publishes.
         r = helm_run(t, helm, tmp, "package", chart, "-d", os.path.join(tmp, "pkg"))
         t.ok(r.returncode == 0, "helm package", r.stderr)
         if r.returncode == 0:
@@ -363,8 +532,8 @@ def main():
             pkg = os.path.join(tmp, "pkg", os.listdir(os.path.join(tmp, "pkg"))[0])
             with tarfile.open(pkg) as tf:
                 names = sorted(n.split("/", 1)[1] for n in tf.getnames() if "/" in n)
-            t.eq(sorted({n.split("/")[0] for n in names}), [".helmignore", "Chart.yaml", "templates"],
-                 "the packaged chart holds only Chart.yaml, .helmignore and templates/", )
+            t.eq(sorted({n.split("/")[0] for n in names}), [".helmignore", "Chart.yaml", "capi", "templates"],
+                 "the packaged chart holds only Chart.yaml, .helmignore, templates/ and capi/")
         rendered, capi_objs, instance_classes = [], [], []
         for name, values in value_sets():
             t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", module_values(values))), [],
@@ -379,31 +548,29 @@ def main():
             if objs:
                 check_objects(t, name, values, objs)
                 rendered.append((name, objs))
+            if not objs:
+                continue
             pcc = values["internal"]["providerClusterConfiguration"]
-            groups = [dict(g, name="master") for g in [pcc["masterNodeGroup"]]] + pcc.get("nodeGroups", [])
-            for g in groups:
-                cvals = {"providerClusterConfiguration": pcc,
-                         "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443},
-                         "templateName": "%s-%s" % (g["name"], len(capi_objs)),
-                         "instanceClassChecksum": "0" * 64,
-                         "nodeGroup": {"name": g["name"], "instanceClass": g["instanceClass"]}}
-                cf = write_values(tmp, name + g["name"], cvals)
-                r = helm_run(t, helm, tmp, "template", "capi", capi_chart(tmp), "-f", cf)
-                t.ok(r.returncode == 0, "%s: capi/ renders for node group %s" % (name, g["name"]), r.stderr)
-                got = [o for o in yaml.safe_load_all(r.stdout) if o] if r.returncode == 0 else []
-                mt = next((o for o in got if o["kind"] == "CloudnodeMachineTemplate"), None)
-                t.eq(mt and mt["spec"]["template"]["spec"], g["instanceClass"],
-                     "%s: the %s machine template is the instance class" % (name, g["name"]))
-                capi_objs += got
-                instance_classes.append({"apiVersion": "deckhouse.io/v1", "kind": "CloudnodeInstanceClass",
-                                         "metadata": {"name": cvals["templateName"]}, "spec": g["instanceClass"]})
+            groups = [("master", pcc["masterNodeGroup"]["instanceClass"], {})] + [
+                (g["name"], g["instanceClass"], {}) for g in pcc.get("nodeGroups", [])]
+            got, err = render_capi(t, helm, tmp, objs, groups, masters=["10.0.0.10:6443", "10.0.0.11:6443"])
+            t.ok(err is None, "%s: node-manager renders capi/ for %s" % (name, ", ".join(g[0] for g in groups)), err)
+            check_capi(t, name, values, objs, groups, got)
+            capi_objs += got
+            for o in got:
+                if o["kind"] == "CloudnodeMachineTemplate":
+                    instance_classes.append({"apiVersion": "deckhouse.io/v1", "kind": "CloudnodeInstanceClass",
+                                             "metadata": {"name": o["metadata"]["name"]},
+                                             "spec": o["spec"]["template"]["spec"]})
+        t.run(test_capi_contract, helm, tmp, rendered[0][1])
         # Broken values: one clear error, nothing rendered.
         broken = full_values(value_sets()[0][1])
         del broken["global"]["modulesImages"]["digests"]["cloudProviderCloudnode"]["cloudnodeInitializer"]
         r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", write_values(tmp, "broken", broken))
         t.ok(r.returncode != 0 and "no image digest for cloudnodeInitializer" in r.stderr and not r.stdout.strip(),
              "a missing image digest is one clear error", r.stderr)
-        t.run(test_external_crds, tmp)
+        t.run(test_crds_layout)
+        t.run(test_capi_core_crds, tmp)
         t.run(test_real_server, rendered, capi_objs, instance_classes, tmp)
     sys.exit(t.done())
 
