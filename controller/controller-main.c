@@ -18,7 +18,7 @@ static int help(void) {
                "Commands:\n"
                "  run     Reconcile the provider's Deployments, RBAC and cloud config\n"
                "  render  Write the bootstrap static pod and cloud.conf for an installer\n"
-               "  deckhouse-hook NAME [--config] [--module-dir DIR]\n"
+               "  deckhouse-hook NAME [--config] [--module-dir DIR] [--crds-dir DIR]\n"
                "          A hook of the Deckhouse module cloud-provider-cloudnode (addon-operator protocol)\n\n"
                "Common options:\n"
                "  -h --help        Show this help\n"

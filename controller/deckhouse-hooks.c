@@ -40,6 +40,7 @@ typedef struct HookRun {
         json_object *values_patch; /* JSON patch operations, an array */
         json_object *kube_ops; /* shell-operator's Kubernetes operations, an array */
         const char *module_dir;
+        const char *crds_dir; /* ensure-crds: the directory of CRDs, default module_dir/crds */
 } HookRun;
 
 typedef struct Hook {
@@ -356,9 +357,13 @@ static int ensure_crds(HookRun *h) {
         struct dirent **names = NULL;
         int n, r = 0;
 
-        if (!h->module_dir)
-                return log_error_errno(-EINVAL, "ensure-crds needs --module-dir");
-        if (asprintf(&dir, "%s/crds", h->module_dir) < 0)
+        if (h->crds_dir)
+                dir = strdup(h->crds_dir);
+        else if (!h->module_dir)
+                return log_error_errno(-EINVAL, "ensure-crds needs --module-dir or --crds-dir");
+        else if (asprintf(&dir, "%s/crds", h->module_dir) < 0)
+                dir = NULL;
+        if (!dir)
                 return log_oom();
         n = scandir(dir, &names, NULL, alphasort);
         if (n < 0)
@@ -602,6 +607,7 @@ int cn_deckhouse_hook_main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "config", no_argument, NULL, 'c' },
                 { "module-dir", required_argument, NULL, 'm' },
+                { "crds-dir", required_argument, NULL, 'C' },
                 {},
         };
         _cleanup_fclose_ FILE *values_out = NULL, *kube_out = NULL;
@@ -629,6 +635,9 @@ int cn_deckhouse_hook_main(int argc, char *argv[]) {
                         break;
                 case 'm':
                         h.module_dir = optarg;
+                        break;
+                case 'C':
+                        h.crds_dir = optarg;
                         break;
                 default:
                         return 2;
