@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark of cloudnode-initializer in cluster mode: N tainted Nodes in tests/fake-kube-apiserver,
 their instances in tests/fake-cloud (--providers: hetzner, openstack, aws, gcp, azure,
-digitalocean), one initializer (the cluster-mode service account, RBAC enforced) started once all
+digitalocean, proxmoxve), one initializer (the cluster-mode service account, RBAC enforced) started once all
 Nodes exist. Prints, per provider and N: time until every Node is initialized, Nodes per second,
 p50/p99 taint-removal latency (initializer start -> the audit time of the Node PATCH that removed
 the taint), API writes and all API requests per Node (audit log), cloud requests per Node (the
 fake cloud's request log: API and token requests), CPU seconds and peak RSS of the initializer.
 
     make bench-initializer BENCH_INITIALIZER_ARGS="--nodes 100,1000 --flag=--concurrent-node-syncs=8"
-    make bench-initializer BENCH_INITIALIZER_ARGS="--providers aws,gcp,azure,digitalocean --nodes 100"
+    make bench-initializer BENCH_INITIALIZER_ARGS="--providers aws,gcp,azure,digitalocean,proxmoxve --nodes 100"
 
 With default flags the client-side rate limit (--kube-api-qps 20, shared by the two PATCHes and
 the Synced Event of each Node) bounds the rate; the fakes are Python and, far above
@@ -26,8 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CN_TOP_SRCDIR") or os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "tests", "pylib"))
 
-from cninit import CLUSTER_SA, RBAC, Initializer, aws_conf, do_conf, hetzner_conf, wait_for  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from cninit import CLUSTER_SA, RBAC, Initializer, aws_conf, do_conf, hetzner_conf, pve_conf, wait_for  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud, tls_args  # noqa: E402
 from fakekubeclient import FakeKube  # noqa: E402
 import nodegen  # noqa: E402
 from peers import load_fake_cloud_state, openstack_conf, proc_stats  # noqa: E402
@@ -35,7 +35,7 @@ from peers import load_fake_cloud_state, openstack_conf, proc_stats  # noqa: E40
 
 fcstate = load_fake_cloud_state()
 AZURE_SUBSCRIPTION = importlib.import_module("fakecloud_server.metadata").AZURE_SUBSCRIPTION
-PROVIDERS = ("hetzner", "openstack", "aws", "gcp", "azure", "digitalocean")
+PROVIDERS = ("hetzner", "openstack", "aws", "gcp", "azure", "digitalocean", "proxmoxve")
 TAINT = {"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}
 
 
@@ -66,11 +66,14 @@ def write_ini(path, settings):
     return path
 
 
-def cloud_conf(provider, d, c, vm):
+def cloud_conf(provider, d, c, vm, ca):
     """(cloud.conf path, environment) of the provider against the fake. gcp and azure take the
     token of the VM the initializer runs on (vm: the metadata server's, IMDS's managed identity),
-    as the bootstrap static pod does; the others their API credentials."""
+    as the bootstrap static pod does; the others their API credentials. proxmoxve talks HTTPS
+    only, verified with the test CA (ca)."""
     path = os.path.join(d, provider + ".conf")
+    if provider == "proxmoxve":
+        return pve_conf(path, c.tls_url, ca), {}
     if provider == "hetzner":
         return hetzner_conf(path, c.url, HETZNER_TOKEN), {}
     if provider == "openstack":
@@ -105,12 +108,13 @@ def run(provider, n, flags, workdir, objects):
                              azure_imds_requests_per_second=0)
         insts = [fcstate.add_instance(s, {"platform": provider, "name": "bench-%05d" % i}) for i in range(n)]
         vm = fcstate.add_instance(s, {"platform": provider, "name": "bench-control-plane"})
-    with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(cloud_dir) as c:
+    tls, ca = tls_args(d) if provider == "proxmoxve" else ([], None)
+    with FakeKube(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(cloud_dir, extra_args=tls) as c:
         for i, inst in enumerate(insts):
             status, out = k.api("POST", "/api/v1/nodes", make_node(node_name(provider, inst), i, objects))
             if status != 201:
                 raise SystemExit("creating nodes: %s %s" % (status, out))
-        conf, env = cloud_conf(provider, d, c, vm)
+        conf, env = cloud_conf(provider, d, c, vm, ca)
         args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=" + provider, "--cloud-config=" + conf,
                 "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1"] + flags
         c.clear_requests()

@@ -374,7 +374,9 @@ static int read_local(CnMetadataFetch *f, const char *root, const char *dir, con
                 if (r >= 0)
                         r = cn_metadata_docs_read_dir(&f->docs, -EBADF, root_dir, f->source->host_keys);
         }
-        if (r < 0)
+        if (r < 0 && f->docs.error)
+                finish(f, r, "Failed to read %s metadata: %s", f->source->platform, f->docs.error);
+        else if (r < 0)
                 finish(f, r, "Failed to read %s metadata from %s: %s", f->source->platform, dir, strerror(-r));
         else
                 finish(f, 0, NULL);

@@ -17,7 +17,9 @@ static const CnMetadataKey proxmoxve_drive_keys[] = {
 };
 
 static const CnMetadataKey proxmoxve_host_keys[] = {
-        { "sys/class/dmi/id/product_uuid", CN_METADATA_KEY_OPTIONAL },
+        /* Readable by root only: cloudnode-initializer (DynamicUser=) gets it from its unit's
+         * LoadCredential=, with the null UUID where the host has none. */
+        { "sys/class/dmi/id/product_uuid", CN_METADATA_KEY_OPTIONAL, .credential = "product_uuid" },
         {},
 };
 

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "json-util.h"
 #include "metadata-source.h"
+#include "string-util.h"
 #include "yaml-util.h"
 
 void cn_metadata_docs_done(CnMetadataDocs *d) {
@@ -111,54 +112,97 @@ int cn_metadata_docs_get_yaml(CnMetadataDocs *d, const char *path, json_object *
         return docs_get_tree(d, path, cn_yaml_parse, "YAML", ret);
 }
 
+/* Records why reading dir/name failed (the first failure only: it is what the user is told) and
+ * returns r. credential: the systemd credential that would have stood in for the file. */
+static int read_error(CnMetadataDocs *d, int r, const char *dir, const char *name, const char *what,
+                      const char *credential) {
+        const char *sep = !name ? "" : cn_endswith(dir, "/") ? "" : "/";
+
+        if (!d->error)
+                (void) cn_set_message(&d->error, "%s%s%s: %s%s%s", dir, sep, strempty(name), what,
+                                      credential ? "; the service has no credential " : "", strempty(credential));
+        return log_debug_errno(r, "Failed to read %s%s%s: %s", dir, sep, strempty(name), what);
+}
+
+/* Opens name below dir_fd and stores its content as the document k->path. 0 when stored, -ENOENT
+ * when the file is not there (for the caller to judge), other errors described in d->error. */
+static int read_one(CnMetadataDocs *d, int dir_fd, const char *dir, const char *name, const CnMetadataKey *k,
+                    const char *credential) {
+        size_t cap = k->flags & CN_METADATA_KEY_DOCUMENT ? CN_METADATA_DOCUMENT_SIZE_MAX : CN_METADATA_SIZE_MAX;
+        /* A drive is whatever its label claims: a FIFO must not block the open, and a symbolic
+         * link must not make a file of the host a metadata document. */
+        _cleanup_close_ int f = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        struct stat st;
+
+        if (f < 0) {
+                if (errno == ENOENT)
+                        return -ENOENT;
+                if (errno == ELOOP)
+                        return read_error(d, -EBADMSG, dir, name, "is a symbolic link", NULL);
+                return read_error(d, -errno, dir, name, strerror(errno), credential);
+        }
+        if (fstat(f, &st) < 0)
+                return read_error(d, -errno, dir, name, strerror(errno), NULL);
+        if (!S_ISREG(st.st_mode))
+                return read_error(d, -EBADMSG, dir, name, "not a regular file", NULL);
+        buf = malloc(cap + 1);
+        if (!buf)
+                return -ENOMEM;
+        /* Read one byte past the cap to tell "exactly at the cap" from "over it". */
+        for (;;) {
+                ssize_t l = read(f, buf + n, cap + 1 - n);
+                if (l < 0)
+                        return read_error(d, -errno, dir, name, strerror(errno), credential);
+                if (l == 0)
+                        break;
+                n += l;
+                if (n > cap) {
+                        char what[64];
+
+                        (void) snprintf(what, sizeof(what), "larger than %zu bytes", cap);
+                        return read_error(d, -EFBIG, dir, name, what, NULL);
+                }
+        }
+        return cn_metadata_docs_put(d, k->path, buf, n);
+}
+
+/* The directory of the service's credentials (systemd's LoadCredential=, SetCredential=), NULL
+ * outside such a service. */
+static const char *credentials_dir(void) {
+        const char *e = secure_getenv("CREDENTIALS_DIRECTORY");
+
+        return e && e[0] == '/' ? e : NULL;
+}
+
 int cn_metadata_docs_read_dir(CnMetadataDocs *d, int dir_fd, const char *dir, const CnMetadataKey *keys) {
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF, creds_fd = -EBADF;
+        const char *creds = credentials_dir();
         int r;
 
         if (dir_fd < 0) {
                 fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (fd < 0)
-                        return log_debug_errno(errno, "Failed to open %s: %m", dir);
+                        return read_error(d, -errno, dir, NULL, strerror(errno), NULL);
                 dir_fd = fd;
         }
         for (const CnMetadataKey *k = keys; k->path; k++) {
-                size_t cap = k->flags & CN_METADATA_KEY_DOCUMENT ? CN_METADATA_DOCUMENT_SIZE_MAX
-                                                                 : CN_METADATA_SIZE_MAX;
-                /* A drive is whatever its label claims: a FIFO must not block the open, and a
-                 * symbolic link must not make a file of the host a metadata document. */
-                _cleanup_close_ int f = openat(dir_fd, k->path,
-                                               O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-                _cleanup_free_ char *buf = NULL;
-                size_t n = 0;
-                struct stat st;
-
-                if (f < 0) {
-                        if (errno == ENOENT && (k->flags & CN_METADATA_KEY_OPTIONAL))
+                /* A file that the service may not read itself comes as its credential when the
+                 * service manager could read it. */
+                if (k->credential && creds) {
+                        if (creds_fd < 0)
+                                creds_fd = open(creds, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        r = creds_fd >= 0 ? read_one(d, creds_fd, creds, k->credential, k, NULL) : -ENOENT;
+                        if (r >= 0)
                                 continue;
-                        if (errno == ELOOP)
-                                return log_debug_errno(EBADMSG, "%s/%s is a symbolic link.", dir, k->path);
-                        return log_debug_errno(errno, "Failed to open %s/%s: %m", dir, k->path);
+                        if (r != -ENOENT)
+                                return r;
                 }
-                if (fstat(f, &st) < 0)
-                        return -errno;
-                if (!S_ISREG(st.st_mode))
-                        return log_debug_errno(EBADMSG, "%s/%s is not a regular file.", dir, k->path);
-                buf = malloc(cap + 1);
-                if (!buf)
-                        return -ENOMEM;
-                /* Read one byte past the cap to tell "exactly at the cap" from "over it". */
-                for (;;) {
-                        ssize_t l = read(f, buf + n, cap + 1 - n);
-                        if (l < 0)
-                                return -errno;
-                        if (l == 0)
-                                break;
-                        n += l;
-                        if (n > cap)
-                                return log_debug_errno(EFBIG, "%s/%s is larger than %zu bytes.", dir, k->path, cap);
-                }
-                r = cn_metadata_docs_put(d, k->path, buf, n);
-                if (r < 0)
+                r = read_one(d, dir_fd, dir, k->path, k, k->credential);
+                if (r == -ENOENT && !(k->flags & CN_METADATA_KEY_OPTIONAL))
+                        return read_error(d, r, dir, k->path, strerror(ENOENT), NULL);
+                if (r < 0 && r != -ENOENT)
                         return r;
         }
         return 0;

@@ -41,10 +41,15 @@ enum {
 typedef struct CnMetadataKey {
         const char *path; /* relative to the endpoint or drive root */
         unsigned flags;
+        /* A local file only: the name of the systemd credential (LoadCredential=) read in its place
+         * when the service has one, for a file the unprivileged service cannot read itself. */
+        const char *credential;
 } CnMetadataKey;
 
-/* Reads each listed path relative to dir (a config drive, or a test's fixture directory). A missing
- * file is absent; a file over its cap is -EFBIG. */
+/* Reads each listed path relative to dir (a config drive, or a test's fixture directory), or the
+ * key's credential from $CREDENTIALS_DIRECTORY when there. A missing optional file is absent; a
+ * file over its cap is -EFBIG. Failures other than -ENOMEM are described in d->error, naming the
+ * file. */
 int cn_metadata_docs_read_dir(CnMetadataDocs *d, int dir_fd, const char *dir, const CnMetadataKey *keys);
 
 typedef struct CnMetadataSource {

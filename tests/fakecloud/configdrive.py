@@ -5,10 +5,12 @@ network_data.json, user_data, vendor_data*.json, plus ec2/<version>/meta-data.js
 user-data, with the same documents the metadata service serves.
 nocloud: the layout of the drive Proxmox VE attaches (volume label cidata): user-data,
 meta-data, network-config (version 1) and vendor-data at the root."""
+import ipaddress
 import json
 import os
 
 from . import metadata, yamlout
+from .proxmox import vm_config
 
 FORMATS = ("config-2", "nocloud")
 CONFIG2_VERSIONS = ("2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30",
@@ -49,21 +51,58 @@ def config2_files(inst):
     return files
 
 
+# The DNS settings of the Proxmox VE host (its resolv.conf), which qemu-server hands to VMs whose
+# config sets no nameserver or searchdomain of its own.
+PVE_HOST_RESOLV = {"nameserver": "192.0.2.53", "searchdomain": "local"}
+
+
+def _property_string(s):
+    """A Proxmox property string ("virtio=MAC,bridge=vmbr0", "ip=A/24,gw=G") as a dict; a bare
+    first item (a net's model without a MAC) maps to None."""
+    out = {}
+    for part in (s or "").split(","):
+        k, sep, v = part.partition("=")
+        if k:
+            out[k] = v if sep else None
+    return out
+
+
 def proxmox_network_config(inst):
-    subnets = []
-    if inst.get("private_ipv4"):
-        ip = inst["private_ipv4"]
-        subnets.append({"type": "static", "address": ip, "netmask": "255.255.255.0",
-                        "gateway": metadata._gateway(ip)})
-    if inst.get("ipv6"):
-        subnets.append({"type": "static6", "address": inst["ipv6"] + "/64",
-                        "gateway": metadata._gateway(inst["ipv6"], 64)})
-    if not subnets:
-        subnets.append({"type": "dhcp"})
-    return {"version": 1, "config": [
-        {"type": "physical", "name": "eth0", "mac_address": inst["mac"], "subnets": subnets},
-        {"type": "nameserver", "address": ["192.0.2.53"], "search": ["local"]},
-    ]}
+    """network-config as qemu-server writes it for the NoCloud format (PVE::QemuServer::Cloudinit,
+    nocloud_network), from the VM config the fake Proxmox VE API serves: one physical entry per
+    netN that has an ipconfigN, named ethN with the lower-case MAC of netN; ip= becomes a static
+    subnet (address and netmask apart) or dhcp4, ip6= a static6 subnet (address with its prefix),
+    dhcp6 or ipv6_slaac; a subnet has a gateway only when gw= (gw6=) is set; then one nameserver
+    entry from the VM's nameserver/searchdomain, else the host's."""
+    cfg = vm_config(inst)
+    config = []
+    for key in sorted(k for k in cfg if k.startswith("net") and k[3:].isdigit()):
+        n = key[3:]
+        if not cfg.get("ipconfig" + n):
+            continue
+        net, ipc = _property_string(cfg[key]), _property_string(cfg["ipconfig" + n])
+        mac = next(v for k, v in net.items() if k in ("virtio", "e1000", "rtl8139", "vmxnet3") and v)
+        subnets = []
+        ip = ipc.get("ip")
+        if ip == "dhcp":
+            subnets.append({"type": "dhcp4"})
+        elif ip:
+            iface = ipaddress.ip_interface(ip)
+            subnets.append({"type": "static", "address": str(iface.ip), "netmask": str(iface.netmask)})
+            if ipc.get("gw"):
+                subnets[-1]["gateway"] = ipc["gw"]
+        ip6 = ipc.get("ip6")
+        if ip6 in ("dhcp", "auto"):
+            subnets.append({"type": "dhcp6" if ip6 == "dhcp" else "ipv6_slaac"})
+        elif ip6:
+            subnets.append({"type": "static6", "address": ip6})
+            if ipc.get("gw6"):
+                subnets[-1]["gateway"] = ipc["gw6"]
+        config.append({"type": "physical", "name": "eth" + n, "mac_address": mac.lower(), "subnets": subnets})
+    nameservers = (cfg.get("nameserver") or PVE_HOST_RESOLV["nameserver"]).split()
+    search = (cfg.get("searchdomain") or PVE_HOST_RESOLV["searchdomain"]).split()
+    config.append({"type": "nameserver", "address": nameservers, "search": search})
+    return {"version": 1, "config": config}
 
 
 def nocloud_files(inst):

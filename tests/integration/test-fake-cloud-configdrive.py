@@ -7,6 +7,8 @@ import subprocess
 import sys
 import tempfile
 
+import yaml
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 from fakecloud import FAKE_CLOUD, FakeCloud  # noqa: E402
@@ -48,8 +50,28 @@ def test_nocloud(t, tmp, c):
     t.eq(read(dest, "meta-data"), "instance-id: %s\n" % inst["id"], "meta-data")
     nc = read(dest, "network-config")
     t.ok(nc.startswith("version: 1\nconfig:\n"), "network-config version 1", nc)
-    t.ok("mac_address: %s" % inst["mac"] in nc and "address: %s" % inst["private_ipv4"] in nc
-         and "type: static6" in nc and "type: nameserver" in nc, "network-config content", nc)
+    t.eq(yaml.safe_load(nc)["config"], [
+        {"type": "physical", "name": "eth0", "mac_address": inst["mac"], "subnets": [
+            {"type": "static", "address": inst["private_ipv4"], "netmask": "255.255.255.0",
+             "gateway": inst["private_ipv4"].rsplit(".", 1)[0] + ".1"},
+            {"type": "static6", "address": inst["ipv6"] + "/64"}]},
+        {"type": "nameserver", "address": ["192.0.2.53"], "search": ["local"]}],
+        "network-config: the VM config's ipconfig0 as qemu-server writes it (no gw6 set: no IPv6 gateway)")
+    other = c.add_instance({"platform": "proxmoxve", "name": "pve-2", "extra": {"pve_config": {
+        "net1": "virtio=AA:BB:CC:00:00:01,bridge=vmbr1", "ipconfig0": "ip=dhcp,ip6=auto",
+        "ipconfig1": "ip=192.0.2.9/28,gw=192.0.2.1,ip6=2001:db8:1::9/64,gw6=2001:db8:1::1",
+        "net2": "virtio=AA:BB:CC:00:00:02,bridge=vmbr2", "nameserver": "192.0.2.1 192.0.2.2",
+        "searchdomain": "example.org"}}})
+    c.write_config_drive(other["id"], os.path.join(tmp, "nocloud-2"))
+    t.eq(yaml.safe_load(read(tmp, "nocloud-2", "network-config"))["config"], [
+        {"type": "physical", "name": "eth0", "mac_address": other["mac"],
+         "subnets": [{"type": "dhcp4"}, {"type": "ipv6_slaac"}]},
+        {"type": "physical", "name": "eth1", "mac_address": "aa:bb:cc:00:00:01", "subnets": [
+            {"type": "static", "address": "192.0.2.9", "netmask": "255.255.255.240", "gateway": "192.0.2.1"},
+            {"type": "static6", "address": "2001:db8:1::9/64", "gateway": "2001:db8:1::1"}]},
+        {"type": "nameserver", "address": ["192.0.2.1", "192.0.2.2"], "search": ["example.org"]}],
+        "network-config: dhcp and SLAAC, gateways from gw=/gw6=, a net without ipconfig left out, "
+        "the VM's own DNS")
     t.ok(read(dest, "user-data").startswith("#cloud-config\nhostname: pve-1\n"), "generated user-data")
     st, _, err = c._admin("POST", "/instances/%s/config-drive" % inst["id"], {"path": dest, "format": "iso"})
     t.eq(st, 400, "unknown format rejected")

@@ -22,7 +22,7 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, Initializer, addresses, aws_conf, do_conf,  # noqa: E402
-                    events, get_node, initialized, make_node, set_status, tainted, wait_for, writes)
+                    events, get_node, initialized, make_node, pve_conf, set_status, tainted, wait_for, writes)
 from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, PVE_TOKEN, PVE_USER, FakeCloud, tls_args  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
 
@@ -207,15 +207,6 @@ def pve_pid(inst):
     return "proxmox://pve/%d" % pve_vmid(inst)
 
 
-def pve_conf(path, c, ca, password=False):
-    auth = ("username = %s\npassword = %s\n" % (PVE_USER["user"], PVE_USER["password"]) if password else
-            "token-id = %s!%s\ntoken-secret = %s\n" % (PVE_TOKEN["user"], PVE_TOKEN["name"], PVE_TOKEN["secret"]))
-    with open(path, "w") as f:
-        f.write("[Global]\nurl = %s/api2/json\nregion = pve\nca-file = %s\n%s" % (c.tls_url, ca, auth))
-    os.chmod(path, 0o600)
-    return path
-
-
 def pve_uuid(c, inst):
     st, _, cfg = c.api("GET", "/api2/json/nodes/%s/qemu/%d/config" % (inst["zone"], pve_vmid(inst)), headers={
         "Authorization": "PVEAPIToken=%s!%s=%s" % (PVE_TOKEN["user"], PVE_TOKEN["name"], PVE_TOKEN["secret"])})
@@ -233,7 +224,7 @@ def test_initialize_proxmox(t, k, c, d, ca):
         make_node(k, by_name["name"])
         make_node(k, by_id["name"], provider_id=pve_pid(by_id))
         make_node(k, by_uuid["name"], provider_id=uuid_pid)
-        conf = pve_conf(os.path.join(d, "pve-%s.conf" % how), c, ca, password)
+        conf = pve_conf(os.path.join(d, "pve-%s.conf" % how), c.tls_url, ca, password)
         want = {by_name["name"]: (pve_pid(by_name), "2VCPU-2GB", "pve2",
                                   [("InternalIP", by_name["private_ipv4"]), ("ExternalIP", by_name["public_ipv4"]),
                                    ("ExternalIP", by_name["ipv6"]), ("Hostname", by_name["name"])]),
@@ -267,7 +258,7 @@ def test_initialize_proxmox(t, k, c, d, ca):
     # A wrong token: a Warning Event that says so, nothing written.
     wrong = c.add_instance({"platform": "proxmoxve", "name": "pve-wrong"})
     make_node(k, "pve-wrong")
-    conf = pve_conf(os.path.join(d, "pve-wrong.conf"), c, ca)
+    conf = pve_conf(os.path.join(d, "pve-wrong.conf"), c.tls_url, ca)
     with open(conf) as f:
         text = f.read().replace(PVE_TOKEN["secret"], "not-the-secret")
     with open(conf, "w") as f:
@@ -285,7 +276,7 @@ def test_initialize_proxmox(t, k, c, d, ca):
 
 
 def test_lifecycle_proxmox(t, k, c, d, ca):
-    check_lifecycle(t, k, c, d, "proxmoxve", "proxmoxve", pve_conf(os.path.join(d, "pvelc.conf"), c, ca), pve_pid,
+    check_lifecycle(t, k, c, d, "proxmoxve", "proxmoxve", pve_conf(os.path.join(d, "pvelc.conf"), c.tls_url, ca), pve_pid,
                     lambda i: i["name"], lambda i: c.remove_instance(i["id"]))
 
 

@@ -34,6 +34,11 @@ def main():
         t.ok(key in text, "unit has %s" % key.strip())
     t.ok("LoadCredential=kubeconfig:" in text and "--kubeconfig=%d/kubeconfig" in text,
          "its own credential comes in through LoadCredential=")
+    # The SMBIOS UUID is root-only in sysfs; the null UUID is the default where the host has no
+    # DMI, so that a missing file does not fail the unit (systemd.exec(5), SetCredential=).
+    creds = re.findall(r"^(Load|Set)Credential=product_uuid:(.*)$", text, flags=re.M)
+    t.eq(creds, [("Load", "/sys/class/dmi/id/product_uuid"), ("Set", "00000000-0000-0000-0000-000000000000")],
+         "the SMBIOS UUID comes in as credential product_uuid, with the null UUID as its default")
 
     with tempfile.TemporaryDirectory() as d:
         # verify checks that ExecStart= exists and Documentation= man pages resolve: point

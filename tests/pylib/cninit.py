@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 from cntap import wait_for  # noqa: F401 (re-exported for the tests)
-from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, FakeCloud, Netns, netns_argv
+from fakecloud import AWS_ACCESS_KEY, DO_TOKEN, PVE_TOKEN, PVE_USER, FakeCloud, Netns, netns_argv
 from fakekubeclient import kube_server
 
 BUILD = os.environ.get("CN_TOP_BUILDDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -284,6 +284,17 @@ def aws_conf(path, url, extra=""):
         f.write("[Global]\nZone = us-east-1a\naccess-key-id = %s\nsecret-access-key = %s\n%s"
                 '[ServiceOverride "1"]\nService = ec2\nRegion = us-east-1\nURL = %s/ec2\nSigningRegion = us-east-1\n'
                 % (AWS_ACCESS_KEY["id"], AWS_ACCESS_KEY["secret"], extra, url))
+    os.chmod(path, 0o600)
+    return path
+
+
+def pve_conf(path, tls_url, ca, password=False):
+    """cloud.conf of the proxmoxve provider: the fake's API over HTTPS (tls_url) verified with the
+    test CA, cluster pve, and the fake's API token (or, with password, root@pam's password)."""
+    auth = ("username = %s\npassword = %s\n" % (PVE_USER["user"], PVE_USER["password"]) if password else
+            "token-id = %s!%s\ntoken-secret = %s\n" % (PVE_TOKEN["user"], PVE_TOKEN["name"], PVE_TOKEN["secret"]))
+    with open(path, "w") as f:
+        f.write("[Global]\nurl = %s/api2/json\nregion = pve\nca-file = %s\n%s" % (tls_url, ca, auth))
     os.chmod(path, 0o600)
     return path
 

@@ -126,6 +126,28 @@ def check_preset(t, g, *units):
     t.ok({"enable " + u for u in units} <= got, "%s: Ignition's files stage wrote its preset" % g.name, sorted(got))
 
 
+CREDENTIAL_PROBE = "cloudnode-vmtest-credential-probe.service"
+
+
+def credential_probe(stage):
+    """A unit with the product_uuid credential lines of the installed cloudnode-initializer.service,
+    its LoadCredential= pointed at a file that does not exist, as on a host without DMI: it must
+    start (systemd 252 fails a unit whose LoadCredential= file is missing unless a SetCredential=
+    of the same name is its default) and see that default. (unit text, default value)"""
+    unit = installed(stage, "/lib/systemd/system/cloudnode-initializer.service",
+                     "/usr/lib/systemd/system/cloudnode-initializer.service")
+    with open(unit) as f:
+        lines = [line for line in f.read().splitlines() if line.startswith(("LoadCredential=product_uuid:",
+                                                                            "SetCredential=product_uuid:"))]
+    default = next(line.split(":", 1)[1] for line in lines if line.startswith("Set"))
+    lines = [("LoadCredential=product_uuid:/nonexistent/sys/class/dmi/id/product_uuid"
+              if line.startswith("Load") else line) for line in lines]
+    return ("[Unit]\nDescription=credential default of the initializer's unit (real-boot test)\n"
+            "[Service]\nType=oneshot\nRemainAfterExit=yes\nDynamicUser=yes\n%s\n"
+            "ExecStart=/bin/sh -c 'test \"$(cat \"$CREDENTIALS_DIRECTORY/product_uuid\")\" = %s'\n"
+            "[Install]\nWantedBy=multi-user.target\n" % ("\n".join(lines), default)), default
+
+
 def harness(t, base, work, built):
     """A boot without cloudnode: for when the system under test is not all there."""
     g = vmtest.Guest(base, work, "harness")
@@ -247,13 +269,18 @@ def cloudnode_case(t, base, work, built, platform, role):
             g.write_file("/etc/cloudnode-vmtest/kubelet.token", kubelet_token, 0o600)
             g.install_harness(
                 units=["cloudnode-agent.service", "cloudnode-initializer.service", "kubelet.service",
-                       "cloudnode-vmtest-probe.service"],
+                       "cloudnode-vmtest-probe.service", CREDENTIAL_PROBE],
                 files=[ENV_FILE, DROPIN, CLOUD_CONF, STATIC_POD, "/etc/cloudnode/cloudnode.yaml", PROBE_FILE]
                 + (CLOUD_INIT_FILES if cloud_init else []),
                 kube_env={"KUBE_SERVER": "https://%s:%d" % (vmtest.KUBE_API_ADDR, vmtest.KUBE_API_PORT),
                           "KUBE_CA": "/etc/cloudnode-vmtest/ca.crt",
                           "KUBE_TOKEN_FILE": "/etc/cloudnode-vmtest/kubelet.token"},
                 vpc_network=not cloud_init)
+            probe, probe_default = credential_probe(stage)
+            g.write_file("/etc/systemd/system/" + CREDENTIAL_PROBE, probe)
+            os.makedirs(g.root + "/etc/systemd/system/multi-user.target.wants", exist_ok=True)
+            os.symlink("/etc/systemd/system/" + CREDENTIAL_PROBE,
+                       g.root + "/etc/systemd/system/multi-user.target.wants/" + CREDENTIAL_PROBE)
             # The user's part of the node's config: the initializer's credential, where its unit
             # loads it from (LoadCredential=).
             # A bootstrap VM on a platform with a cluster-mode provider runs the static pod, and
@@ -297,6 +324,11 @@ def cloudnode_case(t, base, work, built, platform, role):
                 check_harness(t, g, res)
             check_cloudnode(t, g, res, journal, inst, kube, cloud, platform, role, node_name, writes, expected,
                             provider_id)
+            props = unit_props(g.result_text("unit-" + CREDENTIAL_PROBE))
+            t.ok(props.get("ActiveState") == "active" and props.get("Result") == "success",
+                 "%s: the initializer's credential product_uuid, its file missing, defaults to %s"
+                 % (name, probe_default),
+                 {k: props.get(k) for k in ("ActiveState", "SubState", "Result", "ExecMainStatus")})
             check_packages(t, g)
     return g
 
