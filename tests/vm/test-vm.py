@@ -33,7 +33,7 @@ import vmtest  # noqa: E402
 MESSAGE_UNIT_FAILED = "d9b373ed55a64feb8242e02dbe79a49c"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 KUBELET_USER = "system:node-registration"
-DEFAULT_CASES = "aws:bootstrap hetzner:worker digitalocean:bootstrap"
+DEFAULT_CASES = "aws:bootstrap hetzner:worker digitalocean:bootstrap proxmoxve:worker"
 DROPIN = "/etc/systemd/system/kubelet.service.d/20-cloudnode.conf"
 CLOUD_CONF = "/etc/kubernetes/bootstrap-configs/cloud.conf"
 CLUSTER_PROVIDERS = ("aws", "azure", "digitalocean", "gcp", "hetzner", "openstack")
