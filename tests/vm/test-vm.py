@@ -9,7 +9,8 @@ then, in the guest, a newer build of the packages is installed over them and the
 First a harness boot proves the machinery alone (Ignition's files and first-boot presets, the
 serial console, the results disk, a clean power-off); then one boot per (platform, role) case.
 
-Environment: CN_VM_CACHE (rootfs cache dir, default BUILDDIR/tests/vm/cache), CN_VM_CASES
+Environment: CN_VM_CACHE (rootfs cache dir, default $XDG_CACHE_HOME/cloudnode/vm, that is
+~/.cache/cloudnode/vm: shared by checkouts, so a clean clone does not debootstrap again), CN_VM_CASES
 (e.g. "aws:bootstrap hetzner:worker"), CN_VM_ACCEL (kvm or tcg), CN_VM_KEEP=1 keeps the work
 dir, CN_VM_MIRROR overrides the apt mirror."""
 import base64
@@ -616,7 +617,8 @@ def main():
     if os.geteuid() != 0:
         t.ok(False, "the real-boot test runs as root (debootstrap, file ownership in the disk images)")
         return t.done()
-    cache = os.environ.get("CN_VM_CACHE") or build("tests", "vm", "cache")
+    cache = os.environ.get("CN_VM_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cloudnode", "vm")
     work = tempfile.mkdtemp(prefix="cn-vm-")
     t0 = time.monotonic()
     ok = False

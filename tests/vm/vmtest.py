@@ -108,11 +108,15 @@ def rootfs(cache_dir):
         if os.path.exists(os.path.join(final, "done")):
             log("rootfs %s cached" % final)
             return final
-        # Older recipes' trees are dead weight.
-        for old in glob.glob(os.path.join(cache_dir, "rootfs-*")) + glob.glob(os.path.join(cache_dir, "tmp-*")):
+        # The cache is shared by checkouts, which may be at other recipes: the newest other tree
+        # stays, older ones are dead weight, and so are unfinished builds.
+        trees = sorted(glob.glob(os.path.join(cache_dir, "rootfs-*")), key=os.path.getmtime, reverse=True)
+        for old in trees[1:] + glob.glob(os.path.join(cache_dir, "tmp-*")):
             shutil.rmtree(old, ignore_errors=True)
+        keep = {os.path.basename(t)[len("rootfs-"):] for t in trees[:1]} | {key}
         for old in glob.glob(os.path.join(cache_dir, "build-*.log")):
-            os.unlink(old)
+            if os.path.basename(old)[len("build-"):-len(".log")] not in keep:
+                os.unlink(old)
         tmp = os.path.join(cache_dir, "tmp-%s-%d" % (key, os.getpid()))
         log("building rootfs from %s with debootstrap (recipe %s) ..." % (mirror, key))
         t0 = time.monotonic()
