@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/machines: Cluster API machine lifecycles (create -> ready -> delete) of
-cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10 and 100
-machines: cloud API calls and Kubernetes API calls per machine, and wall time per machine.
+cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10, 100 and
+1000 machines: cloud API calls and Kubernetes API calls per machine, wall time per machine, and the
+controller's CPU time per machine and peak RSS (a fresh controller per row).
 Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
 BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
 BENCH_DETAIL=1 prints the calls by verb and resource."""
@@ -17,11 +18,14 @@ TOP_SRCDIR = os.environ.get("CN_TOP_SRCDIR") or os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(TOP_SRCDIR, "tests", "pylib"))
 sys.path.insert(0, os.path.join(TOP_SRCDIR, "tests", "integration"))
 
+sys.path.insert(0, os.path.join(HERE, "..", "initializer"))
 mt = __import__("test-controller-machines")  # the integration test's harness: one way to drive it
+from peers import proc_stats  # noqa: E402
 
 
-def run(env, n, prefix):
+def run(env, ctl, n, prefix):
     names = ["%s-%d" % (prefix, i) for i in range(n)]
+    cpu0, _ = proc_stats(ctl.p.pid)
     cloud0, kube0 = len(env.c.requests()), len(env.k.audit())
     t0 = time.monotonic()
     for name in names:
@@ -35,10 +39,11 @@ def run(env, n, prefix):
     creqs = env.c.requests()[cloud0:]
     kreqs = [a for a in env.k.audit()[kube0:] if a.get("user") == mt.USER]
     cloud, kube = len(creqs), len(kreqs)
+    cpu, rss = proc_stats(ctl.p.pid)
     if os.environ.get("BENCH_DETAIL"):
         detail(n, creqs, kreqs)
     return (n, "%.2f" % (t_ready / n) if ok else "timeout", "%.2f" % (t_total / n) if gone else "timeout",
-            cloud / n, kube / n)
+            cloud / n, kube / n, 1000 * (cpu - cpu0) / n, rss)
 
 
 def detail(n, creqs, kreqs):
@@ -62,21 +67,22 @@ def detail(n, creqs, kreqs):
 
 
 def main():
-    sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
+    sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100 1000").split()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp) as env:
         extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
-        ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
-        try:
-            time.sleep(1.0)
-            for n in sizes:
-                rows.append(run(env, n, "b%d" % n))
-        finally:
-            ctl.stop()
-    print("%9s %16s %18s %18s %16s" % ("machines", "s/machine ready", "s/machine total", "cloud calls/mach",
-                                       "kube calls/mach"))
+        for n in sizes:
+            ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
+            try:
+                time.sleep(1.0)
+                rows.append(run(env, ctl, n, "b%d" % n))
+            finally:
+                ctl.stop()
+    print("%9s %16s %18s %18s %16s %14s %14s" % ("machines", "s/machine ready", "s/machine total",
+                                                 "cloud calls/mach", "kube calls/mach", "CPU ms/mach",
+                                                 "peak RSS MiB"))
     for r in rows:
-        print("%9d %16s %18s %18.1f %16.1f" % r)
+        print("%9d %16s %18s %18.1f %16.1f %14.2f %14d" % r)
     return 0
 
 
