@@ -7,7 +7,8 @@ read back with isoinfo, started; deleted with purge, seed and all, nothing left)
 VMID another client took meanwhile, a template that does not exist as a terminal condition,
 malformed answers (a task id, a task status, a VM id) as one clear error each and then retried,
 SIGKILL pinned to every cloud request of a create and a delete (no second clone, no orphan), and a
-controller restarted after the clone without a second one.
+controller restarted after the clone without a second one, and a username and password (a ticket
+and CSRF tokens) instead of an API token.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
 import json
@@ -21,6 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
+from fakecloud import PVE_USER  # noqa: E402
 from capimachines import (UID_LABEL, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
                           test_wait_for_bootstrap, machine_env, wait_for)
 
@@ -46,6 +48,33 @@ def clones(log):
 def isoinfo(path, *args):
     return subprocess.run(["isoinfo", "-i", path] + list(args), capture_output=True, text=True, timeout=30,
                           check=True).stdout
+
+
+# cloud-init's NoCloud reader of a mounted seed (pathprefix2dict), its YAML loader and its network
+# config parser, on the files as Linux's isofs shows them (Joliet names).
+CLOUD_INIT_READ = """
+import json, sys
+from cloudinit import util
+from cloudinit.net import network_state
+seed = util.pathprefix2dict(sys.argv[1], required=["user-data", "meta-data"], optional=["network-config"])
+md = util.load_yaml(seed["meta-data"])
+ns = network_state.parse_net_config_data(util.load_yaml(seed["network-config"]))
+print(json.dumps({"meta": md, "user": seed["user-data"].decode(), "net_version": ns.version,
+                  "dhcp": [s["type"] for i in ns.iter_interfaces() for s in i["subnets"]]}))
+"""
+
+
+def check_with_cloud_init(t, iso):
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("user-data", "meta-data", "network-config"):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(isoinfo(iso, "-J", "-x", "/" + name))
+        r = subprocess.run(["/usr/bin/python3", "-c", CLOUD_INIT_READ, d], capture_output=True, text=True, timeout=60)
+        got = json.loads(r.stdout) if r.returncode == 0 else {}
+        t.ok(got.get("user", "").startswith("#cloud-config") and got.get("meta", {}).get("instance-id") and
+             got.get("net_version") == 2 and got.get("dhcp") == ["dhcp4"],
+             "cloud-init's NoCloud reader takes the seed: meta-data, user-data, network-config (DHCP)",
+             got or r.stderr[-2000:])
 
 
 def test_pve_view(t, env):
@@ -89,6 +118,7 @@ def test_pve_view(t, env):
             t.eq(meta, {"instance-id": uid, "local-hostname": "pv"}, "meta-data: instance-id and hostname")
             net = json.loads(isoinfo(f.name, "-J", "-x", "/network-config"))
             t.eq(net.get("version"), 2, "network-config: version 2")
+            check_with_cloud_init(t, f.name)
 
         env.delete("pv")
         t.ok(wait_for(lambda: env.gone("pv"), 40), "deleted", ctl.output()[-2000:])
@@ -194,6 +224,37 @@ def test_malformed_answers(t, env):
             env.c.clear_faults()
 
 
+def test_password(t, env):
+    """A username and password instead of an API token: one ticket for the lifecycle, every write
+    (the multipart upload among them) with its CSRF token."""
+    conf = os.path.join(env.tmp, "pve-password.conf")
+    with open(env.conf) as f:
+        text = f.read()
+    text = re.sub(r"token-id = .*\n", "username = %s\n" % PVE_USER["user"], text)
+    text = re.sub(r"token-secret = .*\n", "password = %s\n" % PVE_USER["password"], text)
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    token_conf, env.conf = env.conf, conf
+    mark = len(env.c.requests())
+    ctl = env.controller()
+    try:
+        uid = env.machine("pw")["metadata"]["uid"]
+        t.ok(wait_for(lambda: env.ready("pw"), 40), "ready with a ticket", ctl.output()[-2000:])
+        t.eq(len(env.servers(uid)), 1, "one VM")
+        env.delete("pw")
+        t.ok(wait_for(lambda: env.gone("pw"), 40), "deleted", ctl.output()[-2000:])
+        t.eq((env.servers(uid), seeds(env)), ([], []), "nothing left")
+        log = pve_log(env, mark)
+        logins = [r for r in log if r.get("path", "").endswith("/access/ticket")]
+        t.eq(len(logins), 1, "one login serves the lifecycle")
+        t.eq([r for r in log if r.get("status") == 401], [], "no write refused (the CSRF token goes with each)")
+        t.ok(all(PVE_USER["password"] not in json.dumps(r.get("headers")) for r in log), "no password in a header")
+    finally:
+        env.conf = token_conf
+        ctl.stop()
+
+
 def test_nothing_left(t, env):
     vms = [i for i in env.c.instances() if i["platform"] == "proxmoxve" and i["name"] != "tmpl"]
     t.eq((vms, seeds(env)), ([], []), "after every scenario: only the template, no seed")
@@ -210,6 +271,7 @@ def main():
         t.run(test_restart_after_clone, env)
         t.run(test_nextid_taken, env)
         t.run(test_malformed_answers, env)
+        t.run(test_password, env)
         t.run(test_invalid_spec, env)
         t.run(test_wait_for_bootstrap, env)
         t.run(test_kill_points, env)
