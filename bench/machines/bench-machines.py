@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """bench/machines: Cluster API machine lifecycles (create -> ready -> delete) of
-cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10 and 100
+cloudnode-controller against the fake API server and the fake cloud (Hetzner; Proxmox VE, whose
+create is a clone, a seed upload, a configure and a start, each an awaited task), at 1, 10 and 100
 machines: cloud API calls and Kubernetes API calls per machine, and wall time per machine.
 Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
+BENCH_PROVIDERS="hetzner proxmoxve" the providers;
 BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
 BENCH_DETAIL=1 prints the calls by verb and resource."""
 import collections
@@ -63,20 +65,22 @@ def detail(n, creqs, kreqs):
 
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100").split()]
+    providers = os.environ.get("BENCH_PROVIDERS", "hetzner proxmoxve").split()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp) as env:
-        extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
-        ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
-        try:
-            time.sleep(1.0)
-            for n in sizes:
-                rows.append(run(env, n, "b%d" % n))
-        finally:
-            ctl.stop()
-    print("%9s %16s %18s %18s %16s" % ("machines", "s/machine ready", "s/machine total", "cloud calls/mach",
-                                       "kube calls/mach"))
+    for provider in providers:
+        with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp, provider=provider) as env:
+            extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
+            ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra, provider=provider)
+            try:
+                time.sleep(1.0)
+                for n in sizes:
+                    rows.append((provider,) + run(env, n, "b%d" % n))
+            finally:
+                ctl.stop()
+    print("%-10s %9s %16s %18s %18s %16s" % ("provider", "machines", "s/machine ready", "s/machine total",
+                                             "cloud calls/mach", "kube calls/mach"))
     for r in rows:
-        print("%9d %16s %18s %18.1f %16.1f" % r)
+        print("%-10s %9d %16s %18s %18.1f %16.1f" % r)
     return 0
 
 

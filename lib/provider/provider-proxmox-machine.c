@@ -586,6 +586,8 @@ static void on_agent(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                 return finish_view(call, NULL);
         if (reply->error < 0)
                 return fail_reply(call, reply);
+        if (!cn_json_get(reply->body, "data", "result", NULL))
+                return finish(call, -EBADMSG, 0, "malformed guest agent answer from the Proxmox VE API", NULL);
         finish_view(call, cn_json_get(reply->body, "data", "result", NULL));
 }
 
@@ -948,7 +950,12 @@ static void tag_vm(CnProviderCall *call) {
         const char *have = cn_json_string(m->config, "tags", NULL);
 
         for (size_t i = 0; tags && i < json_object_array_length(m->tags); i++) {
-                char *n = cn_strjoin(tags, ";", json_object_get_string(json_object_array_get_idx(m->tags, i)), NULL);
+                const char *t = json_object_get_string(json_object_array_get_idx(m->tags, i));
+                char *n;
+
+                if (has_tag(m->config, t))
+                        continue; /* the template's already */
+                n = cn_strjoin(tags, ";", t, NULL);
 
                 free(tags);
                 tags = n;
