@@ -14,7 +14,8 @@
  * and resumed, never cloned twice; only a VM with the tag is complete, and only a complete VM is what
  * machine_get reports. Cleanup stops the VM, deletes the seed, DELETEs the VM with purge and
  * destroy-unreferenced-disks, each after checking that the VM carries this machine's UID, and ends
- * once neither VM nor seed is left. */
+ * once neither VM nor seed is left. The failure domains are the cluster's online nodes (GET
+ * /nodes); a Machine's failure domain becomes spec.proxmoxve.target. */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -87,6 +88,7 @@ struct PveMachine {
         char *upid;
         usec_t task_deadline;
         Step after_task;
+        char *region; /* failure_domains: the one asked for */
         char *message;
 };
 
@@ -120,6 +122,7 @@ static void pve_machine_free(void *p) {
         json_object_put(m->candidates);
         free(m->task_node);
         free(m->upid);
+        free(m->region);
         free(m->message);
         free(m);
 }
@@ -1207,4 +1210,73 @@ int cn_provider_proxmox_machine_cleanup(CnProvider *p, const CnProviderMachine *
         StartArgs a = { .machine = m, .op = OP_CLEANUP };
 
         return cn_provider_start_machine_call(p, NULL, cb, userdata, start, &a, ret);
+}
+
+/* ---- failure domains: the cluster's online nodes ---- */
+
+int cn_provider_proxmox_failure_domains_parse(json_object *nodes, const char *region, json_object **ret) {
+        _cleanup_json_ json_object *list = json_object_new_array();
+
+        if (!list)
+                return -ENOMEM;
+        if (!nodes || !json_object_is_type(nodes, json_type_array) || json_object_array_length(nodes) > PVE_MAX_VMS)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+                json_object *n = json_object_array_get_idx(nodes, i);
+                const char *name = cn_json_string(n, "node", NULL);
+                int r;
+
+                if (!is_pve_id(name))
+                        return -EBADMSG;
+                /* a node that is offline (or whose state the cluster does not know) takes no VM */
+                if (!cn_json_string_is(n, "status", "online"))
+                        continue;
+                r = cn_provider_failure_domain_add(list, name, (const char *const[]) { "region", region, NULL });
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(list);
+        return 0;
+}
+
+static void on_nodes(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        PveMachine *m = cn_provider_call_get_state(call);
+        const char *region = cn_provider_proxmox_region(cn_provider_call_provider(call));
+        json_object *list = NULL;
+        int r;
+
+        if (reply->error < 0)
+                return fail_reply(call, reply);
+        /* the region is the cluster: another one's nodes are not ours to name */
+        if (m->region && !streq(m->region, region))
+                return finish(call, -EINVAL, 0, "spec.region names another Proxmox VE cluster than the cloud config's "
+                              "region", NULL);
+        r = cn_provider_proxmox_failure_domains_parse(cn_json_get(reply->body, "data", NULL), region, &list);
+        if (r < 0)
+                return finish(call, r == -ENOMEM ? r : -EBADMSG, 0, "malformed node list from the Proxmox VE API", NULL);
+        if (json_object_array_length(list) == 0) {
+                json_object_put(list);
+                return finish(call, -EAGAIN, 0, "no node of the Proxmox VE cluster is online", NULL);
+        }
+        finish(call, 0, 0, NULL, list);
+}
+
+static int start_nodes(CnProviderCall *call, void *arg) {
+        const char *region = arg;
+        _cleanup_(pve_machine_freep) PveMachine *m = calloc(1, sizeof(PveMachine));
+
+        if (!m)
+                return -ENOMEM;
+        m->op = OP_GET;
+        m->auth = (CnProviderAuth) { .next = send_request, .fail = fail_auth };
+        if (region && !(m->region = strdup(region)))
+                return -ENOMEM;
+        cn_provider_call_set_state(call, TAKE_PTR(m), pve_machine_free);
+        return request(call, "GET", strdup("/nodes"), NULL, "failure_domains", on_nodes);
+}
+
+int cn_provider_proxmox_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
+                                        void *userdata, CnProviderCall **ret) {
+        return cn_provider_start_machine_call(p, cb, NULL, userdata, start_nodes,
+                                              (void *) (isempty(region) ? NULL : region), ret);
 }

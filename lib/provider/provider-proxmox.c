@@ -809,4 +809,6 @@ const CnProviderOps cn_provider_proxmox_ops = {
         .machine_create = cn_provider_proxmox_machine_create,
         .machine_cleanup = cn_provider_proxmox_machine_cleanup,
         .metrics_labels = cn_provider_proxmox_metrics_labels,
+        .failure_domains = cn_provider_proxmox_failure_domains,
+        .failure_domain_field = "target",
 };

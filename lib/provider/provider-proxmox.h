@@ -44,3 +44,7 @@ int cn_provider_proxmox_machine_cleanup(CnProvider *p, const CnProviderMachine *
 /* The NoCloud seed image of a machine: user-data, meta-data (instance-id uid, local-hostname
  * name), network-config (DHCP on every Ethernet interface). */
 int cn_provider_proxmox_seed(const char *uid, const char *name, const char *userdata, void **ret, size_t *ret_size);
+/* The online nodes of GET /nodes as failure domains, each with the attribute region. */
+int cn_provider_proxmox_failure_domains_parse(json_object *nodes, const char *region, json_object **ret);
+int cn_provider_proxmox_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
+                                        void *userdata, CnProviderCall **ret);

@@ -8,7 +8,7 @@ VMID another client took meanwhile, a template that does not exist as a terminal
 malformed answers (a task id, a task status, a VM id) as one clear error each and then retried,
 SIGKILL pinned to every cloud request of a create and a delete (no second clone, no orphan), and a
 controller restarted after the clone without a second one, and a username and password (a ticket
-and CSRF tokens) instead of an API token.
+and CSRF tokens) instead of an API token; a Machine's failure domain (a node) is where its VM is cloned to.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
 import json
@@ -24,7 +24,7 @@ from cntap import Tap  # noqa: E402
 
 from fakecloud import PVE_USER  # noqa: E402
 from capimachines import (UID_LABEL, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
-                          test_wait_for_bootstrap, machine_env, wait_for)
+                          test_placement, test_wait_for_bootstrap, machine_env, wait_for)
 
 TAG = "cloudnode-machine-"
 
@@ -274,6 +274,7 @@ def main():
         t.run(test_password, env)
         t.run(test_invalid_spec, env)
         t.run(test_wait_for_bootstrap, env)
+        t.run(test_placement, env)
         t.run(test_kill_points, env)
         t.run(test_nothing_left, env)
     return t.done()

@@ -75,6 +75,10 @@ PROVIDERS = {
             (line[len(UID_LABEL) + 2:] for line in
              str((inst["extra"].get("pve_config") or {}).get("description") or "").splitlines()
              if line.startswith(UID_LABEL + ": ")), None),
+        # Failure domains: the cluster's online nodes; a Machine's becomes spec.proxmoxve.target.
+        "failure_domains": ("pve2", "pve1"),
+        "default_place": "pve2",
+        "placed_in": lambda inst: inst.get("zone"),
         "setup": lambda c: c.add_instance({"platform": "proxmoxve", "name": "tmpl", "zone": "pve1", "status": "stopped",
                                            "extra": {"vmid": 9000, "template": True}}),
     },
@@ -456,7 +460,8 @@ def test_placement(t, env):
              "its one server is in the Machine's failure domain, not the template's")
         uid = env.machine("fd0", cluster="cfd")["metadata"]["uid"]
         t.ok(wait_for(lambda: env.ready("fd0"), 40), "a machine without one is ready")
-        want = env.default_spec.get("location") or env.default_spec.get("availabilityZone") or "nova"
+        want = env.profile.get("default_place") or env.default_spec.get("location") or \
+            env.default_spec.get("availabilityZone") or "nova"
         t.eq([env.profile["placed_in"](i) for i in env.servers(uid)], [want], "and placed by its template")
 
         mark = len(env.c.requests())

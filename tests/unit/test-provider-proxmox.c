@@ -206,7 +206,26 @@ static void test_seed(void) {
                "meta-data names the instance by the machine's UID");
 }
 
+static void test_failure_domains(void) {
+        _cleanup_json_ json_object *nodes = json_tokener_parse(
+                "[{\"node\": \"pve1\", \"status\": \"online\", \"type\": \"node\"},"
+                " {\"node\": \"pve2\", \"status\": \"offline\"}, {\"node\": \"pve3\"},"
+                " {\"node\": \"pve4\", \"status\": \"online\"}]");
+        _cleanup_json_ json_object *bad = json_tokener_parse("[{\"node\": \"../x\", \"status\": \"online\"}]");
+        _cleanup_json_ json_object *list = NULL, *none = NULL;
+
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(nodes, "pve", &list), 0, "node list parsed");
+        TAP_EQ_STR(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN),
+                   "[{\"name\":\"pve1\",\"controlPlane\":true,\"attributes\":{\"region\":\"pve\"}},"
+                   "{\"name\":\"pve4\",\"controlPlane\":true,\"attributes\":{\"region\":\"pve\"}}]",
+                   "the online nodes are the failure domains, with the region");
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(bad, "pve", &none), -EBADMSG,
+                   "a node name that is no PVE name is refused");
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(NULL, "pve", &none), -EBADMSG, "no list is refused");
+}
+
 int main(void) {
+        test_failure_domains();
         test_spec();
         test_seed();
         test_parse_vm();
