@@ -15,7 +15,8 @@
  * machine_get reports. Cleanup stops the VM, deletes the seed, DELETEs the VM with purge and
  * destroy-unreferenced-disks, each after checking that the VM carries this machine's UID, and ends
  * once neither VM nor seed is left. The failure domains are the cluster's online nodes (GET
- * /nodes); a Machine's failure domain becomes spec.proxmoxve.target. */
+ * /nodes); a Machine's failure domain becomes spec.proxmoxve.target. After clusterctl move,
+ * migrate_uid gives the VM named by providerID the new UID (PUT .../config: tag and description). */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -89,6 +90,9 @@ struct PveMachine {
         usec_t task_deadline;
         Step after_task;
         char *region; /* failure_domains: the one asked for */
+        char *new_uid; /* migrate_uid */
+        CnProviderUidIsLive uid_is_live;
+        void *uid_is_live_userdata;
         char *message;
 };
 
@@ -123,6 +127,7 @@ static void pve_machine_free(void *p) {
         free(m->task_node);
         free(m->upid);
         free(m->region);
+        free(m->new_uid);
         free(m->message);
         free(m);
 }
@@ -1040,21 +1045,39 @@ static void on_stopped_or_seed_deleted(CnProviderCall *call, const CnProviderHtt
         await_task(call, reply, m->node, stopping ? cleanup_vm : destroy_vm);
 }
 
-/* Deletes the seed attached as ide2, when it is this machine's (never another file). */
+/* The storage of a seed volume "STORAGE:iso/cloudnode-UID.iso" as ide2 names it (options after ','),
+ * any machine UID: the VM's seed stays named after the UID it was created with, also once the
+ * machine moved to another. NULL for any other volume. */
+static char *seed_storage(const char *ide2, char **ret_volid) {
+        size_t n = ide2 ? strcspn(ide2, ",") : 0;
+        _cleanup_free_ char *volid = ide2 ? strndup(ide2, n) : NULL;
+        const char *colon = volid ? strchr(volid, ':') : NULL, *name;
+        char *storage;
+
+        if (!colon || !(name = cn_startswith(colon + 1, "iso/" PVE_SEED_PREFIX)) || !cn_endswith(name, ".iso") ||
+            !is_pve_tag(name) || !(storage = strndup(volid, colon - volid)))
+                return NULL;
+        if (!is_pve_id(storage)) {
+                free(storage);
+                return NULL;
+        }
+        *ret_volid = TAKE_PTR(volid);
+        return storage;
+}
+
+/* Deletes the seed attached as ide2, when it is a cloudnode seed (never another file). */
 static void delete_seed_of_vm(CnProviderCall *call) {
         PveMachine *m = cn_provider_call_get_state(call);
-        const char *ide2 = cn_json_string(m->config, "ide2", NULL);
-        _cleanup_free_ char *volid = cn_strjoin(m->iso_storage, ":iso/", m->seed, NULL), *esc = NULL, *tail = NULL;
+        _cleanup_free_ char *volid = NULL, *esc = NULL, *tail = NULL, *storage = NULL;
 
-        if (!volid)
-                return check(call, -ENOMEM);
-        if (!ide2 || !cn_startswith(ide2, volid) || !strchr(",", ide2[strlen(volid)]))
+        storage = seed_storage(cn_json_string(m->config, "ide2", NULL), &volid);
+        if (!storage)
                 return destroy_vm(call);
         esc = cn_http_escape(volid);
         tail = esc ? cn_strjoin("/content/", esc, NULL) : NULL;
         if (!tail)
                 return check(call, -ENOMEM);
-        check(call, request(call, "DELETE", storage_path(m->node, m->iso_storage, tail), NULL, "machine_cleanup",
+        check(call, request(call, "DELETE", storage_path(m->node, storage, tail), NULL, "machine_cleanup",
                             on_stopped_or_seed_deleted));
 }
 
@@ -1279,4 +1302,163 @@ int cn_provider_proxmox_failure_domains(CnProvider *p, const char *region, CnPro
                                         void *userdata, CnProviderCall **ret) {
         return cn_provider_start_machine_call(p, cb, NULL, userdata, start_nodes,
                                               (void *) (isempty(region) ? NULL : region), ret);
+}
+
+/* ---- migrate_uid: the VM named by providerID takes the machine's new UID ---- */
+
+/* The UID a VM carries: its tag's, else (cut short in its create) its description's. */
+static char *vm_uid(json_object *config) {
+        const char *tags = cn_json_string(config, "tags", NULL), *d = cn_json_string(config, "description", NULL);
+
+        for (const char *t = tags; t && *t; t += strcspn(t, ";, "), t += strspn(t, ";, "))
+                if (cn_startswith(t, PVE_TAG_PREFIX))
+                        return strndup(t + strlen(PVE_TAG_PREFIX), strcspn(t, ";, ") - strlen(PVE_TAG_PREFIX));
+        for (const char *l = d; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (cn_startswith(l, PVE_UID_MARK))
+                        return strndup(l + strlen(PVE_UID_MARK), strcspn(l + strlen(PVE_UID_MARK), "\r\n"));
+        return NULL;
+}
+
+/* tags without any machine tag, plus tag; description with its UID line for uid. */
+static int relabel_form(json_object *config, const char *tag, const char *uid, char **ret_form) {
+        const char *tags = cn_json_string(config, "tags", NULL), *d = cn_json_string(config, "description", NULL);
+        _cleanup_free_ char *out_tags = strdup(tag), *out_d = NULL, *form = NULL;
+        int r;
+
+        if (!out_tags || asprintf(&out_d, PVE_UID_MARK "%s\n", uid) < 0)
+                return -ENOMEM;
+        for (const char *t = tags; t && *t; t += strcspn(t, ";, "), t += strspn(t, ";, ")) {
+                _cleanup_free_ char *one = strndup(t, strcspn(t, ";, "));
+                char *n;
+
+                if (!one)
+                        return -ENOMEM;
+                if (cn_startswith(one, PVE_TAG_PREFIX))
+                        continue;
+                n = cn_strjoin(out_tags, ";", one, NULL);
+                if (!n)
+                        return -ENOMEM;
+                free(out_tags);
+                out_tags = n;
+        }
+        for (const char *l = d; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                _cleanup_free_ char *line = strndup(l, strcspn(l, "\n"));
+                char *n;
+
+                if (!line)
+                        return -ENOMEM;
+                if (cn_startswith(line, PVE_UID_MARK))
+                        continue;
+                n = cn_strjoin(out_d, line, "\n", NULL);
+                if (!n)
+                        return -ENOMEM;
+                free(out_d);
+                out_d = n;
+        }
+        r = form_add(&form, "tags", out_tags);
+        if (r >= 0)
+                r = form_add(&form, "description", out_d);
+        if (r < 0)
+                return r;
+        *ret_form = TAKE_PTR(form);
+        return 0;
+}
+
+static void on_relabeled(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        if (reply->error < 0)
+                return fail_reply(call, reply);
+        describe(call);
+}
+
+static void on_migrate_config(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        PveMachine *m = cn_provider_call_get_state(call);
+        json_object *data = cn_json_get(reply->body, "data", NULL);
+        _cleanup_free_ char *current = NULL, *form = NULL;
+        int r;
+
+        if (reply->error == -ENOENT)
+                return finish(call, -ENOENT, 0, "no VM with the providerID's VMID", NULL);
+        if (reply->error < 0)
+                return fail_reply(call, reply);
+        if (!data || !json_object_is_type(data, json_type_object))
+                return finish(call, -EBADMSG, 0, "malformed VM configuration from the Proxmox VE API", NULL);
+        current = vm_uid(data);
+        r = cn_provider_migration_check(m->uid, m->uid_is_live, m->uid_is_live_userdata, current, m->new_uid);
+        if (r > 0)
+                return describe(call); /* an earlier pass relabeled it and did not get to say so */
+        if (r < 0)
+                /* not the VM this machine was: adopting it could take another machine's */
+                return finish(call, -CN_PROVIDER_EOWNED, 0, "the VM named by providerID belongs to another machine",
+                              NULL);
+        r = relabel_form(data, m->tag, m->new_uid, &form);
+        if (r < 0)
+                return check(call, r);
+        check(call, request(call, "PUT", vm_path(m, "/config"), TAKE_PTR(form), "machine_migrate_uid", on_relabeled));
+}
+
+static void on_migrate_resources(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        PveMachine *m = cn_provider_call_get_state(call);
+        json_object *data = cn_json_get(reply->body, "data", NULL);
+        int r;
+
+        if (reply->error < 0)
+                return fail_reply(call, reply);
+        if (!data || !json_object_is_type(data, json_type_array) || json_object_array_length(data) > PVE_MAX_VMS)
+                return finish(call, -EBADMSG, 0, "malformed VM list from the Proxmox VE API", NULL);
+        for (size_t i = 0; i < json_object_array_length(data); i++) {
+                json_object *vm = json_object_array_get_idx(data, i);
+                int64_t vmid;
+
+                if (!cn_json_string_is(vm, "type", "qemu") || cn_json_get_int64(vm, &vmid, "vmid", NULL) < 0 ||
+                    vmid != m->vmid)
+                        continue;
+                r = select_vm(m, vm);
+                if (r < 0)
+                        return finish(call, r, 0, "malformed VM list from the Proxmox VE API", NULL);
+                return check(call, request(call, "GET", vm_path(m, "/config"), NULL, "machine_migrate_get",
+                                           on_migrate_config));
+        }
+        finish(call, -ENOENT, 0, "no VM with the providerID's VMID", NULL);
+}
+
+typedef struct MigrateArgs {
+        const CnProviderMachine *machine;
+        const char *new_uid;
+        int64_t vmid;
+} MigrateArgs;
+
+static int start_migrate(CnProviderCall *call, void *arg) {
+        MigrateArgs *a = arg;
+        _cleanup_(pve_machine_freep) PveMachine *m = calloc(1, sizeof(PveMachine));
+
+        if (!m)
+                return -ENOMEM;
+        m->op = OP_GET;
+        m->auth = (CnProviderAuth) { .next = send_request, .fail = fail_auth };
+        m->vmid = a->vmid;
+        m->uid_is_live = a->machine->uid_is_live;
+        m->uid_is_live_userdata = a->machine->uid_is_live_userdata;
+        m->new_uid = strdup(a->new_uid);
+        m->tag = cn_strjoin(PVE_TAG_PREFIX, a->new_uid, NULL);
+        if (!m->new_uid || !m->tag || (!isempty(a->machine->uid) && !(m->uid = strdup(a->machine->uid))))
+                return -ENOMEM;
+        cn_provider_call_set_state(call, TAKE_PTR(m), pve_machine_free);
+        return request(call, "GET", strdup("/cluster/resources?type=vm"), NULL, "machine_migrate_get",
+                       on_migrate_resources);
+}
+
+int cn_provider_proxmox_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
+                                    CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret) {
+        const char *region = cn_provider_proxmox_region(p), *s = cn_startswith(strempty(m->provider_id), "proxmox://");
+        MigrateArgs a = { .machine = m, .new_uid = new_uid };
+        size_t n = strlen(region);
+
+        if (isempty(new_uid) || !is_pve_tag(new_uid) || strlen(new_uid) > 64)
+                return -EINVAL;
+        /* proxmox://REGION/VMID of this cluster; a bare VMID (status.instanceID) too */
+        if (s && (strncmp(s, region, n) != 0 || s[n] != '/'))
+                return -EINVAL;
+        if (cn_safe_atoi64(s ? s + n + 1 : strempty(m->provider_id), &a.vmid) < 0 || a.vmid < 100)
+                return -EINVAL;
+        return cn_provider_start_machine_call(p, cb, NULL, userdata, start_migrate, &a, ret);
 }

@@ -810,5 +810,6 @@ const CnProviderOps cn_provider_proxmox_ops = {
         .machine_cleanup = cn_provider_proxmox_machine_cleanup,
         .metrics_labels = cn_provider_proxmox_metrics_labels,
         .failure_domains = cn_provider_proxmox_failure_domains,
+        .migrate_uid = cn_provider_proxmox_migrate_uid,
         .failure_domain_field = "target",
 };

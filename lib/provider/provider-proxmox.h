@@ -48,3 +48,8 @@ int cn_provider_proxmox_seed(const char *uid, const char *name, const char *user
 int cn_provider_proxmox_failure_domains_parse(json_object *nodes, const char *region, json_object **ret);
 int cn_provider_proxmox_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb,
                                         void *userdata, CnProviderCall **ret);
+/* m->provider_id (proxmox://REGION/VMID, or the VMID) names the VM; it takes new_uid (tag and
+ * description) only as cn_provider_migration_check() allows with m->uid and m->uid_is_live
+ * (-CN_PROVIDER_EOWNED otherwise). */
+int cn_provider_proxmox_migrate_uid(CnProvider *p, const CnProviderMachine *m, const char *new_uid,
+                                    CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);

@@ -8,7 +8,7 @@ VMID another client took meanwhile, a template that does not exist as a terminal
 malformed answers (a task id, a task status, a VM id) as one clear error each and then retried,
 SIGKILL pinned to every cloud request of a create and a delete (no second clone, no orphan), and a
 controller restarted after the clone without a second one, and a username and password (a ticket
-and CSRF tokens) instead of an API token; a Machine's failure domain (a node) is where its VM is cloned to.
+and CSRF tokens) instead of an API token; migrate_uid (clusterctl move) on its own; a Machine's failure domain (a node) is where its VM is cloned to.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
 import base64
 import json
@@ -20,13 +20,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, build  # noqa: E402
 
 from fakecloud import PVE_USER  # noqa: E402
 from capimachines import (UID_LABEL, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
                           test_placement, test_wait_for_bootstrap, machine_env, wait_for)
 
 TAG = "cloudnode-machine-"
+EADDRINUSE = 98
 
 
 def pve_files(env):
@@ -255,6 +256,35 @@ def test_password(t, env):
         ctl.stop()
 
 
+def provider_calls(env, *args):
+    """The provider's machine calls through tests/provider-lookup, one JSON result per call."""
+    out = subprocess.run([build("tests", "provider-lookup"), "proxmoxve", env.conf] + list(args),
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_migrate_calls(t, env):
+    """migrate_uid on its own: the VM named by providerID takes the new UID in its tag and
+    description, once; another machine's VM or a missing one is refused."""
+    vm = env.c.add_instance({"platform": "proxmoxve", "name": "mg", "zone": "pve1", "extra": {
+        "vmid": 4242, "pve_config": {"tags": "k8s;%su1" % TAG, "description": UID_LABEL + ": u1\nnote\n"}}})
+    pid = "proxmox://pve/4242"
+    r1, r2, r3, r4 = provider_calls(env, "migrate", pid + ",u1,u2", "migrate", pid + ",u1,u2",
+                                    "migrate", pid + ",wrong,u3", "migrate", "proxmox://pve/4343,,u3")
+    cfg = env.c.get_instance(vm["id"])["extra"]["pve_config"]
+    t.eq((r1["error"], r1.get("instance", {}).get("id")), (0, "4242"), "migrate_uid relabels the VM")
+    t.eq((sorted(cfg["tags"].split(";")), cfg["description"]), (sorted(["k8s", TAG + "u2"]),
+                                                                   UID_LABEL + ": u2\nnote\n"),
+         "its tag and description's UID line changed, the rest kept")
+    t.eq(r2["error"], 0, "a repeated migrate_uid finds it done")
+    t.eq((r3["error"], r3["class"]), (-EADDRINUSE, "terminal"), "a VM carrying another machine's UID is refused")
+    t.eq(r4["class"], "not-found", "migrate_uid of a missing VM is not-found")
+    r5, = provider_calls(env, "cleanup", "mg,u2")
+    t.eq((r5["error"], r5["done"]), (0, False), "cleanup of the relabeled VM goes on")
+    t.ok(wait_for(lambda: provider_calls(env, "cleanup", "mg,u2")[0]["done"], 20), "until it is gone")
+    t.eq([i for i in env.c.instances() if i["id"] == vm["id"]], [], "and the VM is deleted")
+
+
 def test_nothing_left(t, env):
     vms = [i for i in env.c.instances() if i["platform"] == "proxmoxve" and i["name"] != "tmpl"]
     t.eq((vms, seeds(env)), ([], []), "after every scenario: only the template, no seed")
@@ -272,6 +302,7 @@ def main():
         t.run(test_nextid_taken, env)
         t.run(test_malformed_answers, env)
         t.run(test_password, env)
+        t.run(test_migrate_calls, env)
         t.run(test_invalid_spec, env)
         t.run(test_wait_for_bootstrap, env)
         t.run(test_placement, env)
