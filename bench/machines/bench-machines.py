@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """bench/machines: Cluster API machine lifecycles (create -> ready -> delete) of
-cloudnode-controller against the fake API server and the fake cloud (Hetzner), at 1, 10, 100 and
+cloudnode-controller against the fake API server and the fake cloud (Hetzner; Proxmox VE, whose
+create is a clone, a seed upload, a configure and a start, each an awaited task), at 1, 10, 100 and
 1000 machines: cloud API calls and Kubernetes API calls per machine, wall time per machine, and the
 controller's CPU time per machine and peak RSS (a fresh controller per row).
 Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
+BENCH_PROVIDERS="hetzner proxmoxve" the providers;
 BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
 BENCH_DETAIL=1 prints the calls by verb and resource."""
 import collections
@@ -68,21 +70,23 @@ def detail(n, creqs, kreqs):
 
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100 1000").split()]
+    providers = os.environ.get("BENCH_PROVIDERS", "hetzner proxmoxve").split()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp) as env:
-        extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
-        for n in sizes:
-            ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra)
-            try:
-                time.sleep(1.0)
-                rows.append(run(env, ctl, n, "b%d" % n))
-            finally:
-                ctl.stop()
-    print("%9s %16s %18s %18s %16s %14s %14s" % ("machines", "s/machine ready", "s/machine total",
-                                                 "cloud calls/mach", "kube calls/mach", "CPU ms/mach",
-                                                 "peak RSS MiB"))
+    for provider in providers:
+        with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp, provider=provider) as env:
+            extra = os.environ.get("BENCH_MACHINES_ARGS", "").split()
+            for n in sizes:
+                ctl = mt.Controller(env.k, tmp, env.conf, ["--leader-elect=false"] + extra, provider=provider)
+                try:
+                    time.sleep(1.0)
+                    rows.append((provider,) + run(env, ctl, n, "b%d" % n))
+                finally:
+                    ctl.stop()
+    print("%-10s %9s %16s %18s %18s %16s %14s %14s" % ("provider", "machines", "s/machine ready", "s/machine total",
+                                                       "cloud calls/mach", "kube calls/mach", "CPU ms/mach",
+                                                       "peak RSS MiB"))
     for r in rows:
-        print("%9d %16s %18s %18.1f %16.1f %14.2f %14d" % r)
+        print("%-10s %9d %16s %18s %18.1f %16.1f %14.2f %14d" % r)
     return 0
 
 

@@ -155,6 +155,10 @@ int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url
                                              "application/x-www-form-urlencoded; charset=utf-8");
                 if (r < 0)
                         return r;
+        } else if (o && o->raw_body) {
+                r = cn_http_request_set_body(req, o->raw_body, o->raw_body_size, o->content_type);
+                if (r < 0)
+                        return r;
         }
         c->http_cb = cb;
         c->http_userdata = userdata;

@@ -68,6 +68,9 @@ typedef struct CnProviderHttpOptions {
         const char *const *headers;     /* NULL-terminated "Name: value" list */
         json_object *body;              /* sent as application/json */
         const char *form;               /* or this, as application/x-www-form-urlencoded */
+        const void *raw_body;           /* or these raw_body_size bytes, as content_type */
+        size_t raw_body_size;
+        const char *content_type;
         CnTreeParser body_parser;       /* of answers; NULL: JSON */
         CnProviderErrorParser error_parser;
         CnProviderErrorClassifier error_classifier;
@@ -82,6 +85,10 @@ CnProvider *cn_provider_call_provider(CnProviderCall *c);
 /* Issues a request on the call; replaces any previous one. The callback runs on the loop. */
 int cn_provider_call_http(CnProviderCall *c, const char *method, const char *url, const CnProviderHttpOptions *o,
                           CnProviderHttpCallback cb, void *userdata);
+/* Runs next(c) on the loop after delay (the wait between polls of a cloud's asynchronous task);
+ * the call stays in flight meanwhile, and freeing it cancels the wait. Not while a request is in
+ * flight. */
+int cn_provider_call_after(CnProviderCall *c, usec_t delay, void (*next)(CnProviderCall *c));
 /* Finishes an instance lookup: answers the caller (once) and releases the call's in-flight
  * reference. Takes ownership of instance. */
 void cn_provider_call_finish_instance(CnProviderCall *c, const CnProviderResult *res, CnProviderInstance *instance);
@@ -181,6 +188,9 @@ struct CnProviderCall {
         CnProviderErrorClassifier error_classifier;
         CnTreeParser body_parser;
         const char *operation;
+        /* a wait between requests (cn_provider_call_after()) */
+        sd_event_source *timer;
+        void (*timer_cb)(CnProviderCall *c);
 };
 
 /* Drops one reference; the last one frees the call and cancels its request. */

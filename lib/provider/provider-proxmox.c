@@ -46,6 +46,7 @@ typedef struct Proxmox {
         bool pinned;
         uint8_t fingerprint[CN_HTTP_SHA256_SIZE];
         CnProviderToken ticket; /* PVEAuthCookie */
+        char *csrf_header;      /* "CSRFPreventionToken: ..." of the ticket, for writes */
         json_object *uuids;     /* SMBIOS UUID -> vmid found last time */
 } Proxmox;
 
@@ -66,6 +67,7 @@ static void pve_done(CnProvider *p) {
         erase(&o->password);
         free(o->ca_file);
         cn_provider_token_forget(&o->ticket);
+        erase(&o->csrf_header);
         json_object_put(o->uuids);
 }
 
@@ -271,16 +273,20 @@ static void fail_instance(CnProviderCall *call, const CnProviderResult *res) {
 static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
 static int login(CnProviderCall *call, CnProviderAuth *auth);
 
-/* cookie: room for the ticket's header (secret), erased by the caller. */
-static void http_options(Proxmox *o, CnProviderHttpOptions *opts, const char *headers[static 2],
+/* cookie: room for the ticket's header (secret), erased by the caller. Writes with a ticket carry
+ * its CSRF token too, as pveproxy requires. */
+static void http_options(Proxmox *o, const char *method, CnProviderHttpOptions *opts, const char *headers[static 3],
                          char cookie[static PVE_COOKIE_MAX]) {
         size_t n = 0;
 
         if (o->token_header)
                 headers[n++] = o->token_header;
         else if (o->ticket.value &&
-                 snprintf(cookie, PVE_COOKIE_MAX, "Cookie: PVEAuthCookie=%s", o->ticket.value) < PVE_COOKIE_MAX)
+                 snprintf(cookie, PVE_COOKIE_MAX, "Cookie: PVEAuthCookie=%s", o->ticket.value) < PVE_COOKIE_MAX) {
                 headers[n++] = cookie;
+                if (!streq(method, "GET") && o->csrf_header)
+                        headers[n++] = o->csrf_header;
+        }
         headers[n] = NULL;
         *opts = (CnProviderHttpOptions) {
                 .ca_file = o->ca_file,
@@ -293,31 +299,15 @@ static void http_options(Proxmox *o, CnProviderHttpOptions *opts, const char *he
 }
 
 static int send_request(CnProviderCall *call) {
-        Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
         Lookup *l = cn_provider_call_get_state(call);
-        _cleanup_free_ char *url = cn_strjoin(o->endpoint, l->path, NULL);
-        char cookie[PVE_COOKIE_MAX] = "";
-        CnProviderHttpOptions opts;
-        const char *headers[2];
-        int r;
+        CnProviderHttpOptions opts = { .operation = "instance_metadata" };
 
-        if (!url)
-                return -ENOMEM;
-        if (l->other_region) {
-                /* answered from the VM list, so that the call ends on the loop as every call does */
-                free(url);
-                url = cn_strjoin(o->endpoint, "/version", NULL);
-                if (!url)
-                        return -ENOMEM;
-        }
-        http_options(o, &opts, headers, cookie);
-        r = cn_provider_call_http(call, "GET", url, &opts, on_reply, NULL);
-        explicit_bzero(cookie, sizeof(cookie));
-        return r;
+        /* another region's VM is answered from the VM list, so that the call ends on the loop as
+         * every call does */
+        return cn_provider_proxmox_request(call, "GET", l->other_region ? "/version" : l->path, &opts, on_reply, NULL);
 }
 
 static int request(CnProviderCall *call, Stage stage, char *path) {
-        Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
         Lookup *l = cn_provider_call_get_state(call);
 
         if (!path)
@@ -325,31 +315,33 @@ static int request(CnProviderCall *call, Stage stage, char *path) {
         free(l->path);
         l->path = path;
         l->stage = stage;
-        if (o->token_header)
-                return send_request(call);
-        return cn_provider_authorize(call, &l->auth, &o->ticket, login);
+        return cn_provider_proxmox_authorize(call, &l->auth);
 }
 
 static void on_login(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
-        Lookup *l = cn_provider_call_get_state(call);
+        CnProviderAuth *auth = ASSERT_PTR(userdata);
         const char *ticket = cn_json_string(reply->body, "data", "ticket", NULL);
+        const char *csrf = cn_json_string(reply->body, "data", "CSRFPreventionToken", NULL);
         int r;
 
-        (void) userdata;
         if (reply->error < 0)
-                return cn_provider_auth_fail(call, &l->auth, reply->error, reply->retry_after,
+                return cn_provider_auth_fail(call, auth, reply->error, reply->retry_after,
                                              reply->status == 401      ? "the Proxmox VE API refused the username or password"
                                              : reply->error == -EBADE ? PVE_UNTRUSTED
                                                                       : reply->message);
-        if (isempty(ticket) || strlen(ticket) >= PVE_TICKET_MAX || strpbrk(ticket, " ;\t\r\n"))
-                return cn_provider_auth_fail(call, &l->auth, -EBADMSG, 0, "no usable ticket in the Proxmox VE login answer");
+        if (isempty(ticket) || strlen(ticket) >= PVE_TICKET_MAX || strpbrk(ticket, " ;\t\r\n") ||
+            (csrf && (strlen(csrf) >= PVE_TICKET_MAX || strpbrk(csrf, "\r\n"))))
+                return cn_provider_auth_fail(call, auth, -EBADMSG, 0, "no usable ticket in the Proxmox VE login answer");
         r = cn_provider_token_set(&o->ticket, ticket, cn_now(CLOCK_REALTIME) + PVE_TICKET_RENEW);
         if (r < 0)
-                return cn_provider_auth_fail(call, &l->auth, r, 0, "out of memory");
-        r = l->auth.next(call);
+                return cn_provider_auth_fail(call, auth, r, 0, "out of memory");
+        erase(&o->csrf_header);
+        if (csrf && !(o->csrf_header = cn_strjoin("CSRFPreventionToken: ", csrf, NULL)))
+                return cn_provider_auth_fail(call, auth, -ENOMEM, 0, "out of memory");
+        r = auth->next(call);
         if (r < 0)
-                cn_provider_auth_fail(call, &l->auth, r, 0, "failed to start the Proxmox VE API request");
+                cn_provider_auth_fail(call, auth, r, 0, "failed to start the Proxmox VE API request");
 }
 
 static int login(CnProviderCall *call, CnProviderAuth *auth) {
@@ -358,24 +350,73 @@ static int login(CnProviderCall *call, CnProviderAuth *auth) {
                             *pw = cn_http_escape(o->password), *form = NULL;
         char cookie[PVE_COOKIE_MAX] = "";
         CnProviderHttpOptions opts;
-        const char *headers[2];
+        const char *headers[3];
         int r;
 
-        (void) auth;
         if (!url || !u || !pw || asprintf(&form, "username=%s&password=%s", u, pw) < 0) {
                 if (pw)
                         explicit_bzero(pw, strlen(pw));
                 return -ENOMEM;
         }
         explicit_bzero(pw, strlen(pw));
-        http_options(o, &opts, headers, cookie);
+        http_options(o, "POST", &opts, headers, cookie);
         explicit_bzero(cookie, sizeof(cookie));
         opts.headers = NULL; /* no old ticket */
         opts.form = form;
         opts.operation = "login";
-        r = cn_provider_call_http(call, "POST", url, &opts, on_login, NULL);
+        r = cn_provider_call_http(call, "POST", url, &opts, on_login, auth);
         explicit_bzero(form, strlen(form));
         return r;
+}
+
+const char *cn_provider_proxmox_region(CnProvider *p) {
+        return ((Proxmox *) cn_provider_data(p))->region;
+}
+
+int cn_provider_proxmox_request(CnProviderCall *call, const char *method, const char *path,
+                                CnProviderHttpOptions *opts, CnProviderHttpCallback cb, void *userdata) {
+        Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
+        _cleanup_free_ char *url = cn_strjoin(o->endpoint, path, NULL);
+        char cookie[PVE_COOKIE_MAX] = "";
+        CnProviderHttpOptions base;
+        const char *headers[3];
+        int r;
+
+        if (!url)
+                return -ENOMEM;
+        http_options(o, method, &base, headers, cookie);
+        base.operation = opts->operation;
+        base.form = opts->form;
+        base.raw_body = opts->raw_body;
+        base.raw_body_size = opts->raw_body_size;
+        base.content_type = opts->content_type;
+        r = cn_provider_call_http(call, method, url, &base, cb, userdata);
+        explicit_bzero(cookie, sizeof(cookie));
+        return r;
+}
+
+int cn_provider_proxmox_authorize(CnProviderCall *call, CnProviderAuth *auth) {
+        Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
+
+        if (o->token_header)
+                return auth->next(call);
+        return cn_provider_authorize(call, auth, &o->ticket, login);
+}
+
+bool cn_provider_proxmox_reauthorize(CnProviderCall *call, CnProviderAuth *auth, const CnProviderHttpReply *reply) {
+        Proxmox *o = cn_provider_data(cn_provider_call_provider(call));
+
+        return !o->token_header && cn_provider_reauthorize(call, auth, &o->ticket, login, reply);
+}
+
+const char *cn_provider_proxmox_reply_message(CnProvider *p, const CnProviderHttpReply *reply) {
+        Proxmox *o = cn_provider_data(p);
+
+        if (reply->status == 401)
+                return o->token_header ? "the Proxmox VE API refused the API token" : "the Proxmox VE API refused the ticket";
+        if (reply->error == -EBADE)
+                return PVE_UNTRUSTED;
+        return reply->message;
 }
 
 /* "ip=10.0.0.5/24,gw=10.0.0.1,ip6=2001:db8::5/64": the static addresses (not dhcp, auto). */
@@ -499,7 +540,7 @@ int cn_provider_proxmox_parse_vm(const char *region, const char *node, int64_t v
         return 0;
 }
 
-static bool agent_enabled(json_object *config) {
+bool cn_provider_proxmox_agent_enabled(json_object *config) {
         const char *a = cn_json_string(config, "agent", NULL);
 
         if (!a) {
@@ -660,7 +701,7 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         int r;
 
         (void) userdata;
-        if (!o->token_header && cn_provider_reauthorize(call, &l->auth, &o->ticket, login, reply))
+        if (cn_provider_proxmox_reauthorize(call, &l->auth, reply))
                 return;
         /* Not "gone": a Node of another cluster must not be deleted because this one lacks it. */
         if (l->other_region && reply->error == 0)
@@ -676,17 +717,12 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                         finish(call, r, 0, r == -ENOENT ? "no VM of the cluster has that SMBIOS UUID" : NULL, NULL);
                 return;
         }
-        if (reply->error < 0) {
-                const char *m = reply->message;
-
-                if (reply->status == 401)
-                        m = o->token_header ? "the Proxmox VE API refused the API token" : "the Proxmox VE API refused the ticket";
-                else if (reply->error == -EBADE)
-                        m = PVE_UNTRUSTED;
-                else if (reply->error == -ENOENT)
-                        m = "no such VM";
-                return finish(call, reply->error, reply->retry_after, m, NULL);
-        }
+        if (reply->error < 0)
+                return finish(call, reply->error, reply->retry_after,
+                              reply->error == -ENOENT && reply->status != 401 ? "no such VM"
+                                                                               : cn_provider_proxmox_reply_message(
+                                                                                         cn_provider_call_provider(call), reply),
+                              NULL);
         if (!data && l->stage != STAGE_AGENT)
                 return finish(call, -EBADMSG, 0, "malformed answer from the Proxmox VE API", NULL);
         switch (l->stage) {
@@ -713,7 +749,7 @@ static void on_reply(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                 break;
         case STAGE_CONFIG:
                 l->config = json_object_get(data);
-                if (!cn_json_string_is(l->status, "status", "running") || !agent_enabled(l->config))
+                if (!cn_json_string_is(l->status, "status", "running") || !cn_provider_proxmox_agent_enabled(l->config))
                         return finish_vm(call, NULL);
                 r = request(call, STAGE_AGENT, vm_path(l, "/agent/network-get-interfaces"));
                 break;
@@ -767,4 +803,13 @@ const CnProviderOps cn_provider_proxmox_ops = {
         .init = pve_init,
         .done = pve_done,
         .instance_get = pve_instance_get,
+        .add_defaults = cn_provider_proxmox_add_defaults,
+        .validate = cn_provider_proxmox_validate,
+        .machine_get = cn_provider_proxmox_machine_get,
+        .machine_create = cn_provider_proxmox_machine_create,
+        .machine_cleanup = cn_provider_proxmox_machine_cleanup,
+        .metrics_labels = cn_provider_proxmox_metrics_labels,
+        .failure_domains = cn_provider_proxmox_failure_domains,
+        .migrate_uid = cn_provider_proxmox_migrate_uid,
+        .failure_domain_field = "target",
 };

@@ -329,6 +329,7 @@ CnHttp *cn_provider_http(CnProvider *p) {
 CnProviderCall *cn_provider_call_unref(CnProviderCall *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
+        sd_event_source_disable_unref(c->timer);
         if (c->req) {
                 cn_http_request_cancel(c->req);
                 cn_http_request_unref(c->req);
@@ -347,15 +348,42 @@ CnProviderCall *cn_provider_call_free(CnProviderCall *c) {
                 return NULL;
         /* The caller lets go: whatever is still in flight must not call back. A cancelled request
          * never completes, so its completion cannot drop the in-flight reference: do it here. */
-        in_flight = !c->finished && c->http_pending;
+        in_flight = !c->finished && (c->http_pending || c->timer);
         c->finished = true;
         if (c->req)
                 cn_http_request_cancel(c->req);
+        c->timer = sd_event_source_disable_unref(c->timer);
         if (in_flight) {
                 c->http_pending = false;
                 cn_provider_call_unref(c);
         }
         return cn_provider_call_unref(c);
+}
+
+static int on_call_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        CnProviderCall *c = ASSERT_PTR(userdata);
+
+        c->timer = sd_event_source_disable_unref(c->timer);
+        /* As across an HTTP completion: the callback may finish the call. */
+        c->n_ref++;
+        c->timer_cb(c);
+        cn_provider_call_unref(c);
+        return 0;
+}
+
+int cn_provider_call_after(CnProviderCall *c, usec_t delay, void (*next)(CnProviderCall *c)) {
+        int r;
+
+        assert(c);
+        assert(next);
+        assert(!c->timer && !c->http_pending);
+        r = sd_event_add_time_relative(cn_http_get_event(c->provider->http), &c->timer, CLOCK_MONOTONIC, delay, 0,
+                                       on_call_timer, c);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(c->timer, "provider-call-wait");
+        c->timer_cb = next;
+        return 0;
 }
 
 void cn_provider_call_set_state(CnProviderCall *c, void *state, void (*free_state)(void *)) {

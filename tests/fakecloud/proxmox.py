@@ -9,19 +9,27 @@ header; tickets expire after pve_ticket_ttl seconds, 2 h as on PVE). Anything el
 
 Answers are {"data": ...}. Errors carry their message as the HTTP reason phrase (what PVE sends and
 proxmoxer reports) and in the body {"data": null, "message": "...\\n"}; parameter errors are 400
-with {"errors": {param: text}}. Long operations (clone, start, stop, delete, upload) answer a UPID;
+with {"errors": {param: text}}. Long operations (clone, start, stop, delete, upload, volume delete) answer a UPID;
 GET /nodes/{node}/tasks/{upid}/status says "running" until pve_task_seconds passed, then "stopped"
 with exitstatus "OK" or the error.
 
 A VM of the inventory: vmid extra.vmid (default 100 + numeric_id), config from the instance
 (cores extra.cores, memory extra.memory in MiB, smbios1 uuid extra.smbios_uuid, net0 with the MAC,
 ipconfig0 with the addresses) overridden by extra.pve_config; extra.agent_running (default true)
-says whether the QEMU guest agent answers; extra.lock and extra.template as in the config."""
+says whether the QEMU guest agent answers; extra.lock and extra.template as in the config;
+extra.pool the VM's pool (setting pve_pools), which /cluster/resources lists with its tags.
+
+Clones as PVE's clone_vm: the new VMID checked unused first ("VM N already exists on node ..."),
+name, description, pool, storage (full clones only), target. Storage content: upload (iso names
+ending .iso/.img), list, DELETE .../content/{volid}; a cdrom (ideN) naming an ISO volume must exist
+on the VM's node. Uploaded bytes are kept for the tests (GET /_admin/pve-files)."""
 import email.parser
 import email.policy
+import base64
 import hashlib
 import hmac
 import json
+import re
 import time
 import urllib.parse
 import uuid
@@ -372,6 +380,12 @@ class Api:
                 j = self.vm_status_json(inst)
                 j.update(id="qemu/%d" % j["vmid"], type="qemu", node=inst["zone"], template=j.get("template", 0),
                          maxcpu=j.pop("cpus"))
+                # As PVE 8: tags ("a;b") and pool only when the VM has them.
+                cfg = vm_config(inst)
+                if cfg.get("tags"):
+                    j["tags"] = cfg["tags"]
+                if (inst.get("extra") or {}).get("pool"):
+                    j["pool"] = inst["extra"]["pool"]
                 out.append(j)
         if kind not in (None, "node", "vm", "storage", "sdn"):
             raise PveError(400, "Parameter verification failed.",
@@ -436,6 +450,15 @@ class Api:
         for k in ("cores", "sockets", "memory"):
             if k in changes and not str(changes[k]).isdigit():
                 raise PveError(400, "Parameter verification failed.", {k: "type check ('integer') failed"})
+        for tag in [x for x in re.split("[;, ]", changes.get("tags", "")) if x]:
+            if not re.fullmatch(r"(?i)[a-z0-9_][a-z0-9_\-+.]*", tag):
+                raise PveError(400, "Parameter verification failed.", {"tags": "invalid format - invalid tag '%s'" % tag})
+        for k in ("ide0", "ide1", "ide2", "ide3"):
+            vol = changes.get(k, "").split(",")[0]
+            if ":iso/" in vol:
+                files = self.state.read().get("pve_storage", {}).get("%s/%s" % (node, vol.split(":")[0]), {})
+                if vol not in files:
+                    raise PveError(500, "volume '%s' does not exist" % vol)
         with self.state.locked() as st:
             i = st["instances"][inst["id"]]
             extra = dict(i.get("extra") or {})
@@ -512,13 +535,27 @@ class Api:
             raise PveError(500, "Can't clone to other node if VM is not a template (use full clone)")
         self._check_lock(cfg)
         name = p.get("name") or "Copy-of-VM-" + inst["name"]
+        pool = p.get("pool")
+        if pool is not None and pool not in self._settings()["pve_pools"]:
+            raise PveError(500, "pool '%s' does not exist" % pool)
+        storage = p.get("storage")
+        if storage is not None and "images" not in self._settings()["pve_storages"].get(storage, []):
+            raise PveError(500, "storage '%s' does not exist or does not support VM images" % storage)
+        if storage is not None and p.get("full") not in ("1", "true"):
+            raise PveError(400, "Parameter verification failed.", {"storage": "option 'storage' requires a full clone"})
         with self.state.locked() as st:
-            if any(vmid_of(i) == newid for i in self._vms(st)):
-                raise PveError(500, "unable to create VM %d: config file already exists" % newid)
+            # PVE::Cluster::check_vmid_unused, the first check of a clone
+            for i in self._vms(st):
+                if vmid_of(i) == newid:
+                    raise PveError(500, "VM %d already exists on node '%s'" % (newid, i["zone"]))
             ex = inst.get("extra") or {}
             extra = {"vmid": newid, "lock": "clone", "cores": ex.get("cores", 2), "memory": ex.get("memory", 2048),
                      "pve_config": {k: v for k, v in (ex.get("pve_config") or {}).items()
                                     if k not in ("template", "lock")}}
+            if p.get("description") is not None:
+                extra["pve_config"]["description"] = p["description"]
+            if pool is not None:
+                extra["pool"] = pool
             st["counters"]["host"] = max(st["counters"]["host"], newid - 100)
             new = st_mod.add_instance(st, {"platform": "proxmoxve", "name": name, "zone": target,
                                            "region": inst["region"], "status": "stopped", "extra": extra},
@@ -528,6 +565,9 @@ class Api:
         return data(upid)
 
     def destroy(self, req, node, vmid, now):
+        for k in ("purge", "destroy-unreferenced-disks", "skiplock"):
+            if req.query.get(k, "0") not in ("0", "1"):
+                raise PveError(400, "Parameter verification failed.", {k: "type check ('boolean') failed"})
         inst = self._vm(node, vmid)
         cfg = vm_config(inst)
         self._check_lock(cfg)
@@ -547,8 +587,17 @@ class Api:
             files = st.setdefault("pve_storage", {}).setdefault("%s/%s" % (node, storage), {})
             if rest == ["content"] and req.method == "GET":
                 want = req.query.get("content")
-                return data([dict(f, volid=v) for v, f in sorted(files.items())
+                return data([dict({k: x for k, x in f.items() if k != "data"}, volid=v) for v, f in sorted(files.items())
                              if not want or f["content"] == want])
+            if len(rest) >= 2 and rest[0] == "content" and req.method == "DELETE":
+                # The volume id's "/" arrives decoded: the rest of the path is the volume.
+                volid = "/".join(rest[1:])
+                if ":" not in volid:
+                    volid = "%s:%s" % (storage, volid)
+                if volid not in files:
+                    raise PveError(500, "volume '%s' does not exist" % volid)
+                del files[volid]
+                return data(self._new_task(st, node, "imgdel", volid.replace(":", "-").replace("/", "-"), now, None))
             if rest == ["upload"] and req.method == "POST":
                 content, filename, blob = self._upload_parts(req)
                 if content not in ("iso", "vztmpl", "import"):
@@ -558,9 +607,12 @@ class Api:
                                                "'iso, vztmpl, import'" % content})
                 if content not in allowed:
                     raise PveError(500, "storage '%s' does not support content-type '%s'" % (storage, content))
+                if content == "iso" and not re.search(r"\.(iso|img)$", filename, re.I):
+                    raise PveError(400, "Parameter verification failed.", {"filename": "wrong file extension"})
                 volid = "%s:%s/%s" % (storage, content, filename)
+                # The bytes are kept for the tests (GET /_admin/pve-files), never listed by the API.
                 files[volid] = {"content": content, "format": filename.rsplit(".", 1)[-1], "size": len(blob),
-                                "ctime": int(now)}
+                                "ctime": int(now), "data": base64.b64encode(blob).decode()}
                 return data(self._new_task(st, node, "imgcopy", "", now, None))
         raise PveError(501, "Method '%s /nodes/%s/storage/%s/%s' not implemented" % (
             req.method, node, storage, "/".join(rest)))

@@ -242,6 +242,9 @@ class App:
                         raise StateError(400, "unknown setting(s): %s" % ", ".join(sorted(unknown)))
                     s["settings"].update(changes)
                     return json_response(s["settings"])
+        if parts == ["pve-files"] and m == "GET":
+            # Every file on the Proxmox VE storages, with the bytes of uploads (base64, "data").
+            return json_response(st.read().get("pve_storage", {}))
         if parts == ["pve-files"] and m == "POST":
             # A file put on a Proxmox VE storage outside the API (snippets are copied there by hand).
             from . import proxmox

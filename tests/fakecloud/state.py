@@ -75,7 +75,7 @@ DEFAULT_SETTINGS = {
     "azure_imds_requests_per_second": 5,
     # Proxmox VE: the cluster's name and nodes, API tokens ({"tokenid": "USER@REALM!ID", "secret"}),
     # users of ticket logins ({"userid", "password"}), the ticket lifetime (2 h, as pveproxy), how
-    # long tasks run, and the storages with the content types each holds.
+    # long tasks run, the storages with the content types each holds, and the resource pools.
     "pve_cluster_name": "pve",
     "pve_nodes": ["pve1", "pve2"],
     "pve_tokens": [{"tokenid": "root@pam!cloudnode", "secret": "5f0c4b4e-6a8e-4c52-9d2b-0c9c3a4e7f11"}],
@@ -83,6 +83,7 @@ DEFAULT_SETTINGS = {
     "pve_ticket_ttl": 7200,
     "pve_task_seconds": 0.3,
     "pve_storages": {"local": ["iso", "vztmpl", "snippets", "import"], "local-lvm": ["images", "rootdir"]},
+    "pve_pools": ["k8s"],
 }
 
 # Per-platform defaults, taken from the examples in each cloud's documentation.

@@ -6,7 +6,9 @@ VMs, read a VM's config and status, read its addresses through the guest agent, 
 and wait for the task, reconfigure, start, stop and delete the clone. Every change is also checked
 in the fake's inventory, so a client that only prints does not pass. The refusals a user meets are
 checked too: a wrong token, a wrong password, a write without the CSRF token, a certificate of
-another CA, a locked VM, a taken VM id.
+another CA, a locked VM, a taken VM id. The calls of a Cluster API machine's life (a full clone into
+a pool with a description, tags, a seed ISO uploaded, attached, deleted, the VM destroyed with
+purge) are made with both authentications.
 
 proxmoxer is Debian's package, importable by Debian's python3; when the interpreter running this
 test is another one, the test runs itself again under /usr/bin/python3."""
@@ -119,6 +121,55 @@ def everyday(t, c, api, how):
          "%s: a deleted VM's config is an error" % how, e)
 
 
+def machine_calls(t, c, api):
+    """The calls of a Cluster API machine's life, as proxmoxer users make them: a full clone with
+    description and pool, tags listed cluster-wide, a seed ISO uploaded and attached as cdrom, then
+    the ISO deleted and the VM destroyed with purge and its unreferenced disks."""
+    tmpl = by_name(c, "tmpl")[0]
+    tmpl_id = int(tmpl["extra"].get("vmid") or 100 + tmpl["numeric_id"])
+    newid = int(api.cluster.nextid.get())
+    upid = api.nodes("pve1").qemu(tmpl_id).clone.post(newid=newid, name="m-capi", full=1, target="pve2", pool="k8s",
+                                                      description="cloudnode.io/machine-uid: u-1\n")
+    t.eq(wait_task(api, "pve1", upid).get("exitstatus"), "OK", "a full clone into a pool ends OK")
+    cfg = api.nodes("pve2").qemu(newid).config.get()
+    t.eq(cfg.get("description"), "cloudnode.io/machine-uid: u-1\n", "the clone has the description it was given")
+    e = raises(lambda: api.nodes("pve1").qemu(tmpl_id).clone.post(newid=newid + 1, name="x", pool="nosuch"))
+    t.ok(e is not None and e.status_code == 500 and "pool 'nosuch' does not exist" in str(e),
+         "a clone into a pool that does not exist is refused", e)
+    e = raises(lambda: api.nodes("pve1").qemu(tmpl_id).clone.post(newid=newid, name="again"))
+    t.ok(e is not None and e.status_code == 500 and "VM %d already exists" % newid in str(e),
+         "a clone onto a VMID in use: PVE's check_vmid_unused message", e)
+
+    with tempfile.NamedTemporaryFile(suffix=".iso") as f:
+        f.write(b"\0" * 8192)
+        f.flush()
+        with open(f.name, "rb") as fh:
+            upid = api.nodes("pve2").storage("local").upload.post(content="iso", filename=fh)
+        name = os.path.basename(f.name)
+    t.eq(wait_task(api, "pve2", upid).get("exitstatus"), "OK", "the seed ISO upload ends OK")
+    volid = "local:iso/" + name
+    e = raises(lambda: api.nodes("pve2").qemu(newid).config.post(ide2="local:iso/missing.iso,media=cdrom"))
+    t.ok(e is not None and "does not exist" in str(e), "a cdrom naming a missing ISO is refused", e)
+    upid = api.nodes("pve2").qemu(newid).config.post(ide2=volid + ",media=cdrom", cores=2, memory=2048)
+    t.eq(wait_task(api, "pve2", upid).get("exitstatus"), "OK", "the ISO attached as cdrom")
+    api.nodes("pve2").qemu(newid).config.put(tags="k8s;cloudnode-machine-u-1")
+    e = raises(lambda: api.nodes("pve2").qemu(newid).config.put(tags="bad tag!"))
+    t.ok(e is not None and e.status_code == 400, "a tag outside PVE's format is refused", e)
+    vm = [v for v in api.cluster.resources.get(type="vm") if v["vmid"] == newid]
+    t.ok(len(vm) == 1 and vm[0].get("tags") == "k8s;cloudnode-machine-u-1" and vm[0].get("pool") == "k8s",
+         "the cluster resources list the VM's tags and pool", vm)
+
+    upid = api.nodes("pve2").storage("local").content(volid).delete()
+    t.eq(wait_task(api, "pve2", upid).get("exitstatus"), "OK", "the ISO is deleted")
+    isos = [x["volid"] for x in api.nodes("pve2").storage("local").content.get(content="iso")]
+    t.ok(volid not in isos, "and no longer listed", isos)
+    e = raises(lambda: api.nodes("pve2").storage("local").content(volid).delete())
+    t.ok(e is not None and e.status_code == 500 and "does not exist" in str(e), "deleting it again is an error", e)
+    upid = api.nodes("pve2").qemu(newid).delete(purge=1, **{"destroy-unreferenced-disks": 1})
+    t.eq(wait_task(api, "pve2", upid).get("exitstatus"), "OK", "destroy with purge and unreferenced disks ends OK")
+    t.ok(wait_for(lambda: not by_name(c, "m-capi"), 5), "the VM is gone")
+
+
 def faults(t, c, api):
     vmid = int((by_name(c, "web1")[0]["extra"] or {}).get("vmid") or 100 + by_name(c, "web1")[0]["numeric_id"])
     iid = by_name(c, "web1")[0]["id"]
@@ -208,6 +259,8 @@ def main():
             t.run(everyday, c, token, "token")
             password = ProxmoxAPI(host, user=PVE_USER["user"], password=PVE_USER["password"], verify_ssl=ca)
             t.run(everyday, c, password, "password")
+            t.run(machine_calls, c, password)
+            t.run(machine_calls, c, token)
             t.run(faults, c, password)
             t.run(refusals, c, host, ca, d)
             log = [r for r in c.requests() if r.get("platform") == "proxmoxve"]

@@ -4,7 +4,8 @@ v1beta2) against the fake API server and the fake cloud: finalizer, waiting for 
 Cluster, failure domains from the cloud's locations (all, or one region's), provisioned/ready
 and the Ready and Paused conditions, spec.controlPlaneEndpoint left alone, pause by the Cluster
 and by annotation, deletion, clusters of another provider left alone, a rejected token as a
-terminal condition without retries, and 429s retried."""
+terminal condition without retries, and 429s retried; OpenStack's availability zones and Proxmox
+VE's online nodes as failure domains."""
 import json
 import os
 import sys
@@ -224,25 +225,46 @@ def nova_zones(env):
         return json.load(r)["availabilityZoneInfo"]
 
 
+def cloud_failure_domains(t, env, ctl, provider, name, what):
+    """A provisioned CloudnodeCluster of the provider: its status.failureDomains."""
+    c = env.cluster(name)
+    make_cnc(env, name, owner=c, spec={"provider": provider})
+    o = wait_for(lambda: provisioned(env, name), 30) or {}
+    t.ok(o, "%s: provisioned" % what, ctl.output()[-2000:])
+    return (o.get("status") or {}).get("failureDomains", [])
+
+
+def region_refused(t, env, provider, name, region):
+    c = env.cluster(name)
+    make_cnc(env, name, owner=c, spec={"provider": provider, "region": region})
+    t.eq(wait_for(lambda: condition(env.obj(CNC, name), "Ready"), 30), "InvalidConfiguration",
+         "%s: a region other than the cloud config's is a terminal condition" % provider)
+
+
 def test_openstack(t, tmp):
     with machine_env(os.path.join(tmp, "openstack"), provider="openstack") as env:
         ctl = env.controller()
         try:
-            c = env.cluster("os1")
-            make_cnc(env, "os1", owner=c, spec={"provider": "openstack"})
-            o = wait_for(lambda: provisioned(env, "os1"), 30) or {}
-            t.ok(o, "OpenStack: provisioned", ctl.output()[-2000:])
-            fds = (o.get("status") or {}).get("failureDomains", [])
+            fds = cloud_failure_domains(t, env, ctl, "openstack", "os1", "OpenStack")
             zones = nova_zones(env)
             want = [z["zoneName"] for z in zones if z["zoneState"]["available"]]
             t.ok(len(want) < len(zones), "(the fake has an unavailable zone)")
             t.eq([fd["name"] for fd in fds], want, "failure domains are the available availability zones")
             t.eq({(fd.get("attributes") or {}).get("region") for fd in fds}, {"RegionOne"},
                  "with the cloud config's region")
-            c = env.cluster("os2")
-            make_cnc(env, "os2", owner=c, spec={"provider": "openstack", "region": "RegionTwo"})
-            t.eq(wait_for(lambda: condition(env.obj(CNC, "os2"), "Ready"), 30), "InvalidConfiguration",
-                 "a region other than the cloud config's is a terminal condition")
+            region_refused(t, env, "openstack", "os2", "RegionTwo")
+        finally:
+            ctl.stop()
+
+
+def test_proxmox(t, tmp):
+    with machine_env(os.path.join(tmp, "proxmoxve"), provider="proxmoxve") as env:
+        ctl = env.controller()
+        try:
+            fds = cloud_failure_domains(t, env, ctl, "proxmoxve", "pv1", "Proxmox VE")
+            t.eq([(fd["name"], (fd.get("attributes") or {}).get("region")) for fd in fds],
+                 [("pve1", "pve"), ("pve2", "pve")], "failure domains are the cluster's online nodes, with its region")
+            region_refused(t, env, "proxmoxve", "pv2", "other")
         finally:
             ctl.stop()
 
@@ -277,6 +299,7 @@ def main():
             t.run(test_other_provider, env)
             t.run(test_rate_limited, env)
         t.run(test_openstack, tmp)
+        t.run(test_proxmox, tmp)
     return t.done()
 
 

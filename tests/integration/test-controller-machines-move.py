@@ -2,7 +2,7 @@
 """cloudnode-controller after a clusterctl move: the CloudnodeMachine is recreated with a new UID
 but names its server (spec.providerID, and status.instanceID when the status moved too). The
 controller relabels that server with the new UID (migrate_uid: Hetzner PUT /servers/{id}, Nova
-POST /servers/{id}/metadata) instead of creating a second one, and deletion afterwards still finds
+POST /servers/{id}/metadata, Proxmox VE PUT .../qemu/{vmid}/config with the tag and description) instead of creating a second one, and deletion afterwards still finds
 it. Run for each provider with a machine lifecycle."""
 import os
 import sys
@@ -55,12 +55,25 @@ def check_move(t, env, name, keep_status):
              "moved %s: the same server now carries the new UID" % what)
         t.eq(env.servers(old["metadata"]["uid"]), [], "moved %s: and no longer the old one" % what)
         t.eq(creates(env, mark), [], "moved %s: no second server created" % what)
-        labels = env.servers(new["metadata"]["uid"])[0].get("labels") if env.servers(new["metadata"]["uid"]) else {}
-        t.ok("cloudnode.io/machine-uid" in labels, "the UID label is set", labels)
+        moved = env.servers(new["metadata"]["uid"])
+        owner_of = env.profile.get("owner_of")
+        if owner_of:
+            # Proxmox VE: the tag and the description's UID line both say the new UID
+            cfg = (moved[0]["extra"].get("pve_config") or {}) if moved else {}
+            t.ok(("cloudnode-machine-" + new["metadata"]["uid"]) in cfg.get("tags", "").split(";") and
+                 "cloudnode.io/machine-uid: " + new["metadata"]["uid"] in cfg.get("description", "").splitlines() and
+                 old["metadata"]["uid"] not in cfg.get("tags", "") + cfg.get("description", ""),
+                 "the new UID in the tag and the description, the old one in neither", cfg)
+        else:
+            labels = moved[0].get("labels") if moved else {}
+            t.ok("cloudnode.io/machine-uid" in labels, "the UID label is set", labels)
         t.eq(env.get(name)["spec"]["providerID"], old["spec"]["providerID"], "providerID unchanged")
         env.delete(name)
         t.ok(wait_for(lambda: env.gone(name), 40), "moved %s: deleted" % what)
         t.eq(env.servers(new["metadata"]["uid"]), [], "moved %s: with its server" % what)
+        if env.profile.get("owner_of"):
+            seeds = [v for f in env.c._admin_ok("GET", "/pve-files").values() for v in f if ":iso/cloudnode-" in v]
+            t.eq(seeds, [], "moved %s: and its seed, named after the old UID" % what)
     finally:
         ctl.stop()
 
@@ -75,7 +88,7 @@ def test_move_without_status(t, env):
 
 def main():
     t = Tap()
-    for provider in ("hetzner", "openstack"):
+    for provider in ("hetzner", "openstack", "proxmoxve"):
         with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider, 0.3, 0.2) as env:
             t.run(test_move_with_status, env)
             t.run(test_move_without_status, env)

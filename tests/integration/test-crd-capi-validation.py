@@ -3,7 +3,8 @@
 kube-apiserver (tests/realkube; tests/fake-kube-apiserver evaluates CEL only for
 ValidatingAdmissionPolicies, not for CRD schemas, so this test always runs against the real one
 and reports a skip where it cannot be built): a CloudnodeMachineTemplate's spec is immutable
-(self == oldSelf) while its metadata is not, a machine spec names exactly one provider, and a
+(self == oldSelf) while its metadata is not, a machine spec names exactly one provider (of hetzner,
+openstack and proxmoxve), the proxmoxve spec's fields are kept, and a
 CloudnodeMachine's providerID cannot change once set."""
 import os
 import sys
@@ -23,6 +24,7 @@ TEMPLATES = GROUP + "cloudnodemachinetemplates"
 MACHINES = GROUP + "cloudnodemachines"
 MERGE = "application/merge-patch+json"
 HETZNER = {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}
+PROXMOX = {"sourceNode": "pve1", "templateID": 9000, "target": "pve2", "tags": ["k8s"]}
 
 
 def install_crds(k):
@@ -56,6 +58,20 @@ def test_machine_rules(t, k):
     code, body = k.api("POST", TEMPLATES, template("t2", {"hetzner": HETZNER,
                                                           "openstack": {"flavor": "m1", "image": "i"}}))
     t.eq(code, 422, "a template naming two providers is refused")
+    code, body = k.api("POST", TEMPLATES, template("t3", {"hetzner": HETZNER, "proxmoxve": PROXMOX}))
+    t.eq(code, 422, "hetzner and proxmoxve together are refused")
+    t.ok("exactly one of hetzner, openstack or proxmoxve" in (body or {}).get("message", ""), "saying why",
+         (body or {}).get("message"))
+    code, body = k.api("POST", TEMPLATES, template("t4", {}))
+    t.eq(code, 422, "a template naming no provider is refused")
+    code, body = k.api("POST", TEMPLATES, template("t5", {"proxmoxve": PROXMOX}))
+    t.eq(code, 201, "a Proxmox VE template is created")
+    t.eq(((body or {}).get("spec") or {}).get("template", {}).get("spec", {}).get("proxmoxve"), PROXMOX,
+         "with its spec kept whole (no field pruned)")
+    code, body = k.api("POST", MACHINES, {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
+        "metadata": {"name": "m2"}, "spec": {"proxmoxve": dict(PROXMOX, templateID=99)}})
+    t.eq(code, 422, "a templateID below 100 is refused by the schema")
     code, body = k.api("POST", MACHINES, {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeMachine",
         "metadata": {"name": "m1"}, "spec": {"hetzner": HETZNER, "providerID": "hcloud://1"}})

@@ -15,7 +15,7 @@ import time
 
 import cncapi
 from cncapi import CLUSTERS, CNM, MACHINES, MERGE, NS, RBAC, SECRETS, USER, UID_LABEL, condition, wait_for  # noqa: F401
-from fakecloud import OPENSTACK_USER, FakeCloud
+from fakecloud import OPENSTACK_USER, PVE_TOKEN, FakeCloud, tls_args
 from fakekubeclient import kube_server
 
 # What differs between the providers: the cloud config, the spec, what the cloud's inventory and
@@ -52,14 +52,53 @@ PROVIDERS = {
         "failure_domains": ("nova", "az-2"),
         "placed_in": lambda inst: inst.get("zone"),
     },
+    # Proxmox VE over HTTPS (the fake's test CA): clones of the template VM 9000 on pve1; a VM is
+    # the machine's by its tag cloudnode-machine-<UID> (or, cut short in its create, the UID in its
+    # description).
+    "proxmoxve": {
+        "conf": lambda c: ("[Global]\nurl = %s/api2/json\nregion = pve\ntoken-id = %s@%s!%s\ntoken-secret = %s\n"
+                           "ca-file = %s\n" % (c.tls_url, PVE_TOKEN["user"].split("@")[0],
+                                                PVE_TOKEN["user"].split("@")[1], PVE_TOKEN["name"],
+                                                PVE_TOKEN["secret"], c.tls_ca)),
+        "tls": True,
+        "spec": {"sourceNode": "pve1", "templateID": 9000, "target": "pve2", "numCores": 4, "memoryMiB": 8192,
+                 "pool": "k8s", "tags": ["k8s"]},
+        # Refused by the cloud (no such template VM), not by validation: one clone request.
+        "bad_spec": {"sourceNode": "pve1", "templateID": 9999},
+        "provider_id": lambda inst: "proxmox://pve/%d" % inst["extra"]["vmid"],
+        "create_path": "/clone",
+        "address_type": "InternalIP",
+        "retry_after": None,
+        "owner_of": lambda inst: next((t[len("cloudnode-machine-"):] for t in
+                                       str((inst["extra"].get("pve_config") or {}).get("tags") or "").split(";")
+                                       if t.startswith("cloudnode-machine-")), None) or next(
+            (line[len(UID_LABEL) + 2:] for line in
+             str((inst["extra"].get("pve_config") or {}).get("description") or "").splitlines()
+             if line.startswith(UID_LABEL + ": ")), None),
+        # Failure domains: the cluster's online nodes; a Machine's becomes spec.proxmoxve.target.
+        "failure_domains": ("pve2", "pve1"),
+        "default_place": "pve2",
+        "placed_in": lambda inst: inst.get("zone"),
+        "setup": lambda c: c.add_instance({"platform": "proxmoxve", "name": "tmpl", "zone": "pve1", "status": "stopped",
+                                           "extra": {"vmid": 9000, "template": True}}),
+    },
 }
 
 @contextlib.contextmanager
 def machine_env(tmp, provider="hetzner", build_seconds=0.5, action_seconds=0.3):
     """A fake API server (with the controller's and the capi overlay's RBAC) and a fake cloud under
     tmp, set up for machines of the provider."""
-    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+    if PROVIDERS[provider].get("tls"):
+        os.makedirs(os.path.join(tmp, "tls"), exist_ok=True)
+        extra, ca = tls_args(os.path.join(tmp, "tls"))
+    else:
+        extra, ca = None, None
+    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, \
+            FakeCloud(os.path.join(tmp, "cloud"), extra_args=extra) as c:
+        c.tls_ca = ca
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
+        if PROVIDERS[provider].get("setup"):
+            PROVIDERS[provider]["setup"](c)
         env = Env(k, c, tmp, provider)
         env.setup()
         yield env
@@ -92,6 +131,12 @@ class Env(cncapi.CapiEnv):
     def controller(self, leader_args=("--leader-elect=false",)):
         return Controller(self.k, self.tmp, self.conf, leader_args, provider=self.provider)
 
+    def servers(self, uid):
+        owner_of = self.profile.get("owner_of")
+        if not owner_of:
+            return super().servers(uid)
+        return [i for i in self.c.instances() if i["platform"] == self.provider and owner_of(i) == uid]
+
     def is_create(self, r):
         return r.get("method") == "POST" and r.get("path", "").endswith(self.profile["create_path"])
 
@@ -107,7 +152,9 @@ def test_lifecycle(t, env):
         srv = env.servers(uid)
         t.eq(len(srv), 1, "exactly one server carries the machine's UID")
         if srv:
-            t.eq(o["spec"]["providerID"], env.profile["provider_id"] % srv[0]["id"], "providerID names the server")
+            pid = env.profile["provider_id"]
+            t.eq(o["spec"]["providerID"], pid(srv[0]) if callable(pid) else pid % srv[0]["id"],
+                 "providerID names the server")
         st = o.get("status") or {}
         t.ok(st.get("initialization", {}).get("provisioned") is True, "v1beta2 status.initialization.provisioned")
         t.ok(any(a.get("type") == env.profile["address_type"] for a in st.get("addresses", [])),
@@ -413,7 +460,8 @@ def test_placement(t, env):
              "its one server is in the Machine's failure domain, not the template's")
         uid = env.machine("fd0", cluster="cfd")["metadata"]["uid"]
         t.ok(wait_for(lambda: env.ready("fd0"), 40), "a machine without one is ready")
-        want = env.default_spec.get("location") or env.default_spec.get("availabilityZone") or "nova"
+        want = env.profile.get("default_place") or env.default_spec.get("location") or \
+            env.default_spec.get("availabilityZone") or "nova"
         t.eq([env.profile["placed_in"](i) for i in env.servers(uid)], [want], "and placed by its template")
 
         mark = len(env.c.requests())

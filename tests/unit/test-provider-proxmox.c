@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Proxmox VE parsers on answers shaped as the PVE API documents them (status/current, config,
  * agent/network-get-interfaces) and on broken ones; the error classes of PVE's messages; the
- * certificate fingerprint setting. The requests run against tests/fake-cloud in
+ * certificate fingerprint setting; the machine spec's validation and defaults, and the NoCloud seed.
+ * The requests run against tests/fake-cloud in
  * tests/integration/test-provider-lookup-proxmox.py. */
 #include "json-util.h"
 #include "provider-proxmox.h"
@@ -137,7 +138,96 @@ static void test_fingerprint(void) {
         TAP_EQ_INT(cn_provider_proxmox_parse_fingerprint(":ab", d), -EINVAL, "a leading colon is refused");
 }
 
+static void check_spec(const char *json, const char *reason_part, const char *what) {
+        _cleanup_json_ json_object *spec = json_tokener_parse(json);
+        _cleanup_free_ char *reason = NULL;
+        int r = cn_provider_proxmox_validate(NULL, spec, &reason);
+
+        if (!reason_part)
+                TAP_EQ_INT(r, 0, what);
+        else
+                TAP_OK(r == -EINVAL && reason && strstr(reason, reason_part), "%s: %s", what, strna(reason));
+}
+
+static void test_spec(void) {
+        _cleanup_json_ json_object *spec = json_tokener_parse("{\"sourceNode\": \"pve1\", \"templateID\": 9000}");
+        _cleanup_json_ json_object *defaulted = NULL, *explicit_full = NULL;
+        _cleanup_strv_free_ char **labels = NULL;
+        bool full = false;
+
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"target\": \"pve2\", \"numCores\": 4, "
+                   "\"memoryMiB\": 8192, \"pool\": \"k8s\", \"storage\": \"local-lvm\", \"tags\": [\"k8s\", \"a.b+c\"]}",
+                   NULL, "a whole spec is valid");
+        check_spec("{\"templateID\": 9000}", "sourceNode is required", "sourceNode is required");
+        check_spec("{\"sourceNode\": \"pve1\"}", "templateID is required", "templateID is required");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 99}", "templateID must be an integer from 100",
+                   "a VMID below 100 is refused");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": \"9000\"}", "templateID must be an integer",
+                   "a VMID as a string is refused");
+        check_spec("{\"sourceNode\": \"pve1/../x\", \"templateID\": 9000}", "sourceNode must be a Proxmox VE name",
+                   "a node name with a slash is refused");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"isoStorage\": \"\"}",
+                   "isoStorage must be a Proxmox VE name", "an empty storage name is refused");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"tags\": [\"has space\"]}",
+                   "tags[0] is not a Proxmox VE tag", "a tag with a space is refused");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"tags\": [\"cloudnode-machine-x\"]}",
+                   "must not start with cloudnode-machine-", "the machine's own tag prefix is refused");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"full\": \"yes\"}", "full must be true or false",
+                   "full must be a boolean");
+        check_spec("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"numCores\": 0}", "numCores must be",
+                   "zero cores are refused");
+        check_spec("[]", "spec.proxmoxve is missing", "a spec that is no object is refused");
+
+        TAP_EQ_INT(cn_provider_proxmox_add_defaults(NULL, spec, &defaulted), 0, "defaults added");
+        TAP_OK(cn_json_get_bool(defaulted, &full, "full", NULL) >= 0 && full, "full clone by default");
+        TAP_EQ_STR(cn_json_string(defaulted, "isoStorage", NULL), "local", "seed on local by default");
+        TAP_OK(!json_object_object_get(spec, "full"), "the given spec is left alone");
+        explicit_full = json_tokener_parse("{\"sourceNode\": \"pve1\", \"templateID\": 9000, \"full\": false}");
+        json_object_put(TAKE_PTR(defaulted));
+        TAP_OK(cn_provider_proxmox_add_defaults(NULL, explicit_full, &defaulted) == 0 &&
+                       cn_json_get_bool(defaulted, &full, "full", NULL) >= 0 && !full,
+               "a linked clone asked for stays one");
+        TAP_OK(cn_provider_proxmox_metrics_labels(NULL, spec, &labels) == 0 && strv_length(labels) == 4 &&
+                       streq(labels[0], "template") && streq(labels[1], "9000") && streq(labels[2], "zone") &&
+                       streq(labels[3], "pve1"),
+               "metrics labels: template and zone (the node)");
+}
+
+static void test_seed(void) {
+        _cleanup_free_ void *iso = NULL;
+        size_t size = 0;
+
+        TAP_EQ_INT(cn_provider_proxmox_seed("6f1c2b3a-0000-4000-8000-000000000001", "m1", "#cloud-config\n", &iso, &size),
+                   0, "a seed image is built");
+        TAP_OK(iso && size > 16 * 2048 && memcmp((char *) iso + 16 * 2048 + 1, "CD001", 5) == 0 &&
+                       memcmp((char *) iso + 16 * 2048 + 40, "cidata ", 7) == 0,
+               "an ISO 9660 image with the volume id cidata");
+        TAP_OK(memmem(iso, size, "\"instance-id\":\"6f1c2b3a-0000-4000-8000-000000000001\"", 51) != NULL,
+               "meta-data names the instance by the machine's UID");
+}
+
+static void test_failure_domains(void) {
+        _cleanup_json_ json_object *nodes = json_tokener_parse(
+                "[{\"node\": \"pve1\", \"status\": \"online\", \"type\": \"node\"},"
+                " {\"node\": \"pve2\", \"status\": \"offline\"}, {\"node\": \"pve3\"},"
+                " {\"node\": \"pve4\", \"status\": \"online\"}]");
+        _cleanup_json_ json_object *bad = json_tokener_parse("[{\"node\": \"../x\", \"status\": \"online\"}]");
+        _cleanup_json_ json_object *list = NULL, *none = NULL;
+
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(nodes, "pve", &list), 0, "node list parsed");
+        TAP_EQ_STR(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN),
+                   "[{\"name\":\"pve1\",\"controlPlane\":true,\"attributes\":{\"region\":\"pve\"}},"
+                   "{\"name\":\"pve4\",\"controlPlane\":true,\"attributes\":{\"region\":\"pve\"}}]",
+                   "the online nodes are the failure domains, with the region");
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(bad, "pve", &none), -EBADMSG,
+                   "a node name that is no PVE name is refused");
+        TAP_EQ_INT(cn_provider_proxmox_failure_domains_parse(NULL, "pve", &none), -EBADMSG, "no list is refused");
+}
+
 int main(void) {
+        test_failure_domains();
+        test_spec();
+        test_seed();
         test_parse_vm();
         test_parse_bad();
         test_classify();
