@@ -4,7 +4,12 @@
  * A cluster asks the cloud for its failure domains once per generation and controller run (they
  * change rarely; a restart or a spec change asks again); every pass after that only compares the
  * status it would write with the live one, so an idle cluster costs no API call. Retryable cloud
- * errors come back through one backoff timer; terminal ones wait for a spec change. */
+ * errors come back through one backoff timer; terminal ones wait for a spec change.
+ *
+ * A cluster with spec.controlPlaneLoadBalancer gets its load balancer first, looked up (or created)
+ * once per controller run by the CloudnodeCluster's UID, and its address as
+ * spec.controlPlaneEndpoint when the user gave none; only then is it provisioned. Its deletion
+ * deletes the load balancer before the finalizer goes. */
 #include <errno.h>
 
 #include "backoff.h"
@@ -49,6 +54,7 @@ struct ClusterState {
         json_object *failure_domains; /* the cloud's answer for `generation` */
         int64_t generation;
         int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
+        json_object *load_balancer;   /* {"id", "host", "port"}, found or created in this run */
         bool seen;
 };
 
@@ -61,6 +67,7 @@ static ClusterState *state_free(ClusterState *s) {
                 return NULL;
         cn_provider_call_free(s->call);
         json_object_put(s->failure_domains);
+        json_object_put(s->load_balancer);
         free(s->namespace);
         free(s->name);
         free(s);
@@ -132,54 +139,206 @@ static int patch_finalizers(ClusterState *s, json_object *cnc, bool add) {
                              CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
 }
 
-static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_object *list, void *userdata) {
-        ClusterState *s = ASSERT_PTR(userdata);
+/* A failed cloud call: retryable ones come back through the backoff timer, terminal ones wait for
+ * a change of the spec (and say so in Ready and an Event). */
+static void cloud_failed(ClusterState *s, json_object *cnc, const CnProviderResult *res, const char *what) {
         ClusterController *cc = s->cc;
-        json_object *cnc = cn_kube_informer_lookup(cc->infra_clusters, s->namespace, s->name);
+        const char *reason;
+        CnKubeObjectRef ref;
 
-        s->call = cn_provider_call_free(s->call);
-        if (!cnc)
-                return;
-        switch (cn_provider_error_class(res->error)) {
-        case CN_PROVIDER_OK:
-                log_info("CloudnodeCluster %s/%s: %zu failure domains, provisioned", s->namespace, s->name,
-                         json_object_array_length(list));
-                json_object_put(s->failure_domains);
-                s->failure_domains = json_object_get(list);
-                s->generation = generation_of(cnc);
-                cn_backoff_reset(&cc->backoff);
-                (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
-                return;
-        case CN_PROVIDER_RETRYABLE:
-                log_info("CloudnodeCluster %s/%s: listing failure domains failed, retrying: %s", s->namespace,
-                         s->name, strna(res->message));
+        if (cn_provider_error_class(res->error) == CN_PROVIDER_RETRYABLE && res->error != -CN_PROVIDER_EMULTIPLE) {
+                log_info("CloudnodeCluster %s/%s: %s failed, retrying: %s", s->namespace, s->name, what,
+                         strna(res->message));
                 (void) write_status(s, cnc, NULL, false, "CloudUnavailable", res->message);
                 retry_later(cc, res->retry_after);
                 return;
-        default: {
-                const char *reason = res->error == -EACCES || res->error == -EPERM ? "Unauthorized"
-                                                                                   : "InvalidConfiguration";
-                CnKubeObjectRef ref;
-
-                log_warning("CloudnodeCluster %s/%s: %s: %s", s->namespace, s->name, reason, strna(res->message));
-                s->failed_generation = generation_of(cnc);
-                (void) write_status(s, cnc, NULL, false, reason, res->message);
-                if (cn_kube_object_ref_from_json(cnc, &resource_cloudnodeclusters, &ref) >= 0)
-                        (void) cn_kube_event_record(cc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
-                                                    strna(res->message));
-                return;
         }
-        }
+        /* Several load balancers with the cluster's UID: a human decides which one is the
+         * cluster's, neither is adopted nor deleted. */
+        reason = res->error == -CN_PROVIDER_EMULTIPLE          ? "MultipleLoadBalancers"
+                 : res->error == -EACCES || res->error == -EPERM ? "Unauthorized"
+                                                                 : "InvalidConfiguration";
+        log_warning("CloudnodeCluster %s/%s: %s: %s", s->namespace, s->name, reason, strna(res->message));
+        s->failed_generation = generation_of(cnc);
+        (void) write_status(s, cnc, NULL, false, reason, res->message);
+        if (cn_kube_object_ref_from_json(cnc, &resource_cloudnodeclusters, &ref) >= 0)
+                (void) cn_kube_event_record(cc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
+                                            strna(res->message));
 }
 
-static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) {
+/* Ends the call in flight; the cluster as the cache has it now, or NULL when it is gone. */
+static json_object *call_done(ClusterState *s) {
+        s->call = cn_provider_call_free(s->call);
+        return cn_kube_informer_lookup(s->cc->infra_clusters, s->namespace, s->name);
+}
+
+static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_object *list, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        ClusterController *cc = s->cc;
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                cloud_failed(s, cnc, res, "listing failure domains");
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: %zu failure domains, provisioned", s->namespace, s->name,
+                 json_object_array_length(list));
+        json_object_put(s->failure_domains);
+        s->failure_domains = json_object_get(list);
+        s->generation = generation_of(cnc);
+        cn_backoff_reset(&cc->backoff);
+        (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+}
+
+static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_object *view, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                cloud_failed(s, cnc, res, "the control-plane load balancer");
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: control-plane load balancer %s at %s", s->namespace, s->name,
+                 strna(cn_json_string(view, "id", NULL)), strna(cn_json_string(view, "host", NULL)));
+        json_object_put(s->load_balancer);
+        s->load_balancer = json_object_get(view);
+        cn_backoff_reset(&s->cc->backoff);
+        schedule(s->cc);
+}
+
+static void on_load_balancer_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                log_info("CloudnodeCluster %s/%s: deleting the control-plane load balancer failed, retrying: %s",
+                         s->namespace, s->name, strna(res->message));
+                retry_later(s->cc, res->retry_after);
+                return;
+        }
+        if (!done) {
+                retry_later(s->cc, 0);
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: control-plane load balancer gone, removing the finalizer", s->namespace,
+                 s->name);
+        (void) patch_finalizers(s, cnc, false);
+}
+
+/* The provider of the cluster's credentials (borrowed: a call holds its own reference); 0 while
+ * the Secret is being read (its answer schedules another pass), 1 when there. */
+static int cluster_provider(ClusterState *s, json_object *cnc, CnProvider **ret) {
         _cleanup_free_ char *why = NULL;
         CnProvider *p = NULL;
-        int64_t g = generation_of(cnc);
         int r;
 
-        json_object *recorded;
+        r = cn_credentials_provider(machine_controller_credentials(s->cc->mc), s->namespace,
+                                    cn_json_get(cnc, "spec", "credentials", "secretRef", NULL), CN_CREDENTIALS_FRESH,
+                                    &p, &why);
+        if (r < 0) {
+                (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
+                retry_later(s->cc, 0);
+                return r;
+        }
+        if (r == 0)
+                return 0;
+        *ret = p;
+        return 1;
+}
 
+static CnProviderLoadBalancer load_balancer_of(ClusterState *s, json_object *cnc, json_object *cluster) {
+        return (CnProviderLoadBalancer) {
+                .name = s->name,
+                .namespace = s->namespace,
+                .uid = cn_json_string(cnc, "metadata", "uid", NULL),
+                .targets_of = cn_json_string(cluster, "metadata", "uid", NULL),
+                .region = cn_json_string(cnc, "spec", "region", NULL),
+                .spec = cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL),
+        };
+}
+
+/* The control-plane load balancer, once per controller run: found or created, and its address
+ * written to spec.controlPlaneEndpoint unless the user gave one. True while that is under way. */
+static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_object *cnc, json_object *cluster) {
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *reason = NULL;
+        CnProviderLoadBalancer lb;
+        CnProvider *p = NULL;
+        int r;
+
+        if (!cn_cluster_wants_load_balancer(cnc))
+                return false;
+        if (s->load_balancer) {
+                r = cn_cluster_endpoint_patch(cnc, s->load_balancer, &patch);
+                if (r < 0 || !patch)
+                        return false;
+                /* Its event brings the next pass, with the endpoint. */
+                (void) cn_kube_patch(cc->client, &resource_cloudnodeclusters, s->namespace, s->name, NULL,
+                                     CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+                return true;
+        }
+        if (s->failed_generation == generation_of(cnc))
+                return true;
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
+                return true;
+        lb = load_balancer_of(s, cnc, cluster);
+        if (!lb.uid || !lb.targets_of)
+                return true; /* objects of the API always have a UID */
+        if (!cn_cluster_has_endpoint(cnc))
+                (void) write_status(s, cnc, NULL, false, "LoadBalancerProvisioning",
+                                    "waiting for the control-plane load balancer");
+        r = cn_provider_load_balancer_ensure(p, &lb, on_load_balancer, s, &s->call, &reason);
+        if (r == -EOPNOTSUPP || r == -EINVAL) {
+                s->failed_generation = generation_of(cnc);
+                (void) write_status(s, cnc, NULL, false, r == -EINVAL ? "InvalidConfiguration" : "NotSupported",
+                                    r == -EINVAL ? reason : "this provider cannot make a control-plane load balancer");
+        } else if (r < 0) {
+                log_warning_errno(r, "CloudnodeCluster %s/%s: cannot ask for the load balancer: %m", s->namespace,
+                                  s->name);
+                retry_later(cc, 0);
+        }
+        return true;
+}
+
+/* Deleting: the load balancer goes before the finalizer. */
+static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *cnc) {
+        CnProviderLoadBalancer lb = load_balancer_of(s, cnc, NULL);
+        CnProvider *p = NULL;
+        int r;
+
+        /* The spec member, enabled or not: one made while it was enabled is still the cluster's. */
+        if (!cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL) || !lb.uid) {
+                log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
+                (void) patch_finalizers(s, cnc, false);
+                return;
+        }
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
+                return;
+        r = cn_provider_load_balancer_cleanup(p, &lb, on_load_balancer_cleanup, s, &s->call);
+        if (r == -EOPNOTSUPP)
+                (void) patch_finalizers(s, cnc, false);
+        else if (r < 0)
+                retry_later(cc, 0);
+}
+
+static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, json_object *cluster) {
+        CnProvider *p = NULL;
+        int64_t g = generation_of(cnc);
+        json_object *recorded;
+        int r;
+
+        /* First the endpoint, then the failure domains: writing the endpoint changes the
+         * generation, which they are found for. */
+        if (ensure_load_balancer(cc, s, cnc, cluster))
+                return;
         if ((!s->failure_domains || s->generation != g) && cn_cluster_recorded_failure_domains(cnc, &recorded) >= 0) {
                 /* Found by an earlier run for this generation. */
                 json_object_put(s->failure_domains);
@@ -193,16 +352,9 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) 
         }
         if (s->failed_generation == g)
                 return;
-        r = cn_credentials_provider(machine_controller_credentials(cc->mc), s->namespace,
-                                    cn_json_get(cnc, "spec", "credentials", "secretRef", NULL), CN_CREDENTIALS_FRESH,
-                                    &p, &why);
-        if (r == 0)
-                return; /* reading the Secret: its answer schedules another pass */
-        if (r < 0) {
-                (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
-                retry_later(cc, 0);
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
                 return;
-        }
         r = cn_provider_failure_domains(p, cn_json_string(cnc, "spec", "region", NULL), on_failure_domains, s,
                                         &s->call);
         if (r == -EOPNOTSUPP) {
@@ -239,11 +391,10 @@ static void reconcile_one(ClusterController *cc, ClusterState *s, json_object *c
                 (void) write_status(s, cnc, NULL, false, "WaitingForCluster", "no owner Cluster yet");
                 break;
         case CN_CLUSTER_PROVISION:
-                provision(cc, s, cnc);
+                provision(cc, s, cnc, cluster);
                 break;
         case CN_CLUSTER_REMOVE_FINALIZER:
-                log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
-                (void) patch_finalizers(s, cnc, false);
+                delete_cluster(cc, s, cnc);
                 break;
         default:
                 break;

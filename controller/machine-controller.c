@@ -377,11 +377,31 @@ static void on_created(CnProvider *p, const CnProviderResult *res, json_object *
         record_instance(s, instance);
 }
 
+/* The UID of the Cluster whose control plane the machine is part of (the Machine or the
+ * CloudnodeMachine carries Cluster API's control-plane label), or NULL. Borrowed from the cache. */
+static const char *control_plane_of(MachineState *s) {
+        json_object *cnm = lookup_infra_machine(s), *machine = NULL;
+        const char *owner = cnm ? cn_machine_owner_name(cnm) : NULL, *cluster_name;
+
+        if (owner)
+                machine = cn_kube_informer_lookup(s->mc->machines, s->namespace, owner);
+        if (!cn_json_get(cnm, "metadata", "labels", CN_CAPI_CONTROL_PLANE_LABEL, NULL) &&
+            !cn_json_get(machine, "metadata", "labels", CN_CAPI_CONTROL_PLANE_LABEL, NULL))
+                return NULL;
+        cluster_name = cn_json_string(cnm, "metadata", "labels", "cluster.x-k8s.io/cluster-name", NULL) ?:
+                       cn_json_string(machine, "spec", "clusterName", NULL);
+        if (!cluster_name)
+                return NULL;
+        return cn_json_string(cn_kube_informer_lookup(s->mc->clusters, s->namespace, cluster_name), "metadata",
+                              "uid", NULL);
+}
+
 static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
         MachineState *s = ASSERT_PTR(userdata);
         _cleanup_free_ void *data = NULL;
         const char *b64 = cn_json_string(result->object, "data", "value", NULL);
-        CnProviderMachine m = { .namespace = s->namespace, .name = s->name, .uid = s->uid, .spec = s->spec };
+        CnProviderMachine m = { .namespace = s->namespace, .name = s->name, .uid = s->uid, .spec = s->spec,
+                                .control_plane_of = control_plane_of(s) };
         size_t size = 0;
         int r;
 

@@ -603,6 +603,17 @@ int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMac
         return p->ops->failure_domains ? p->ops->failure_domains(p, region, cb, userdata, ret) : -EOPNOTSUPP;
 }
 
+int cn_provider_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderMachineCallback cb,
+                                     void *userdata, CnProviderCall **ret, char **ret_reason) {
+        return p->ops->load_balancer_ensure ? p->ops->load_balancer_ensure(p, lb, cb, userdata, ret, ret_reason)
+                                            : -EOPNOTSUPP;
+}
+
+int cn_provider_load_balancer_cleanup(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderCleanupCallback cb,
+                                      void *userdata, CnProviderCall **ret) {
+        return p->ops->load_balancer_cleanup ? p->ops->load_balancer_cleanup(p, lb, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
 const char *cn_provider_failure_domain_field(const CnProvider *p) {
         return p->ops->failure_domain_field;
 }

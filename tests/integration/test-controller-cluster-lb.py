@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""cloudnode-controller gives a CloudnodeCluster with spec.controlPlaneLoadBalancer its
+control-plane load balancer (Hetzner Cloud, against the fake cloud): created once, labelled with
+the CloudnodeCluster's UID (a controller killed while the create's answer is on its way, and one
+restarted afterwards, make no second), its address written as spec.controlPlaneEndpoint before the
+cluster is provisioned, a user's endpoint kept as it is, its targets the servers of the cluster's
+control-plane machines and no other, deleted with the cluster while load balancers of other owners
+(one of a similar name) stay; a load balancer type the cloud refuses and an answer that is not a
+load balancer list each end in one clear condition; a provider without load balancers says so."""
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cntap import Tap  # noqa: E402
+
+from cncapi import CLUSTERS, CNC, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
+from capimachines import machine_env  # noqa: E402
+from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakekubeclient import kube_server  # noqa: E402
+
+FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
+OWNER_LABEL = "cloudnode.io/cluster-uid"
+CP_LABEL = "cloudnode.io/control-plane-of"
+AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
+
+
+def hetzner(env):
+    return Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
+
+
+def load_balancers(env):
+    code, _, body = env.c.api("GET", "/v1/load_balancers?per_page=50", headers=AUTH)
+    assert code == 200, body
+    return body["load_balancers"]
+
+
+def owned(env, uid):
+    return [lb for lb in load_balancers(env) if (lb.get("labels") or {}).get(OWNER_LABEL) == uid]
+
+
+def lb_creates(env, mark):
+    return [r for r in env.c.requests()[mark:] if r.get("method") == "POST" and r.get("path") == "/v1/load_balancers"]
+
+
+def target_servers(lb):
+    return sorted(s["server"]["id"] for tg in lb.get("targets") or [] if tg["type"] == "label_selector"
+                  for s in tg.get("targets") or [])
+
+
+def test_created_once(t, env):
+    c = env.cluster("lb1")
+    mark = len(env.c.requests())
+    # The create is done by the cloud, and its answer held until the controller is gone.
+    env.c.fail({"method": "POST", "path": "^/v1/load_balancers$", "after_commit": True, "reset": True,
+                "latency": 30, "count": 1})
+    ctl = hetzner(env)
+    try:
+        cnc = make_cnc(env, "lb1", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
+        t.ok(wait_for(lambda: lb_creates(env, mark), 30), "the load balancer is created", ctl.output()[-1500:])
+        t.ok(not provisioned(env, "lb1"), "not provisioned while the load balancer is being made")
+        t.eq(condition(env.obj(CNC, "lb1"), "Ready"), "LoadBalancerProvisioning", "Ready says why")
+    finally:
+        ctl.stop()
+    env.c.clear_faults()
+    ctl = hetzner(env)
+    try:
+        o = wait_for(lambda: provisioned(env, "lb1"), 30)
+        t.ok(o, "a new controller finishes: provisioned", ctl.output()[-1500:])
+        lbs = owned(env, cnc["metadata"]["uid"])
+        t.eq(len(lbs), 1, "one load balancer carries the cluster's UID")
+        t.eq(len(lb_creates(env, mark)), 1, "it was created once: the answer lost with the controller made no second")
+        lb = lbs[0] if lbs else {}
+        ep = (o or {}).get("spec", {}).get("controlPlaneEndpoint")
+        t.eq(ep, {"host": lb.get("public_net", {}).get("ipv4", {}).get("ip"), "port": 6443},
+             "spec.controlPlaneEndpoint is the load balancer's public IPv4 address and port 6443")
+        t.eq(condition(o, "Ready", "status"), "True", "Ready=True")
+        t.ok(lb.get("name", "").startswith("lb1-kube-apiserver-"), "named after the cluster", lb.get("name"))
+        t.eq((lb.get("load_balancer_type") or {}).get("name"), "lb11", "CAPH's default type, lb11")
+        t.eq((lb.get("algorithm") or {}).get("type"), "round_robin", "and algorithm, round_robin")
+        t.eq([(s["protocol"], s["listen_port"], s["destination_port"]) for s in lb.get("services") or []],
+             [("tcp", 6443, 6443)], "one TCP service to the API servers' 6443")
+        t.eq([(tg["type"], tg.get("label_selector", {}).get("selector")) for tg in lb.get("targets") or []],
+             [("label_selector", "%s=%s" % (CP_LABEL, c["metadata"]["uid"]))],
+             "its target: the servers labelled as this Cluster's control plane")
+    finally:
+        ctl.stop()
+    ctl = hetzner(env)
+    try:
+        mark = len(env.c.requests())
+        t.ok(wait_for(lambda: "control-plane load balancer" in ctl.output(), 30), "a restarted controller looks",
+             ctl.output()[-1500:])
+        time.sleep(1.0)
+        t.eq(lb_creates(env, mark), [], "and creates nothing")
+        t.eq(len(owned(env, cnc["metadata"]["uid"])), 1, "still one load balancer")
+        t.ok(provisioned(env, "lb1"), "still provisioned")
+    finally:
+        ctl.stop()
+
+
+def test_targets_follow_control_plane(t, env):
+    c = env.obj(CLUSTERS, "lb1")
+    cnc = env.obj(CNC, "lb1")
+    ctl = hetzner(env)
+    try:
+        env.machine("lb1-cp-0", cluster="lb1", labels={"cluster.x-k8s.io/control-plane": ""})
+        env.machine("lb1-worker-0", cluster="lb1")
+        t.ok(wait_for(lambda: env.ready("lb1-cp-0") and env.ready("lb1-worker-0"), 60), "both machines run",
+             ctl.output()[-1500:])
+        cp = env.servers(env.get("lb1-cp-0")["metadata"]["uid"])
+        worker = env.servers(env.get("lb1-worker-0")["metadata"]["uid"])
+        t.eq([(s.get("labels") or {}).get(CP_LABEL) for s in cp], [c["metadata"]["uid"]],
+             "the control-plane server carries the Cluster's UID as the control-plane label")
+        t.eq([(s.get("labels") or {}).get(CP_LABEL) for s in worker], [None], "the worker's does not")
+        lb = (owned(env, cnc["metadata"]["uid"]) or [{}])[0]
+        t.eq(target_servers(lb), [int(s["id"]) for s in cp], "the load balancer's targets: the control-plane server")
+        env.delete("lb1-cp-0")
+        t.ok(wait_for(lambda: env.gone("lb1-cp-0"), 60), "the control-plane machine is deleted", ctl.output()[-1500:])
+        lb = (owned(env, cnc["metadata"]["uid"]) or [{}])[0]
+        t.eq(target_servers(lb), [], "and is no target any more")
+        env.delete("lb1-worker-0")
+        t.ok(wait_for(lambda: env.gone("lb1-worker-0"), 60), "the worker is deleted")
+    finally:
+        ctl.stop()
+
+
+def create_foreign(env, name, labels):
+    code, _, body = env.c.api("POST", "/v1/load_balancers", {"name": name, "load_balancer_type": "lb11",
+                                                             "location": "fsn1", "labels": labels}, headers=AUTH)
+    assert code == 201, body
+    return body["load_balancer"]["id"]
+
+
+def test_delete(t, env):
+    cnc = env.obj(CNC, "lb1")
+    foreign = [create_foreign(env, "lb1-kube-apiserver", {}),
+               create_foreign(env, "lb1-kube-apiserver-other", {OWNER_LABEL: "0000-not-this-cluster"})]
+    ctl = hetzner(env)
+    try:
+        env.k.api("DELETE", CLUSTERS + "/lb1")
+        env.k.api("DELETE", CNC + "/lb1")
+        t.ok(wait_for(lambda: env.obj(CNC, "lb1") is None, 30), "the CloudnodeCluster is deleted",
+             ctl.output()[-1500:])
+        t.eq(owned(env, cnc["metadata"]["uid"]), [], "its load balancer is gone")
+        t.eq(sorted(lb["id"] for lb in load_balancers(env) if lb["id"] in foreign), sorted(foreign),
+             "load balancers of other owners, one of a similar name, are left alone")
+    finally:
+        ctl.stop()
+
+
+def test_user_endpoint(t, env):
+    c = env.cluster("lb2")
+    endpoint = {"host": "api.lb2.example", "port": 443}
+    ctl = hetzner(env)
+    try:
+        cnc = make_cnc(env, "lb2", c, {"provider": "hetzner", "controlPlaneEndpoint": endpoint,
+                                       "controlPlaneLoadBalancer": {"type": "lb21", "algorithm": "least_connections",
+                                                                    "port": 443}})
+        o = wait_for(lambda: provisioned(env, "lb2"), 30)
+        t.ok(o, "provisioned", ctl.output()[-1500:])
+        t.eq((o or {}).get("spec", {}).get("controlPlaneEndpoint"), endpoint, "the user's endpoint is kept as it is")
+        lb = (owned(env, cnc["metadata"]["uid"]) or [{}])[0]
+        t.eq(((lb.get("load_balancer_type") or {}).get("name"), (lb.get("algorithm") or {}).get("type"),
+              [(s["listen_port"], s["destination_port"]) for s in lb.get("services") or []]),
+             ("lb21", "least_connections", [(443, 6443)]), "the load balancer as the spec asks")
+        env.k.api("DELETE", CLUSTERS + "/lb2")
+        env.k.api("DELETE", CNC + "/lb2")
+        t.ok(wait_for(lambda: env.obj(CNC, "lb2") is None, 30), "deleted")
+        t.eq(owned(env, cnc["metadata"]["uid"]), [], "with its load balancer")
+    finally:
+        ctl.stop()
+
+
+def test_refused_type(t, env):
+    c = env.cluster("lb3")
+    ctl = hetzner(env)
+    try:
+        make_cnc(env, "lb3", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {"type": "lb99"}})
+        t.ok(wait_for(lambda: condition(env.obj(CNC, "lb3"), "Ready") == "InvalidConfiguration", 30),
+             "a type the cloud refuses: a terminal condition", ctl.output()[-1500:])
+        msg = condition(env.obj(CNC, "lb3"), "Ready", "message") or ""
+        t.ok("lb99" in msg, "naming the cloud's reason", msg)
+        t.ok(not provisioned(env, "lb3") and not env.obj(CNC, "lb3")["spec"].get("controlPlaneEndpoint"),
+             "no endpoint, not provisioned")
+
+        def warnings():
+            code, body = env.k.api("GET", "/api/v1/namespaces/default/events")
+            return [e for e in (body or {}).get("items", []) if e.get("reason") == "InvalidConfiguration" and
+                    (e.get("involvedObject") or e.get("regarding") or {}).get("name") == "lb3"]
+        found = wait_for(warnings, 20)
+        t.ok(found and found[0].get("type") == "Warning", "a Warning Event", found)
+        time.sleep(1.5)
+        t.eq([e.get("count", 1) for e in warnings()], [1], "one, and the type is not asked for again")
+    finally:
+        ctl.stop()
+
+
+def test_garbage_answer(t, env):
+    c = env.cluster("lb4")
+    env.c.fail({"method": "GET", "path": "^/v1/load_balancers", "status": 200,
+                "body": {"load_balancers": {"id": "not a list"}}})
+    ctl = hetzner(env)
+    try:
+        mark = len(env.c.requests())
+        make_cnc(env, "lb4", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
+        t.ok(wait_for(lambda: "load balancer list" in (condition(env.obj(CNC, "lb4"), "Ready", "message") or ""), 30),
+             "an answer that is not a list: one clear message", ctl.output()[-1500:])
+        t.eq(condition(env.obj(CNC, "lb4"), "Ready", "message"), "unexpected load balancer list from the Hetzner API",
+             "that message")
+        t.eq(condition(env.obj(CNC, "lb4"), "Ready"), "CloudUnavailable", "retryable")
+        t.eq(lb_creates(env, mark), [], "nothing is created on the strength of it")
+        env.c.clear_faults()
+        t.ok(wait_for(lambda: provisioned(env, "lb4"), 60), "provisioned once the cloud answers sensibly",
+             ctl.output()[-1500:])
+        env.k.api("DELETE", CLUSTERS + "/lb4")
+        env.k.api("DELETE", CNC + "/lb4")
+        t.ok(wait_for(lambda: env.obj(CNC, "lb4") is None, 30), "deleted")
+    finally:
+        ctl.stop()
+        env.c.clear_faults()
+
+
+def test_openstack_not_supported(t, tmp):
+    with machine_env(os.path.join(tmp, "openstack"), provider="openstack") as env:
+        ctl = env.controller()
+        try:
+            c = env.cluster("os1")
+            make_cnc(env, "os1", c, {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+            t.ok(wait_for(lambda: condition(env.obj(CNC, "os1"), "Ready") == "NotSupported", 30),
+                 "OpenStack: no load balancer yet, and the condition says so", ctl.output()[-1500:])
+            t.ok(not provisioned(env, "os1"), "not provisioned without its endpoint")
+        finally:
+            ctl.stop()
+
+
+def main():
+    t = Tap()
+    with tempfile.TemporaryDirectory() as tmp:
+        with machine_env(os.path.join(tmp, "hetzner")) as env:
+            t.run(test_created_once, env)
+            t.run(test_targets_follow_control_plane, env)
+            t.run(test_delete, env)
+            t.run(test_user_endpoint, env)
+            t.run(test_refused_type, env)
+            t.run(test_garbage_answer, env)
+        t.run(test_openstack_not_supported, tmp)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
