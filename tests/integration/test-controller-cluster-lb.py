@@ -8,11 +8,13 @@ control-plane machines and no other, deleted with the cluster while load balance
 (one of a similar name) stay; a load balancer type the cloud refuses and an answer that is not a
 load balancer list each end in one clear condition; a provider without load balancers says so."""
 import os
+import shutil
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cliclient import Cli  # noqa: E402
 from cntap import Tap  # noqa: E402
 
 from cncapi import CLUSTERS, CNC, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
@@ -47,6 +49,24 @@ def lb_creates(env, mark):
 def target_servers(lb):
     return sorted(s["server"]["id"] for tg in lb.get("targets") or [] if tg["type"] == "label_selector"
                   for s in tg.get("targets") or [])
+
+
+def seen_by_hcloud(t, env, lb, uid):
+    """Hetzner's own CLI finds the load balancer by the cluster's UID and describes it as the API has it."""
+    if not shutil.which("hcloud"):
+        t.skip("hcloud sees the load balancer", "hcloud is not installed")
+        return
+    with tempfile.TemporaryDirectory() as home:
+        h = Cli(t, ["hcloud"], dict(os.environ, HOME=home, HCLOUD_ENDPOINT=env.c.url + "/v1", HCLOUD_TOKEN=HETZNER_TOKEN,
+                                     HCLOUD_CONFIG=os.path.join(home, "cli.toml")), ["-o", "json"], timeout=60)
+        listed = h.json("hcloud load-balancer list", "load-balancer", "list", "--selector", "%s=%s" % (OWNER_LABEL, uid))
+        t.eq([x.get("name") for x in listed or []], [lb.get("name")], "hcloud lists it by the cluster's UID")
+        d = h.json("hcloud load-balancer describe", "load-balancer", "describe", str(lb.get("id"))) or {}
+        t.eq((d.get("public_net", {}).get("ipv4", {}).get("ip"), [s.get("listen_port") for s in d.get("services") or []],
+              [tg.get("label_selector", {}).get("selector") for tg in d.get("targets") or []]),
+             (lb.get("public_net", {}).get("ipv4", {}).get("ip"), [6443],
+              [tg.get("label_selector", {}).get("selector") for tg in lb.get("targets") or []]),
+             "and describes its address, service and target")
 
 
 def test_created_once(t, env):
@@ -84,6 +104,7 @@ def test_created_once(t, env):
         t.eq([(tg["type"], tg.get("label_selector", {}).get("selector")) for tg in lb.get("targets") or []],
              [("label_selector", "%s=%s" % (CP_LABEL, c["metadata"]["uid"]))],
              "its target: the servers labelled as this Cluster's control plane")
+        seen_by_hcloud(t, env, lb, cnc["metadata"]["uid"])
     finally:
         ctl.stop()
     ctl = hetzner(env)
