@@ -21,6 +21,7 @@
 #include "log.h"
 #include "machine-reconcile.h"
 #include "provider.h"
+#include "string-util.h"
 #include "time-util.h"
 
 #define RETRY_BASE_USEC (1 * USEC_PER_SEC)
@@ -38,8 +39,9 @@ struct ClusterController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         MachineController *mc;
-        CnKubeInformer *infra_clusters, *clusters;
-        uint64_t infra_clusters_handlers, clusters_handlers; /* the Cluster informer outlives us */
+        CnKubeInformer *infra_clusters, *clusters, *infra_machines;
+        /* the Cluster and CloudnodeMachine informers are shared and outlive us */
+        uint64_t infra_clusters_handlers, clusters_handlers, infra_machines_handlers;
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
         bool leading;
@@ -55,6 +57,7 @@ struct ClusterState {
         int64_t generation;
         int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
         json_object *load_balancer;   /* {"id", "host", "port"}, found or created in this run */
+        char **members;               /* the control-plane instances it was ensured for */
         bool seen;
 };
 
@@ -68,6 +71,7 @@ static ClusterState *state_free(ClusterState *s) {
         cn_provider_call_free(s->call);
         json_object_put(s->failure_domains);
         json_object_put(s->load_balancer);
+        strv_free(s->members);
         free(s->namespace);
         free(s->name);
         free(s);
@@ -260,7 +264,34 @@ static CnProviderLoadBalancer load_balancer_of(ClusterState *s, json_object *cnc
                 .targets_of = cn_json_string(cluster, "metadata", "uid", NULL),
                 .region = cn_json_string(cnc, "spec", "region", NULL),
                 .spec = cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL),
+                .members = (const char *const *) s->members,
         };
+}
+
+static bool strv_equal(char **a, char **b) {
+        size_t n = strv_length(a);
+
+        if (n != strv_length(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+/* A change of the control-plane instances asks the provider again (OpenStack moves the floating
+ * IP when its server is gone). */
+static void update_members(ClusterState *s, json_object *cnc) {
+        _cleanup_strv_free_ char **now = NULL;
+        const char *owner = cn_cluster_owner_name(cnc);
+
+        if (!owner || machine_controller_control_plane(s->cc->mc, s->namespace, owner, &now) < 0)
+                return;
+        if (strv_equal(now, s->members))
+                return;
+        strv_free(s->members);
+        s->members = TAKE_PTR(now);
+        json_object_put(TAKE_PTR(s->load_balancer));
 }
 
 /* The control-plane load balancer, once per controller run: found or created, and its address
@@ -274,6 +305,7 @@ static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_ob
 
         if (!cn_cluster_wants_load_balancer(cnc))
                 return false;
+        update_members(s, cnc);
         if (s->load_balancer) {
                 r = cn_cluster_endpoint_patch(cnc, s->load_balancer, &patch);
                 if (r < 0 || !patch)
@@ -291,7 +323,10 @@ static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_ob
         lb = load_balancer_of(s, cnc, cluster);
         if (!lb.uid || !lb.targets_of)
                 return true; /* objects of the API always have a UID */
-        if (!cn_cluster_has_endpoint(cnc))
+        /* A retry keeps the reason of the failure it retries, so that Ready does not flap. */
+        if (!cn_cluster_has_endpoint(cnc) &&
+            !cn_json_string_is(cn_json_array_find(cn_json_get(cnc, "status", "conditions", NULL), "type", "Ready"),
+                               "reason", "CloudUnavailable"))
                 (void) write_status(s, cnc, NULL, false, "LoadBalancerProvisioning",
                                     "waiting for the control-plane load balancer");
         r = cn_provider_load_balancer_ensure(p, &lb, on_load_balancer, s, &s->call, &reason);
@@ -491,8 +526,11 @@ ClusterController *cluster_controller_free(ClusterController *cc) {
                 (void) cn_kube_informer_remove_handlers(cc->infra_clusters, cc->infra_clusters_handlers);
         if (cc->clusters)
                 (void) cn_kube_informer_remove_handlers(cc->clusters, cc->clusters_handlers);
+        if (cc->infra_machines)
+                (void) cn_kube_informer_remove_handlers(cc->infra_machines, cc->infra_machines_handlers);
         cn_kube_informer_unref(cc->infra_clusters);
         cn_kube_informer_unref(cc->clusters);
+        cn_kube_informer_unref(cc->infra_machines);
         sd_event_source_disable_unref(cc->reconcile_source);
         sd_event_source_disable_unref(cc->retry_source);
         sd_event_unref(cc->event);
@@ -522,11 +560,16 @@ int cluster_controller_start(ClusterController *cc) {
                 r = cn_waiting_watch_api(cc->infra_clusters);
         if (r >= 0)
                 r = watch(cc, machine_controller_clusters_resource(), &cc->clusters, &cc->clusters_handlers);
+        /* The control-plane machines an endpoint follows. */
+        if (r >= 0)
+                r = watch(cc, machine_controller_infra_machines_resource(), &cc->infra_machines,
+                          &cc->infra_machines_handlers);
         return r;
 }
 
 bool cluster_controller_synced(ClusterController *cc) {
-        return cn_kube_informer_has_synced(cc->infra_clusters) && cn_kube_informer_has_synced(cc->clusters);
+        return cn_kube_informer_has_synced(cc->infra_clusters) && cn_kube_informer_has_synced(cc->clusters) &&
+               cn_kube_informer_has_synced(cc->infra_machines);
 }
 
 void cluster_controller_set_leading(ClusterController *cc, bool leading) {

@@ -410,7 +410,7 @@ static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *rep
         if (r >= 0 && asprintf(&url, "%s/load_balancers/%" PRIi64, endpoint, id) < 0)
                 r = -ENOMEM;
         if (r >= 0)
-                r = cn_provider_call_http(call, "DELETE", url, &o, cn_provider_hetzner_on_deleted, NULL);
+                r = cn_provider_call_http(call, "DELETE", url, &o, cn_provider_on_deleted, NULL);
         if (r < 0) {
                 res = (CnProviderResult) { .error = r, .message = "could not issue the load balancer delete request" };
                 cn_provider_call_finish_cleanup(call, &res, false);

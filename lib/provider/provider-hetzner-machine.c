@@ -251,15 +251,6 @@ int cn_provider_hetzner_machine_create(CnProvider *p, const CnProviderMachine *m
         return cn_provider_start_machine_call(p, cb, NULL, userdata, start_create, &a, ret);
 }
 
-void cn_provider_hetzner_on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
-        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
-
-        /* Gone already is what we wanted; either way the list is asked again next time. */
-        if (res.error == -ENOENT)
-                res = (CnProviderResult) {};
-        cn_provider_call_finish_cleanup(call, &res, false);
-}
-
 static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
         json_object *servers = cn_json_get(reply->body, "servers", NULL);
@@ -288,7 +279,7 @@ static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *rep
                 if (r >= 0 && asprintf(&url, "%s/servers/%" PRIi64, endpoint, id) < 0)
                         r = -ENOMEM;
                 if (r >= 0)
-                        r = cn_provider_call_http(call, "DELETE", url, &o, cn_provider_hetzner_on_deleted, NULL);
+                        r = cn_provider_call_http(call, "DELETE", url, &o, cn_provider_on_deleted, NULL);
                 if (r < 0) {
                         res = (CnProviderResult) { .error = r, .message = "could not issue the delete request" };
                         cn_provider_call_finish_cleanup(call, &res, false);

@@ -39,10 +39,6 @@ int cn_provider_hetzner_server_id(const char *provider_id, int64_t *ret);
 /* GET /locations' "locations" as failure domains; region keeps a network zone or one location. */
 int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char *region, json_object **ret);
 
-/* provider-hetzner-machine.c: the answer of a DELETE in a cleanup call, which lists again until
- * nothing is left (404 counts as deleted). */
-void cn_provider_hetzner_on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
-
 /* provider-hetzner-lb.c: the control-plane load balancer (see CnProviderOps). */
 int cn_provider_hetzner_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb,
                                              CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret,

@@ -511,6 +511,15 @@ void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *
         cn_provider_call_unref(c);
 }
 
+void cn_provider_on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
+
+        /* Gone already is what we wanted; either way the list is asked again next time. */
+        if (res.error == -ENOENT)
+                res = (CnProviderResult) {};
+        cn_provider_call_finish_cleanup(call, &res, false);
+}
+
 static int start_instance_call(CnProvider *p, CallMode mode, const CnProviderNodeRef *node,
                                CnProviderInstanceCallback icb, CnProviderBoolCallback bcb, void *userdata,
                                CnProviderCall **ret) {

@@ -123,6 +123,9 @@ typedef struct CnProviderLoadBalancer {
         const char *targets_of; /* the Cluster's UID */
         const char *region;     /* spec.region, may be NULL */
         json_object *spec;      /* spec.controlPlaneLoadBalancer, borrowed */
+        /* providerIDs of the control-plane machines' instances, oldest first (NULL: none); a
+         * provider whose load balancer selects its targets itself (Hetzner) ignores them */
+        const char *const *members;
 } CnProviderLoadBalancer;
 
 /* instance: JSON view of the cloud's instance (NULL when none); owned by the callee. */

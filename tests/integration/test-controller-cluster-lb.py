@@ -6,7 +6,9 @@ restarted afterwards, make no second), its address written as spec.controlPlaneE
 cluster is provisioned, a user's endpoint kept as it is, its targets the servers of the cluster's
 control-plane machines and no other, deleted with the cluster while load balancers of other owners
 (one of a similar name) stay; a load balancer type the cloud refuses and an answer that is not a
-load balancer list each end in one clear condition; a provider without load balancers says so."""
+load balancer list each end in one clear condition. OpenStack without Octavia: a floating IP
+found by its description, associated with the first control-plane server and moved when that one
+goes, released with the cluster, another cluster's left alone, a garbage list one clear condition."""
 import os
 import shutil
 import sys
@@ -19,8 +21,7 @@ from cntap import Tap  # noqa: E402
 
 from cncapi import CLUSTERS, CNC, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
 from capimachines import machine_env  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
-from fakekubeclient import kube_server  # noqa: E402
+from fakecloud import HETZNER_TOKEN, OPENSTACK_USER  # noqa: E402
 
 FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
 OWNER_LABEL = "cloudnode.io/cluster-uid"
@@ -242,17 +243,107 @@ def test_garbage_answer(t, env):
         env.c.clear_faults()
 
 
-def test_openstack_not_supported(t, tmp):
+def neutron(env, method, path, body=None):
+    """One Neutron request as the test's own user (a token from the fake Keystone)."""
+    scoped = {"name": OPENSTACK_USER["project"], "domain": {"name": OPENSTACK_USER["domain"]}}
+    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": OPENSTACK_USER["name"], "password": OPENSTACK_USER["password"],
+        "domain": {"name": OPENSTACK_USER["domain"]}}}}, "scope": {"project": scoped}}}
+    code, headers, _ = env.c.api("POST", "/v3/auth/tokens", auth)
+    assert code == 201, code
+    code, _, out = env.c.api(method, "/network/v2.0" + path, body, headers={"X-Auth-Token": headers["X-Subject-Token"]})
+    assert code < 300, (code, out)
+    return out
+
+
+def floating_ips(env, uid):
+    desc = "cloudnode control-plane endpoint of cluster %s" % uid
+    return [f for f in neutron(env, "GET", "/floatingips")["floatingips"] if f["description"] == desc]
+
+
+def fip_creates(env, mark):
+    return [r for r in env.c.requests()[mark:]
+            if r.get("method") == "POST" and r.get("path") == "/network/v2.0/floatingips"]
+
+
+def attached_to(env, uid):
+    fips = floating_ips(env, uid)
+    return (fips[0].get("port_details") or {}).get("device_id") if len(fips) == 1 else None
+
+
+def server_id(env, name):
+    return (env.get(name) or {}).get("status", {}).get("instanceID")
+
+
+def test_openstack_floating_ip(t, tmp):
     with machine_env(os.path.join(tmp, "openstack"), provider="openstack") as env:
+        foreign = neutron(env, "POST", "/floatingips", {"floatingip": {
+            "floating_network_id": neutron(env, "GET", "/networks?router:external=true")["networks"][0]["id"],
+            "description": "cloudnode control-plane endpoint of cluster someone-else"}})["floatingip"]["id"]
         ctl = env.controller()
         try:
+            mark = len(env.c.requests())
             c = env.cluster("os1")
-            make_cnc(env, "os1", c, {"provider": "openstack", "controlPlaneLoadBalancer": {}})
-            t.ok(wait_for(lambda: condition(env.obj(CNC, "os1"), "Ready") == "NotSupported", 30),
-                 "OpenStack: no load balancer yet, and the condition says so", ctl.output()[-1500:])
-            t.ok(not provisioned(env, "os1"), "not provisioned without its endpoint")
+            cnc = make_cnc(env, "os1", c, {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+            uid = cnc["metadata"]["uid"]
+            o = wait_for(lambda: provisioned(env, "os1"), 30)
+            t.ok(o, "OpenStack without Octavia: provisioned with a floating IP", ctl.output()[-1500:])
+            fips = floating_ips(env, uid)
+            t.eq(len(fips), 1, "one floating IP carries the cluster's UID in its description")
+            fip = fips[0] if fips else {}
+            t.eq((o or {}).get("spec", {}).get("controlPlaneEndpoint"),
+                 {"host": fip.get("floating_ip_address"), "port": 6443}, "it is the endpoint, port 6443")
+            t.eq(fip.get("port_id"), None, "associated with nothing while there is no control-plane server")
+
+            env.machine("os1-cp-0", cluster="os1", labels={"cluster.x-k8s.io/control-plane": ""})
+            env.machine("os1-worker-0", cluster="os1")
+            t.ok(wait_for(lambda: env.ready("os1-cp-0") and env.ready("os1-worker-0"), 60), "machines run",
+                 ctl.output()[-1500:])
+            t.ok(wait_for(lambda: attached_to(env, uid) == server_id(env, "os1-cp-0"), 30),
+                 "the floating IP goes to the control-plane server", floating_ips(env, uid))
+            env.machine("os1-cp-1", cluster="os1", labels={"cluster.x-k8s.io/control-plane": ""})
+            t.ok(wait_for(lambda: env.ready("os1-cp-1"), 60), "a second control-plane machine runs")
+            time.sleep(1.0)
+            t.eq(attached_to(env, uid), server_id(env, "os1-cp-0"), "the floating IP stays with the first")
+            env.delete("os1-cp-0")
+            t.ok(wait_for(lambda: env.gone("os1-cp-0"), 60), "the first control-plane machine is deleted")
+            t.ok(wait_for(lambda: attached_to(env, uid) == server_id(env, "os1-cp-1"), 30),
+                 "the floating IP follows to the remaining control-plane server", floating_ips(env, uid))
+            t.eq(len(fip_creates(env, mark)), 1, "one floating IP was allocated")
         finally:
             ctl.stop()
+        ctl = env.controller()
+        try:
+            mark = len(env.c.requests())
+            t.ok(wait_for(lambda: "control-plane load balancer" in ctl.output(), 30), "a restarted controller looks",
+                 ctl.output()[-1500:])
+            time.sleep(1.0)
+            t.eq(fip_creates(env, mark), [], "and allocates nothing")
+            for n in ("os1-cp-1", "os1-worker-0"):
+                env.delete(n)
+            t.ok(wait_for(lambda: env.gone("os1-cp-1") and env.gone("os1-worker-0"), 60), "machines deleted")
+            env.k.api("DELETE", CLUSTERS + "/os1")
+            env.k.api("DELETE", CNC + "/os1")
+            t.ok(wait_for(lambda: env.obj(CNC, "os1") is None, 30), "the cluster is deleted", ctl.output()[-1500:])
+            t.eq(floating_ips(env, uid), [], "with its floating IP")
+            t.eq([f["id"] for f in neutron(env, "GET", "/floatingips")["floatingips"]], [foreign],
+                 "another cluster's floating IP is left alone")
+
+            env.c.fail({"method": "GET", "path": "^/network/v2.0/floatingips", "status": 200,
+                        "body": {"floatingips": {"id": "not a list"}}})
+            mark = len(env.c.requests())
+            c = env.cluster("os2")
+            make_cnc(env, "os2", c, {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+            t.ok(wait_for(lambda: condition(env.obj(CNC, "os2"), "Ready", "message") ==
+                          "unexpected floating IP list from the Neutron API", 30),
+                 "an answer that is not a floating IP list: one clear message", ctl.output()[-1500:])
+            t.eq(condition(env.obj(CNC, "os2"), "Ready"), "CloudUnavailable", "retryable")
+            t.eq(fip_creates(env, mark), [], "nothing is allocated on the strength of it")
+            env.c.clear_faults()
+            t.ok(wait_for(lambda: provisioned(env, "os2"), 60), "provisioned once Neutron answers sensibly")
+        finally:
+            ctl.stop()
+            env.c.clear_faults()
 
 
 def main():
@@ -265,7 +356,7 @@ def main():
             t.run(test_user_endpoint, env)
             t.run(test_refused_type, env)
             t.run(test_garbage_answer, env)
-        t.run(test_openstack_not_supported, tmp)
+        t.run(test_openstack_floating_ip, tmp)
     return t.done()
 
 

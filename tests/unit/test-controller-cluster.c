@@ -439,6 +439,21 @@ static void test_hetzner_load_balancer(void) {
         TAP_EQ_INT(cn_provider_hetzner_lb_view(no_id, 443, &x), -EBADMSG, "no id");
 }
 
+static void test_openstack_floating_ip(void) {
+        _cleanup_json_ json_object *fip = parse(
+                "{\"id\":\"f1\",\"floating_ip_address\":\"203.0.113.10\",\"port_id\":null}");
+        _cleanup_json_ json_object *v6 = parse("{\"id\":\"f1\",\"floating_ip_address\":\"2001:db8::1\"}");
+        _cleanup_json_ json_object *no_id = parse("{\"floating_ip_address\":\"203.0.113.10\"}");
+        _cleanup_json_ json_object *v = NULL, *x = NULL;
+
+        TAP_EQ_INT(cn_provider_openstack_fip_view(fip, &v), 0, "the view of a floating IP");
+        TAP_EQ_STR(cn_json_string(v, "host", NULL), "203.0.113.10", "host: its address");
+        TAP_OK(json_object_get_int(cn_json_get(v, "port", NULL)) == 6443, "port: the API servers' own");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(v6, &x), -EBADMSG, "an address that is not IPv4 is refused");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(no_id, &x), -EBADMSG, "no id");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(NULL, &x), -EBADMSG, "no object");
+}
+
 int main(void) {
         test_credentials_movable();
         test_credentials_cache_bound();
@@ -451,5 +466,6 @@ int main(void) {
         test_credentials_secret();
         test_load_balancer_decisions();
         test_hetzner_load_balancer();
+        test_openstack_floating_ip();
         return tap_done();
 }
