@@ -208,6 +208,16 @@ static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_ob
         }
         log_info("CloudnodeCluster %s/%s: control-plane load balancer %s at %s", s->namespace, s->name,
                  strna(cn_json_string(view, "id", NULL)), strna(cn_json_string(view, "host", NULL)));
+        if (!cn_json_string_is(cn_json_get(cnc, "status", NULL), "loadBalancerLabelUID",
+                               cn_json_string(cnc, "metadata", "uid", NULL))) {
+                /* What it carries from now on: a recreated object (clusterctl move) finds it by that. */
+                _cleanup_json_ json_object *patch = json_object_new_object();
+
+                if (patch && cn_json_set_string(patch, cn_json_string(cnc, "metadata", "uid", NULL), "status",
+                                                "loadBalancerLabelUID", NULL) >= 0)
+                        (void) cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name,
+                                             "status", CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+        }
         json_object_put(s->load_balancer);
         s->load_balancer = json_object_get(view);
         cn_backoff_reset(&s->cc->backoff);
@@ -261,6 +271,7 @@ static CnProviderLoadBalancer load_balancer_of(ClusterState *s, json_object *cnc
                 .name = s->name,
                 .namespace = s->namespace,
                 .uid = cn_json_string(cnc, "metadata", "uid", NULL),
+                .previous_uid = cn_json_string(cnc, "status", "loadBalancerLabelUID", NULL),
                 .targets_of = cn_json_string(cluster, "metadata", "uid", NULL),
                 .region = cn_json_string(cnc, "spec", "region", NULL),
                 .spec = cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL),

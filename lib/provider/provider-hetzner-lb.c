@@ -3,7 +3,8 @@
  * hetzner builds it (spec.controlPlaneLoadBalancer: type lb11, algorithm round_robin, port 6443
  * by default): one load balancer labelled with the CloudnodeCluster's UID, found by that label
  * (GET /load_balancers?label_selector=) before it is created (POST /load_balancers), so that a
- * restart never makes a second; a TCP service from the port to the API servers' 6443; one
+ * restart never makes a second (and one recreated by clusterctl move relabels the load balancer of
+ * its previous UID); a TCP service from the port to the API servers' 6443; one
  * label_selector target on the label the control-plane servers carry, so the cloud itself follows
  * the control-plane machines. Deleted (DELETE /load_balancers/{id}) only when it carries the UID. */
 #include <arpa/inet.h>
@@ -21,6 +22,9 @@ static const char *const network_zones[] = { "eu-central", "us-east", "us-west",
 
 typedef struct LbState {
         char *uid;
+        char *previous_uid;   /* looked up when nothing carries uid; relabelled to uid */
+        bool looking_back;    /* the list in flight is by previous_uid */
+        json_object *lb;      /* the load balancer whose target is being added */
         char *targets_of;
         char *name;
         char *region;
@@ -35,6 +39,8 @@ static void lb_state_free(void *p) {
         if (!s)
                 return;
         free(s->uid);
+        free(s->previous_uid);
+        json_object_put(s->lb);
         free(s->targets_of);
         free(s->name);
         free(s->region);
@@ -155,10 +161,74 @@ static void finish_view(CnProviderCall *call, CnProviderResult *res, json_object
         cn_provider_call_finish_machine(call, res, view);
 }
 
+static int target_selector(const LbState *s, char **ret) {
+        return asprintf(ret, CN_PROVIDER_CONTROL_PLANE_LABEL "=%s", s->targets_of) < 0 ? -ENOMEM : 0;
+}
+
+static void on_target_added(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        LbState *s = cn_provider_call_get_state(call);
+        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
+
+        /* 409 target_already_defined: someone added it meanwhile, which is as good. */
+        if (res.error == -EEXIST)
+                res = (CnProviderResult) {};
+        finish_view(call, &res, s->lb);
+}
+
+/* The load balancer is there: its target is the label selector on this Cluster's control-plane
+ * servers, added when it is missing (removed by hand, or the Cluster recreated by clusterctl move
+ * under a new UID, whose servers carry the new one; the old selector stays for the old servers). */
+static void ensure_target(CnProviderCall *call, CnProviderResult *res, json_object *lb) {
+        LbState *s = cn_provider_call_get_state(call);
+        json_object *targets = cn_json_get(lb, "targets", NULL);
+        _cleanup_json_ json_object *body = NULL;
+        _cleanup_free_ char *selector = NULL, *url = NULL;
+        CnProviderHttpOptions o = { .operation = "load_balancer_add_target" };
+        const char *endpoint;
+        int64_t id = 0;
+        int r;
+
+        if (res->error < 0 || cn_json_get_int64(lb, &id, "id", NULL) < 0) {
+                finish_view(call, res, lb);
+                return;
+        }
+        r = target_selector(s, &selector);
+        for (size_t i = 0; r >= 0 && targets && json_object_is_type(targets, json_type_array) &&
+                           i < json_object_array_length(targets);
+             i++)
+                if (cn_json_string_is(cn_json_get(json_object_array_get_idx(targets, i), "label_selector", NULL),
+                                      "selector", selector)) {
+                        finish_view(call, res, lb);
+                        return;
+                }
+        body = json_object_new_object();
+        if (r >= 0 && !body)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = cn_json_set_string(body, "label_selector", "type", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(body, selector, "label_selector", "selector", NULL);
+        if (r >= 0)
+                r = cn_json_set(body, json_object_new_boolean(false), "use_private_ip", NULL);
+        if (r >= 0)
+                r = cn_provider_hetzner_request_options(cn_provider_call_provider(call), &endpoint, &o);
+        if (r >= 0 && asprintf(&url, "%s/load_balancers/%" PRIi64 "/actions/add_target", endpoint, id) < 0)
+                r = -ENOMEM;
+        o.body = body;
+        json_object_put(s->lb);
+        s->lb = json_object_get(lb);
+        if (r >= 0)
+                r = cn_provider_call_http(call, "POST", url, &o, on_target_added, NULL);
+        if (r < 0) {
+                *res = (CnProviderResult) { .error = r, .message = "could not issue the add_target request" };
+                cn_provider_call_finish_machine(call, res, NULL);
+        }
+}
+
 static void on_created(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
 
-        finish_view(call, &res, cn_json_get(reply->body, "load_balancer", NULL));
+        ensure_target(call, &res, cn_json_get(reply->body, "load_balancer", NULL));
 }
 
 static int location_member(const char *region, const char **ret_key, const char **ret_value) {
@@ -179,7 +249,7 @@ static int create_body(const LbState *s, json_object **ret) {
 
         if (!b || !target || !service)
                 return -ENOMEM;
-        if (asprintf(&selector, CN_PROVIDER_CONTROL_PLANE_LABEL "=%s", s->targets_of) < 0)
+        if (target_selector(s, &selector) < 0)
                 return -ENOMEM;
         (void) location_member(s->region, &where_key, &where);
         r = cn_json_set_string(b, s->name, "name", NULL);
@@ -247,8 +317,7 @@ static size_t owned(json_object *list, const char *uid, json_object **ret_first)
         return n;
 }
 
-static int list_request(CnProviderCall *c, const char *operation, CnProviderHttpCallback cb) {
-        LbState *s = cn_provider_call_get_state(c);
+static int list_request(CnProviderCall *c, const char *uid, const char *operation, CnProviderHttpCallback cb) {
         CnProviderHttpOptions o = { .operation = operation };
         _cleanup_free_ char *sel = NULL, *esc = NULL, *url = NULL;
         const char *endpoint;
@@ -257,7 +326,7 @@ static int list_request(CnProviderCall *c, const char *operation, CnProviderHttp
         r = cn_provider_hetzner_request_options(cn_provider_call_provider(c), &endpoint, &o);
         if (r < 0)
                 return r;
-        if (asprintf(&sel, CN_PROVIDER_CLUSTER_UID_LABEL "=%s", s->uid) < 0)
+        if (asprintf(&sel, CN_PROVIDER_CLUSTER_UID_LABEL "=%s", uid) < 0)
                 return -ENOMEM;
         esc = cn_http_escape(sel);
         /* One cluster has one load balancer; a page of 50 shows every duplicate there could be. */
@@ -281,6 +350,42 @@ static bool list_ok(const CnProviderHttpReply *reply, CnProviderResult *res, jso
         return true;
 }
 
+static void on_ensure_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
+
+/* PUT replaces all labels: the load balancer keeps its others, and carries the new UID. */
+static void relabel(CnProviderCall *call, json_object *lb) {
+        LbState *s = cn_provider_call_get_state(call);
+        CnProviderHttpOptions o = { .operation = "load_balancer_relabel" };
+        _cleanup_json_ json_object *body = json_object_new_object(), *labels = NULL;
+        _cleanup_free_ char *url = NULL;
+        CnProviderResult res;
+        const char *endpoint;
+        int64_t id = 0;
+        int r;
+
+        if (!body || json_object_deep_copy(cn_json_get(lb, "labels", NULL), &labels, NULL) < 0)
+                r = -ENOMEM;
+        else if (cn_json_get_int64(lb, &id, "id", NULL) < 0 || id <= 0)
+                r = -EBADMSG;
+        else
+                r = cn_json_set_string(labels, s->uid, CN_PROVIDER_CLUSTER_UID_LABEL, NULL);
+        if (r >= 0)
+                r = cn_json_set(body, TAKE_PTR(labels), "labels", NULL);
+        if (r >= 0)
+                r = cn_provider_hetzner_request_options(cn_provider_call_provider(call), &endpoint, &o);
+        if (r >= 0 && asprintf(&url, "%s/load_balancers/%" PRIi64, endpoint, id) < 0)
+                r = -ENOMEM;
+        o.body = body;
+        if (r >= 0)
+                r = cn_provider_call_http(call, "PUT", url, &o, on_created, NULL);
+        if (r < 0) {
+                res = (CnProviderResult) { .error = r, .message = r == -EBADMSG
+                                                   ? "unexpected load balancer object from the Hetzner API"
+                                                   : "could not issue the load balancer relabel request" };
+                cn_provider_call_finish_machine(call, &res, NULL);
+        }
+}
+
 static void on_ensure_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         LbState *s = cn_provider_call_get_state(call);
         CnProviderHttpOptions o = { .operation = "load_balancer_create" };
@@ -296,15 +401,29 @@ static void on_ensure_list(CnProviderCall *call, const CnProviderHttpReply *repl
                 cn_provider_call_finish_machine(call, &res, NULL);
                 return;
         }
-        n = owned(list, s->uid, &first);
+        n = owned(list, s->looking_back ? s->previous_uid : s->uid, &first);
         if (n > 1) {
                 res = (CnProviderResult) { .error = -CN_PROVIDER_EMULTIPLE,
                                            .message = "several load balancers carry this cluster's UID" };
                 cn_provider_call_finish_machine(call, &res, NULL);
                 return;
         }
+        if (n == 1 && s->looking_back) {
+                relabel(call, first);
+                return;
+        }
         if (n == 1) {
-                finish_view(call, &res, first);
+                ensure_target(call, &res, first);
+                return;
+        }
+        if (s->previous_uid && !s->looking_back) {
+                /* Recreated (clusterctl move): its load balancer carries the UID it had. */
+                s->looking_back = true;
+                r = list_request(call, s->previous_uid, "load_balancer_get", on_ensure_list);
+                if (r < 0) {
+                        res = (CnProviderResult) { .error = r, .message = "could not issue the load balancer list request" };
+                        cn_provider_call_finish_machine(call, &res, NULL);
+                }
                 return;
         }
         r = create_body(s, &body);
@@ -343,7 +462,8 @@ static int lb_state_new(const CnProviderLoadBalancer *lb, bool settings, LbState
                         return -ENOMEM;
         }
         s->uid = strdup(lb->uid);
-        if (!s->uid)
+        if (!s->uid || (!isempty(lb->previous_uid) && !streq(lb->previous_uid, lb->uid) &&
+                        !(s->previous_uid = strdup(lb->previous_uid))))
                 return -ENOMEM;
         *ret = TAKE_PTR(s);
         return 0;
@@ -365,7 +485,7 @@ static int start_list(CnProviderCall *c, void *arg) {
         if (r < 0)
                 return r;
         cn_provider_call_set_state(c, s, lb_state_free);
-        return list_request(c, a->operation, a->cb);
+        return list_request(c, s->uid, a->operation, a->cb);
 }
 
 int cn_provider_hetzner_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb,

@@ -4,7 +4,8 @@
  * floating IP on the external network, found by its description (which names the
  * CloudnodeCluster's UID) before one is allocated, and associated with the port of the first
  * control-plane server; when that server is gone it moves to the next one. Deleted only when its
- * description is the cluster's. */
+ * description is the cluster's. One recreated by clusterctl move takes over the floating IP of its
+ * previous UID. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -14,10 +15,13 @@
 #include "string-util.h"
 
 #define API_SERVER_PORT 6443
+#define DESCRIPTION "cloudnode control-plane endpoint of cluster "
 
 typedef struct FipCall {
         CnOpenStackAuth auth; /* first: the call's state is its auth */
         char *description;
+        char *previous_description; /* of the UID before a clusterctl move (NULL: none) */
+        bool looking_back;          /* the list in flight is by previous_description */
         char **members;       /* server ids of the control-plane machines, in order */
         bool cleanup;
         json_object *fip;     /* the floating IP being associated */
@@ -29,6 +33,7 @@ static void fip_call_free(void *p) {
         if (!f)
                 return;
         free(f->description);
+        free(f->previous_description);
         strv_free(f->members);
         json_object_put(f->fip);
         free(f);
@@ -244,7 +249,8 @@ static void on_list(CnProviderCall *call, const CnProviderHttpReply *reply, void
         for (size_t i = 0; i < json_object_array_length(fips); i++) {
                 json_object *fip = json_object_array_get_idx(fips, i);
 
-                if (!streq(strempty(cn_json_string(fip, "description", NULL)), f->description))
+                if (!streq(strempty(cn_json_string(fip, "description", NULL)),
+                           f->looking_back ? f->previous_description : f->description))
                         continue;
                 if (n++ == 0)
                         first = fip;
@@ -270,8 +276,34 @@ static void on_list(CnProviderCall *call, const CnProviderHttpReply *reply, void
                 fail(call, -CN_PROVIDER_EMULTIPLE, "several floating IPs carry this cluster's UID");
                 return;
         }
+        if (n == 1 && f->looking_back) {
+                /* Recreated (clusterctl move): its floating IP now names the new UID. */
+                _cleanup_json_ json_object *body = json_object_new_object();
+
+                r = body ? cn_json_set_string(body, f->description, "floatingip", "description", NULL) : -ENOMEM;
+                if (r >= 0 && isempty(cn_json_string(first, "id", NULL)))
+                        r = -EBADMSG;
+                if (r >= 0)
+                        r = neutron(call, "PUT", body, "load_balancer_relabel", on_created, "/v2.0/floatingips/%s",
+                                    cn_json_string(first, "id", NULL));
+                if (r < 0)
+                        fail(call, r, r == -EBADMSG ? "unexpected floating IP object from the Neutron API"
+                                                    : "could not issue the floating IP relabel request");
+                return;
+        }
         if (n == 1) {
                 associate(call, first);
+                return;
+        }
+        if (f->previous_description && !f->looking_back) {
+                _cleanup_free_ char *esc = cn_http_escape(f->previous_description);
+
+                f->looking_back = true;
+                r = esc ? neutron(call, "GET", NULL, "load_balancer_get", on_list, "/v2.0/floatingips?description=%s",
+                                  esc)
+                        : -ENOMEM;
+                if (r < 0)
+                        fail(call, r, "could not issue the floating IP list request");
                 return;
         }
         r = neutron(call, "GET", NULL, "load_balancer_networks", on_external_networks,
@@ -314,7 +346,10 @@ static int start_fip(CnProviderCall *call, void *arg) {
         cn_provider_call_set_state(call, f, fip_call_free);
         f->auth = (CnOpenStackAuth) { .next = fip_next, .fail = fip_fail };
         f->cleanup = a->cleanup;
-        if (asprintf(&f->description, "cloudnode control-plane endpoint of cluster %s", a->lb->uid) < 0)
+        if (asprintf(&f->description, DESCRIPTION "%s", a->lb->uid) < 0)
+                return -ENOMEM;
+        if (!a->cleanup && !isempty(a->lb->previous_uid) && !streq(a->lb->previous_uid, a->lb->uid) &&
+            asprintf(&f->previous_description, DESCRIPTION "%s", a->lb->previous_uid) < 0)
                 return -ENOMEM;
         for (size_t i = 0; a->lb->members && a->lb->members[i]; i++) {
                 const char *id = cn_provider_openstack_server_id(a->lb->members[i], true);

@@ -120,6 +120,9 @@ typedef struct CnProviderLoadBalancer {
         const char *name;       /* the CloudnodeCluster's */
         const char *namespace;
         const char *uid;        /* the CloudnodeCluster's */
+        /* the UID it carried before the object was recreated under uid (clusterctl move; NULL:
+         * none): ensure relabels the load balancer carrying it rather than make a second one */
+        const char *previous_uid;
         const char *targets_of; /* the Cluster's UID */
         const char *region;     /* spec.region, may be NULL */
         json_object *spec;      /* spec.controlPlaneLoadBalancer, borrowed */

@@ -6,9 +6,12 @@ restarted afterwards, make no second), its address written as spec.controlPlaneE
 cluster is provisioned, a user's endpoint kept as it is, its targets the servers of the cluster's
 control-plane machines and no other, deleted with the cluster while load balancers of other owners
 (one of a similar name) stay; a load balancer type the cloud refuses and an answer that is not a
-load balancer list each end in one clear condition. OpenStack without Octavia: a floating IP
+load balancer list each end in one clear condition; a cluster recreated by clusterctl move takes
+over the load balancer of its previous UID (relabelled, its target selector extended to the new
+Cluster's servers) instead of making a second. OpenStack without Octavia: a floating IP
 found by its description, associated with the first control-plane server and moved when that one
-goes, released with the cluster, another cluster's left alone, a garbage list one clear condition."""
+goes, released with the cluster, another cluster's left alone, taken over after a move, a garbage
+list one clear condition."""
 import os
 import shutil
 import sys
@@ -19,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cliclient import Cli  # noqa: E402
 from cntap import Tap  # noqa: E402
 
-from cncapi import CLUSTERS, CNC, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
+from cncapi import CLUSTERS, CNC, MERGE, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
 from capimachines import machine_env  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER  # noqa: E402
 
@@ -194,6 +197,57 @@ def test_user_endpoint(t, env):
         ctl.stop()
 
 
+def move(env, name, wait_status):
+    """What clusterctl move does to a CloudnodeCluster and its Cluster: the same objects, spec and
+    status again, under new UIDs (here in the same API server). Returns (old, new)."""
+    old = env.obj(CNC, name)
+    env.k.api("PATCH", CNC + "/" + name, {"metadata": {"finalizers": None}}, MERGE)
+    env.k.api("DELETE", CNC + "/" + name)
+    env.k.api("DELETE", CLUSTERS + "/" + name)
+    wait_for(lambda: env.obj(CNC, name) is None and env.obj(CLUSTERS, name) is None, 30)
+    c = env.cluster(name)
+    new = make_cnc(env, name, c, old["spec"])
+    env.k.api("PATCH", CNC + "/" + name + "/status", {"status": old["status"]}, MERGE)
+    wait_for(lambda: (env.obj(CNC, name).get("status") or {}).get(wait_status), 30)
+    return old, new
+
+
+def test_moved(t, env, owned_by, creates, name, spec):
+    """A moved cluster takes over the load balancer (or floating IP) of its previous UID."""
+    c = env.cluster(name)
+    ctl = env.controller()
+    try:
+        make_cnc(env, name, c, spec)
+        t.ok(wait_for(lambda: provisioned(env, name), 30), "%s: provisioned" % name, ctl.output()[-1500:])
+    finally:
+        ctl.stop()
+    old, new = move(env, name, "loadBalancerLabelUID")
+    t.eq(len(owned_by(env, old["metadata"]["uid"])), 1, "(its load balancer carries the old UID)")
+    mark = len(env.c.requests())
+    ctl = env.controller()
+    try:
+        t.ok(wait_for(lambda: owned_by(env, new["metadata"]["uid"]), 30),
+             "after a move the load balancer carries the new UID", ctl.output()[-1500:])
+        t.eq(owned_by(env, old["metadata"]["uid"]), [], "and no longer the old one")
+        t.eq(creates(env, mark), [], "no second one is made")
+        if env.provider == "hetzner":
+            lb = (owned_by(env, new["metadata"]["uid"]) or [{}])[0]
+            cluster_uid = env.obj(CLUSTERS, name)["metadata"]["uid"]
+            t.ok("%s=%s" % (CP_LABEL, cluster_uid) in
+                 [tg.get("label_selector", {}).get("selector") for tg in lb.get("targets") or []],
+                 "its targets now include the servers labelled with the Cluster's new UID", lb.get("targets"))
+        t.ok(wait_for(lambda: (env.obj(CNC, name).get("status") or {}).get("loadBalancerLabelUID") ==
+                      new["metadata"]["uid"], 30), "the status records the new UID")
+        t.eq(env.obj(CNC, name)["spec"].get("controlPlaneEndpoint"), old["spec"].get("controlPlaneEndpoint"),
+             "the endpoint is unchanged")
+        env.k.api("DELETE", CLUSTERS + "/" + name)
+        env.k.api("DELETE", CNC + "/" + name)
+        t.ok(wait_for(lambda: env.obj(CNC, name) is None, 30), "the moved cluster is deleted")
+        t.eq(owned_by(env, new["metadata"]["uid"]), [], "with its load balancer")
+    finally:
+        ctl.stop()
+
+
 def test_refused_type(t, env):
     c = env.cluster("lb3")
     ctl = hetzner(env)
@@ -354,9 +408,13 @@ def main():
             t.run(test_targets_follow_control_plane, env)
             t.run(test_delete, env)
             t.run(test_user_endpoint, env)
+            t.run(test_moved, env, owned, lb_creates, "lb6", {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
             t.run(test_refused_type, env)
             t.run(test_garbage_answer, env)
         t.run(test_openstack_floating_ip, tmp)
+        with machine_env(os.path.join(tmp, "openstack-move"), provider="openstack") as env:
+            t.run(test_moved, env, floating_ips, fip_creates, "os3",
+                  {"provider": "openstack", "controlPlaneLoadBalancer": {}})
     return t.done()
 
 
