@@ -8,7 +8,7 @@ control-plane machines and no other, deleted with the cluster while load balance
 (one of a similar name) stay; a load balancer type the cloud refuses and an answer that is not a
 load balancer list each end in one clear condition; a cluster recreated by clusterctl move takes
 over the load balancer of its previous UID (relabelled, its target selector extended to the new
-Cluster's servers) instead of making a second. OpenStack without Octavia: a floating IP
+Cluster's servers) instead of making a second; two carrying the UID are left for a human. OpenStack without Octavia: a floating IP
 found by its description, associated with the first control-plane server and moved when that one
 goes, released with the cluster, another cluster's left alone, taken over after a move, a garbage
 list one clear condition."""
@@ -231,11 +231,14 @@ def test_moved(t, env, owned_by, creates, name, spec):
         t.eq(owned_by(env, old["metadata"]["uid"]), [], "and no longer the old one")
         t.eq(creates(env, mark), [], "no second one is made")
         if env.provider == "hetzner":
-            lb = (owned_by(env, new["metadata"]["uid"]) or [{}])[0]
-            cluster_uid = env.obj(CLUSTERS, name)["metadata"]["uid"]
-            t.ok("%s=%s" % (CP_LABEL, cluster_uid) in
-                 [tg.get("label_selector", {}).get("selector") for tg in lb.get("targets") or []],
-                 "its targets now include the servers labelled with the Cluster's new UID", lb.get("targets"))
+            want = "%s=%s" % (CP_LABEL, env.obj(CLUSTERS, name)["metadata"]["uid"])
+
+            def selectors():
+                lb = (owned_by(env, new["metadata"]["uid"]) or [{}])[0]
+                return [tg.get("label_selector", {}).get("selector") for tg in lb.get("targets") or []]
+            t.ok(wait_for(lambda: want in selectors(), 30),
+                 "its targets now include the servers labelled with the Cluster's new UID", selectors())
+            t.eq(len(selectors()), 2, "next to the old Cluster's")
         t.ok(wait_for(lambda: (env.obj(CNC, name).get("status") or {}).get("loadBalancerLabelUID") ==
                       new["metadata"]["uid"], 30), "the status records the new UID")
         t.eq(env.obj(CNC, name)["spec"].get("controlPlaneEndpoint"), old["spec"].get("controlPlaneEndpoint"),
@@ -270,6 +273,29 @@ def test_refused_type(t, env):
         t.eq([e.get("count", 1) for e in warnings()], [1], "one, and the type is not asked for again")
     finally:
         ctl.stop()
+
+
+def test_several_carry_the_uid(t, env):
+    c = env.cluster("lb7")
+    cnc = make_cnc(env, "lb7", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
+    uid = cnc["metadata"]["uid"]
+    twins = [create_foreign(env, "lb7-twin-%d" % i, {OWNER_LABEL: uid}) for i in range(2)]
+    ctl = hetzner(env)
+    try:
+        t.ok(wait_for(lambda: condition(env.obj(CNC, "lb7"), "Ready") == "MultipleLoadBalancers", 30),
+             "two load balancers with the cluster's UID: a human decides", ctl.output()[-1500:])
+        t.eq(condition(env.obj(CNC, "lb7"), "Ready", "message"), "several load balancers carry this cluster's UID",
+             "saying so")
+        time.sleep(1.0)
+        t.eq(sorted(lb["id"] for lb in owned(env, uid)), sorted(twins), "neither is deleted nor joined by a third")
+        t.eq(env.obj(CNC, "lb7")["spec"].get("controlPlaneEndpoint"), None, "nor adopted as the endpoint")
+        t.ok(not provisioned(env, "lb7"), "not provisioned")
+    finally:
+        ctl.stop()
+    for lid in twins:
+        env.c.api("DELETE", "/v1/load_balancers/%d" % lid, headers=AUTH)
+    env.k.api("PATCH", CNC + "/lb7", {"metadata": {"finalizers": None}}, MERGE)
+    env.k.api("DELETE", CNC + "/lb7")
 
 
 def test_garbage_answer(t, env):
@@ -410,6 +436,7 @@ def main():
             t.run(test_user_endpoint, env)
             t.run(test_moved, env, owned, lb_creates, "lb6", {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
             t.run(test_refused_type, env)
+            t.run(test_several_carry_the_uid, env)
             t.run(test_garbage_answer, env)
         t.run(test_openstack_floating_ip, tmp)
         with machine_env(os.path.join(tmp, "openstack-move"), provider="openstack") as env:
