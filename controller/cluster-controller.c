@@ -4,7 +4,12 @@
  * A cluster asks the cloud for its failure domains once per generation and controller run (they
  * change rarely; a restart or a spec change asks again); every pass after that only compares the
  * status it would write with the live one, so an idle cluster costs no API call. Retryable cloud
- * errors come back through one backoff timer; terminal ones wait for a spec change. */
+ * errors come back through one backoff timer; terminal ones wait for a spec change.
+ *
+ * A cluster with spec.controlPlaneLoadBalancer gets its load balancer first, looked up (or created)
+ * once per controller run by the CloudnodeCluster's UID, and its address as
+ * spec.controlPlaneEndpoint when the user gave none; only then is it provisioned. Its deletion
+ * deletes the load balancer before the finalizer goes. */
 #include <errno.h>
 
 #include "backoff.h"
@@ -16,6 +21,7 @@
 #include "log.h"
 #include "machine-reconcile.h"
 #include "provider.h"
+#include "string-util.h"
 #include "time-util.h"
 
 #define RETRY_BASE_USEC (1 * USEC_PER_SEC)
@@ -33,8 +39,9 @@ struct ClusterController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         MachineController *mc;
-        CnKubeInformer *infra_clusters, *clusters;
-        uint64_t infra_clusters_handlers, clusters_handlers; /* the Cluster informer outlives us */
+        CnKubeInformer *infra_clusters, *clusters, *infra_machines;
+        /* the Cluster and CloudnodeMachine informers are shared and outlive us */
+        uint64_t infra_clusters_handlers, clusters_handlers, infra_machines_handlers;
         sd_event_source *reconcile_source, *retry_source;
         CnBackoff backoff;
         bool leading;
@@ -49,6 +56,8 @@ struct ClusterState {
         json_object *failure_domains; /* the cloud's answer for `generation` */
         int64_t generation;
         int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
+        json_object *load_balancer;   /* {"id", "host", "port"}, found or created in this run */
+        char **members;               /* the control-plane instances it was ensured for */
         bool seen;
 };
 
@@ -61,6 +70,8 @@ static ClusterState *state_free(ClusterState *s) {
                 return NULL;
         cn_provider_call_free(s->call);
         json_object_put(s->failure_domains);
+        json_object_put(s->load_balancer);
+        strv_free(s->members);
         free(s->namespace);
         free(s->name);
         free(s);
@@ -132,54 +143,248 @@ static int patch_finalizers(ClusterState *s, json_object *cnc, bool add) {
                              CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
 }
 
-static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_object *list, void *userdata) {
-        ClusterState *s = ASSERT_PTR(userdata);
+/* A failed cloud call: retryable ones come back through the backoff timer, terminal ones wait for
+ * a change of the spec (and say so in Ready and an Event). */
+static void cloud_failed(ClusterState *s, json_object *cnc, const CnProviderResult *res, const char *what) {
         ClusterController *cc = s->cc;
-        json_object *cnc = cn_kube_informer_lookup(cc->infra_clusters, s->namespace, s->name);
+        const char *reason;
+        CnKubeObjectRef ref;
 
-        s->call = cn_provider_call_free(s->call);
-        if (!cnc)
-                return;
-        switch (cn_provider_error_class(res->error)) {
-        case CN_PROVIDER_OK:
-                log_info("CloudnodeCluster %s/%s: %zu failure domains, provisioned", s->namespace, s->name,
-                         json_object_array_length(list));
-                json_object_put(s->failure_domains);
-                s->failure_domains = json_object_get(list);
-                s->generation = generation_of(cnc);
-                cn_backoff_reset(&cc->backoff);
-                (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
-                return;
-        case CN_PROVIDER_RETRYABLE:
-                log_info("CloudnodeCluster %s/%s: listing failure domains failed, retrying: %s", s->namespace,
-                         s->name, strna(res->message));
+        if (cn_provider_error_class(res->error) == CN_PROVIDER_RETRYABLE && res->error != -CN_PROVIDER_EMULTIPLE) {
+                log_info("CloudnodeCluster %s/%s: %s failed, retrying: %s", s->namespace, s->name, what,
+                         strna(res->message));
                 (void) write_status(s, cnc, NULL, false, "CloudUnavailable", res->message);
                 retry_later(cc, res->retry_after);
                 return;
-        default: {
-                const char *reason = res->error == -EACCES || res->error == -EPERM ? "Unauthorized"
-                                                                                   : "InvalidConfiguration";
-                CnKubeObjectRef ref;
-
-                log_warning("CloudnodeCluster %s/%s: %s: %s", s->namespace, s->name, reason, strna(res->message));
-                s->failed_generation = generation_of(cnc);
-                (void) write_status(s, cnc, NULL, false, reason, res->message);
-                if (cn_kube_object_ref_from_json(cnc, &resource_cloudnodeclusters, &ref) >= 0)
-                        (void) cn_kube_event_record(cc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
-                                                    strna(res->message));
-                return;
         }
-        }
+        /* Several load balancers with the cluster's UID: a human decides which one is the
+         * cluster's, neither is adopted nor deleted. */
+        reason = res->error == -CN_PROVIDER_EMULTIPLE          ? "MultipleLoadBalancers"
+                 : res->error == -EACCES || res->error == -EPERM ? "Unauthorized"
+                                                                 : "InvalidConfiguration";
+        log_warning("CloudnodeCluster %s/%s: %s: %s", s->namespace, s->name, reason, strna(res->message));
+        s->failed_generation = generation_of(cnc);
+        (void) write_status(s, cnc, NULL, false, reason, res->message);
+        if (cn_kube_object_ref_from_json(cnc, &resource_cloudnodeclusters, &ref) >= 0)
+                (void) cn_kube_event_record(cc->recorder, &ref, CN_KUBE_EVENT_WARNING, reason, NULL, "%s",
+                                            strna(res->message));
 }
 
-static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) {
+/* Ends the call in flight; the cluster as the cache has it now, or NULL when it is gone. */
+static json_object *call_done(ClusterState *s) {
+        s->call = cn_provider_call_free(s->call);
+        return cn_kube_informer_lookup(s->cc->infra_clusters, s->namespace, s->name);
+}
+
+static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_object *list, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        ClusterController *cc = s->cc;
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                cloud_failed(s, cnc, res, "listing failure domains");
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: %zu failure domains, provisioned", s->namespace, s->name,
+                 json_object_array_length(list));
+        json_object_put(s->failure_domains);
+        s->failure_domains = json_object_get(list);
+        s->generation = generation_of(cnc);
+        cn_backoff_reset(&cc->backoff);
+        (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+}
+
+static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_object *view, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                cloud_failed(s, cnc, res, "the control-plane load balancer");
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: control-plane load balancer %s at %s", s->namespace, s->name,
+                 strna(cn_json_string(view, "id", NULL)), strna(cn_json_string(view, "host", NULL)));
+        if (!cn_json_string_is(cn_json_get(cnc, "status", NULL), "loadBalancerLabelUID",
+                               cn_json_string(cnc, "metadata", "uid", NULL))) {
+                /* What it carries from now on: a recreated object (clusterctl move) finds it by that. */
+                _cleanup_json_ json_object *patch = json_object_new_object();
+
+                if (patch && cn_json_set_string(patch, cn_json_string(cnc, "metadata", "uid", NULL), "status",
+                                                "loadBalancerLabelUID", NULL) >= 0)
+                        (void) cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name,
+                                             "status", CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+        }
+        json_object_put(s->load_balancer);
+        s->load_balancer = json_object_get(view);
+        cn_backoff_reset(&s->cc->backoff);
+        schedule(s->cc);
+}
+
+static void on_load_balancer_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc = call_done(s);
+
+        if (!cnc)
+                return;
+        if (res->error < 0) {
+                log_info("CloudnodeCluster %s/%s: deleting the control-plane load balancer failed, retrying: %s",
+                         s->namespace, s->name, strna(res->message));
+                retry_later(s->cc, res->retry_after);
+                return;
+        }
+        if (!done) {
+                retry_later(s->cc, 0);
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: control-plane load balancer gone, removing the finalizer", s->namespace,
+                 s->name);
+        (void) patch_finalizers(s, cnc, false);
+}
+
+/* The provider of the cluster's credentials (borrowed: a call holds its own reference); 0 while
+ * the Secret is being read (its answer schedules another pass), 1 when there. */
+static int cluster_provider(ClusterState *s, json_object *cnc, CnProvider **ret) {
         _cleanup_free_ char *why = NULL;
         CnProvider *p = NULL;
-        int64_t g = generation_of(cnc);
         int r;
 
-        json_object *recorded;
+        r = cn_credentials_provider(machine_controller_credentials(s->cc->mc), s->namespace,
+                                    cn_json_get(cnc, "spec", "credentials", "secretRef", NULL), CN_CREDENTIALS_FRESH,
+                                    &p, &why);
+        if (r < 0) {
+                (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
+                retry_later(s->cc, 0);
+                return r;
+        }
+        if (r == 0)
+                return 0;
+        *ret = p;
+        return 1;
+}
 
+static CnProviderLoadBalancer load_balancer_of(ClusterState *s, json_object *cnc, json_object *cluster) {
+        return (CnProviderLoadBalancer) {
+                .name = s->name,
+                .namespace = s->namespace,
+                .uid = cn_json_string(cnc, "metadata", "uid", NULL),
+                .previous_uid = cn_json_string(cnc, "status", "loadBalancerLabelUID", NULL),
+                .targets_of = cn_json_string(cluster, "metadata", "uid", NULL),
+                .region = cn_json_string(cnc, "spec", "region", NULL),
+                .spec = cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL),
+                .members = (const char *const *) s->members,
+        };
+}
+
+static bool strv_equal(char **a, char **b) {
+        size_t n = strv_length(a);
+
+        if (n != strv_length(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+/* A change of the control-plane instances asks the provider again (OpenStack moves the floating
+ * IP when its server is gone). */
+static void update_members(ClusterState *s, json_object *cnc) {
+        _cleanup_strv_free_ char **now = NULL;
+        const char *owner = cn_cluster_owner_name(cnc);
+
+        if (!owner || machine_controller_control_plane(s->cc->mc, s->namespace, owner, &now) < 0)
+                return;
+        if (strv_equal(now, s->members))
+                return;
+        strv_free(s->members);
+        s->members = TAKE_PTR(now);
+        json_object_put(TAKE_PTR(s->load_balancer));
+}
+
+/* The control-plane load balancer, once per controller run: found or created, and its address
+ * written to spec.controlPlaneEndpoint unless the user gave one. True while that is under way. */
+static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_object *cnc, json_object *cluster) {
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *reason = NULL;
+        CnProviderLoadBalancer lb;
+        CnProvider *p = NULL;
+        int r;
+
+        if (!cn_cluster_wants_load_balancer(cnc))
+                return false;
+        update_members(s, cnc);
+        if (s->load_balancer) {
+                r = cn_cluster_endpoint_patch(cnc, s->load_balancer, &patch);
+                if (r < 0 || !patch)
+                        return false;
+                /* Its event brings the next pass, with the endpoint. */
+                (void) cn_kube_patch(cc->client, &resource_cloudnodeclusters, s->namespace, s->name, NULL,
+                                     CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+                return true;
+        }
+        if (s->failed_generation == generation_of(cnc))
+                return true;
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
+                return true;
+        lb = load_balancer_of(s, cnc, cluster);
+        if (!lb.uid || !lb.targets_of)
+                return true; /* objects of the API always have a UID */
+        /* A retry keeps the reason of the failure it retries, so that Ready does not flap. */
+        if (!cn_cluster_has_endpoint(cnc) &&
+            !cn_json_string_is(cn_json_array_find(cn_json_get(cnc, "status", "conditions", NULL), "type", "Ready"),
+                               "reason", "CloudUnavailable"))
+                (void) write_status(s, cnc, NULL, false, "LoadBalancerProvisioning",
+                                    "waiting for the control-plane load balancer");
+        r = cn_provider_load_balancer_ensure(p, &lb, on_load_balancer, s, &s->call, &reason);
+        if (r == -EOPNOTSUPP || r == -EINVAL) {
+                s->failed_generation = generation_of(cnc);
+                (void) write_status(s, cnc, NULL, false, r == -EINVAL ? "InvalidConfiguration" : "NotSupported",
+                                    r == -EINVAL ? reason : "this provider cannot make a control-plane load balancer");
+        } else if (r < 0) {
+                log_warning_errno(r, "CloudnodeCluster %s/%s: cannot ask for the load balancer: %m", s->namespace,
+                                  s->name);
+                retry_later(cc, 0);
+        }
+        return true;
+}
+
+/* Deleting: the load balancer goes before the finalizer. */
+static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *cnc) {
+        CnProviderLoadBalancer lb = load_balancer_of(s, cnc, NULL);
+        CnProvider *p = NULL;
+        int r;
+
+        /* The spec member, enabled or not: one made while it was enabled is still the cluster's. */
+        if (!cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL) || !lb.uid) {
+                log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
+                (void) patch_finalizers(s, cnc, false);
+                return;
+        }
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
+                return;
+        r = cn_provider_load_balancer_cleanup(p, &lb, on_load_balancer_cleanup, s, &s->call);
+        if (r == -EOPNOTSUPP)
+                (void) patch_finalizers(s, cnc, false);
+        else if (r < 0)
+                retry_later(cc, 0);
+}
+
+static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, json_object *cluster) {
+        CnProvider *p = NULL;
+        int64_t g = generation_of(cnc);
+        json_object *recorded;
+        int r;
+
+        /* First the endpoint, then the failure domains: writing the endpoint changes the
+         * generation, which they are found for. */
+        if (ensure_load_balancer(cc, s, cnc, cluster))
+                return;
         if ((!s->failure_domains || s->generation != g) && cn_cluster_recorded_failure_domains(cnc, &recorded) >= 0) {
                 /* Found by an earlier run for this generation. */
                 json_object_put(s->failure_domains);
@@ -193,16 +398,9 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc) 
         }
         if (s->failed_generation == g)
                 return;
-        r = cn_credentials_provider(machine_controller_credentials(cc->mc), s->namespace,
-                                    cn_json_get(cnc, "spec", "credentials", "secretRef", NULL), CN_CREDENTIALS_FRESH,
-                                    &p, &why);
-        if (r == 0)
-                return; /* reading the Secret: its answer schedules another pass */
-        if (r < 0) {
-                (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
-                retry_later(cc, 0);
+        r = cluster_provider(s, cnc, &p);
+        if (r <= 0)
                 return;
-        }
         r = cn_provider_failure_domains(p, cn_json_string(cnc, "spec", "region", NULL), on_failure_domains, s,
                                         &s->call);
         if (r == -EOPNOTSUPP) {
@@ -239,11 +437,10 @@ static void reconcile_one(ClusterController *cc, ClusterState *s, json_object *c
                 (void) write_status(s, cnc, NULL, false, "WaitingForCluster", "no owner Cluster yet");
                 break;
         case CN_CLUSTER_PROVISION:
-                provision(cc, s, cnc);
+                provision(cc, s, cnc, cluster);
                 break;
         case CN_CLUSTER_REMOVE_FINALIZER:
-                log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
-                (void) patch_finalizers(s, cnc, false);
+                delete_cluster(cc, s, cnc);
                 break;
         default:
                 break;
@@ -340,8 +537,11 @@ ClusterController *cluster_controller_free(ClusterController *cc) {
                 (void) cn_kube_informer_remove_handlers(cc->infra_clusters, cc->infra_clusters_handlers);
         if (cc->clusters)
                 (void) cn_kube_informer_remove_handlers(cc->clusters, cc->clusters_handlers);
+        if (cc->infra_machines)
+                (void) cn_kube_informer_remove_handlers(cc->infra_machines, cc->infra_machines_handlers);
         cn_kube_informer_unref(cc->infra_clusters);
         cn_kube_informer_unref(cc->clusters);
+        cn_kube_informer_unref(cc->infra_machines);
         sd_event_source_disable_unref(cc->reconcile_source);
         sd_event_source_disable_unref(cc->retry_source);
         sd_event_unref(cc->event);
@@ -371,11 +571,16 @@ int cluster_controller_start(ClusterController *cc) {
                 r = cn_waiting_watch_api(cc->infra_clusters);
         if (r >= 0)
                 r = watch(cc, machine_controller_clusters_resource(), &cc->clusters, &cc->clusters_handlers);
+        /* The control-plane machines an endpoint follows. */
+        if (r >= 0)
+                r = watch(cc, machine_controller_infra_machines_resource(), &cc->infra_machines,
+                          &cc->infra_machines_handlers);
         return r;
 }
 
 bool cluster_controller_synced(ClusterController *cc) {
-        return cn_kube_informer_has_synced(cc->infra_clusters) && cn_kube_informer_has_synced(cc->clusters);
+        return cn_kube_informer_has_synced(cc->infra_clusters) && cn_kube_informer_has_synced(cc->clusters) &&
+               cn_kube_informer_has_synced(cc->infra_machines);
 }
 
 void cluster_controller_set_leading(ClusterController *cc, bool leading) {

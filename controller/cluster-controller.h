@@ -2,7 +2,8 @@
 /* Cluster API infrastructure provider: reconciles CloudnodeClusters (the InfraCluster) of the
  * machine controller's provider: finalizer, the owner Cluster, failure domains from the cloud,
  * status.initialization.provisioned / status.ready and the Ready and Paused conditions.
- * spec.controlPlaneEndpoint stays as the user configured it. Runs on the controller's loop and
+ * the control-plane load balancer of spec.controlPlaneLoadBalancer, whose address becomes
+ * spec.controlPlaneEndpoint unless the user set one (kept as it is). Runs on the controller's loop and
  * client and borrows the machine controller's providers and Cluster cache; only the leader
  * reconciles. */
 #pragma once

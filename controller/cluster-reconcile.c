@@ -181,3 +181,41 @@ int cn_cluster_status_patch(json_object *infra_cluster, json_object *failure_dom
         *ret = changed ? TAKE_PTR(patch) : NULL;
         return 0;
 }
+
+bool cn_cluster_wants_load_balancer(json_object *infra_cluster) {
+        json_object *lb = cn_json_get(infra_cluster, "spec", "controlPlaneLoadBalancer", NULL);
+        bool enabled = true;
+
+        if (!lb || !json_object_is_type(lb, json_type_object))
+                return false;
+        (void) cn_json_get_bool(lb, &enabled, "enabled", NULL);
+        return enabled;
+}
+
+bool cn_cluster_has_endpoint(json_object *infra_cluster) {
+        return !isempty(cn_json_string(infra_cluster, "spec", "controlPlaneEndpoint", "host", NULL));
+}
+
+int cn_cluster_endpoint_patch(json_object *infra_cluster, json_object *lb_view, json_object **ret) {
+        _cleanup_json_ json_object *patch = NULL;
+        const char *host = cn_json_string(lb_view, "host", NULL);
+        int64_t port = 0;
+        int r;
+
+        if (isempty(host) || cn_json_get_int64(lb_view, &port, "port", NULL) < 0 || port < 1 || port > 65535)
+                return -EBADMSG;
+        if (cn_cluster_has_endpoint(infra_cluster)) {
+                *ret = NULL;
+                return 0;
+        }
+        patch = json_object_new_object();
+        if (!patch)
+                return -ENOMEM;
+        r = cn_json_set_string(patch, host, "spec", "controlPlaneEndpoint", "host", NULL);
+        if (r >= 0)
+                r = cn_json_set(patch, json_object_new_int64(port), "spec", "controlPlaneEndpoint", "port", NULL);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(patch);
+        return 0;
+}

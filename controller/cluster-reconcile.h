@@ -45,6 +45,16 @@ int cn_conditions_set(json_object *conditions, const char *type, bool status, co
 int cn_cluster_status_patch(json_object *infra_cluster, json_object *failure_domains, int64_t generation, bool paused,
                             const char *reason, const char *message, const char *now, json_object **ret);
 
+/* Whether the cluster asks for a control-plane load balancer: spec.controlPlaneLoadBalancer is
+ * there and its enabled is not false (CAPH's default). */
+bool cn_cluster_wants_load_balancer(json_object *infra_cluster);
+/* Whether spec.controlPlaneEndpoint has a host (a user's is kept as it is). */
+bool cn_cluster_has_endpoint(json_object *infra_cluster);
+/* The merge patch that sets spec.controlPlaneEndpoint to the load balancer's {"host", "port"}
+ * (a view of CnProviderOps.load_balancer_ensure); *ret is NULL when the spec has an endpoint
+ * already. -EBADMSG when the view has no host or port. */
+int cn_cluster_endpoint_patch(json_object *infra_cluster, json_object *lb_view, json_object **ret);
+
 /* The failure domains the live status holds when they were found for the current generation
  * (status.observedGeneration) and the cluster is Ready: a restart reuses them instead of asking
  * the cloud again. Borrowed; -ENOENT otherwise. */

@@ -377,11 +377,42 @@ static void on_created(CnProvider *p, const CnProviderResult *res, json_object *
         record_instance(s, instance);
 }
 
+static json_object *owner_machine(MachineController *mc, json_object *cnm) {
+        const char *owner = cnm ? cn_machine_owner_name(cnm) : NULL;
+
+        return owner ? cn_kube_informer_lookup(mc->machines, cn_json_string(cnm, "metadata", "namespace", NULL), owner)
+                     : NULL;
+}
+
+static const char *cluster_name_of(json_object *cnm, json_object *machine) {
+        return cn_json_string(cnm, "metadata", "labels", "cluster.x-k8s.io/cluster-name", NULL) ?:
+               cn_json_string(machine, "spec", "clusterName", NULL);
+}
+
+/* Whether the Machine or the CloudnodeMachine carries Cluster API's control-plane label. */
+static bool is_control_plane(json_object *cnm, json_object *machine) {
+        return cn_json_get(cnm, "metadata", "labels", CN_CAPI_CONTROL_PLANE_LABEL, NULL) ||
+               cn_json_get(machine, "metadata", "labels", CN_CAPI_CONTROL_PLANE_LABEL, NULL);
+}
+
+/* The UID of the Cluster whose control plane the machine is part of, or NULL. Borrowed from the
+ * cache. */
+static const char *control_plane_of(MachineState *s) {
+        json_object *cnm = lookup_infra_machine(s), *machine = owner_machine(s->mc, cnm);
+        const char *cluster_name = cluster_name_of(cnm, machine);
+
+        if (!is_control_plane(cnm, machine) || !cluster_name)
+                return NULL;
+        return cn_json_string(cn_kube_informer_lookup(s->mc->clusters, s->namespace, cluster_name), "metadata",
+                              "uid", NULL);
+}
+
 static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
         MachineState *s = ASSERT_PTR(userdata);
         _cleanup_free_ void *data = NULL;
         const char *b64 = cn_json_string(result->object, "data", "value", NULL);
-        CnProviderMachine m = { .namespace = s->namespace, .name = s->name, .uid = s->uid, .spec = s->spec };
+        CnProviderMachine m = { .namespace = s->namespace, .name = s->name, .uid = s->uid, .spec = s->spec,
+                                .control_plane_of = control_plane_of(s) };
         size_t size = 0;
         int r;
 
@@ -1160,6 +1191,71 @@ int machine_controller_start(MachineController *mc) {
         if (r >= 0)
                 r = watch(mc, &resource_clusters, &mc->clusters);
         return r;
+}
+
+typedef struct ControlPlane {
+        MachineController *mc;
+        const char *namespace, *cluster;
+        json_object *found; /* [[creationTimestamp, name, providerID], ...] */
+} ControlPlane;
+
+static int add_control_plane(json_object *cnm, void *userdata) {
+        ControlPlane *cp = userdata;
+        json_object *machine = owner_machine(cp->mc, cnm), *row;
+        const char *pid = cn_json_string(cnm, "spec", "providerID", NULL);
+
+        if (!streq(strempty(cn_json_string(cnm, "metadata", "namespace", NULL)), cp->namespace) ||
+            !streq(strempty(cluster_name_of(cnm, machine)), cp->cluster) || !is_control_plane(cnm, machine) ||
+            isempty(pid) || cn_json_get(cnm, "metadata", "deletionTimestamp", NULL))
+                return 0;
+        row = json_object_new_array();
+        if (!row || json_object_array_add(cp->found, row) < 0) {
+                json_object_put(row);
+                return -ENOMEM;
+        }
+        (void) json_object_array_add(row, json_object_new_string(
+                strempty(cn_json_string(cnm, "metadata", "creationTimestamp", NULL))));
+        (void) json_object_array_add(row, json_object_new_string(strempty(cn_json_string(cnm, "metadata", "name", NULL))));
+        (void) json_object_array_add(row, json_object_new_string(pid));
+        return json_object_array_length(row) == 3 ? 0 : -ENOMEM;
+}
+
+static int compare_rows(const void *a, const void *b) {
+        json_object *x = *(json_object *const *) a, *y = *(json_object *const *) b;
+        int c;
+
+        /* RFC 3339 in UTC compares as text; the name breaks ties. */
+        for (size_t i = 0; i < 2; i++) {
+                c = strcmp(json_object_get_string(json_object_array_get_idx(x, i)),
+                           json_object_get_string(json_object_array_get_idx(y, i)));
+                if (c != 0)
+                        return c;
+        }
+        return 0;
+}
+
+int machine_controller_control_plane(MachineController *mc, const char *ns, const char *cluster, char ***ret) {
+        _cleanup_json_ json_object *found = json_object_new_array();
+        _cleanup_strv_free_ char **l = NULL;
+        ControlPlane cp = { .mc = mc, .namespace = ns, .cluster = cluster, .found = found };
+        int r;
+
+        if (!found)
+                return -ENOMEM;
+        r = cn_kube_informer_foreach(mc->infra_machines, add_control_plane, &cp);
+        if (r < 0)
+                return r;
+        json_object_array_sort(found, compare_rows);
+        for (size_t i = 0; i < json_object_array_length(found); i++)
+                if (strv_extend(&l, json_object_get_string(json_object_array_get_idx(
+                                            json_object_array_get_idx(found, i), 2))) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+const CnKubeResource *machine_controller_infra_machines_resource(void) {
+        return &resource_cloudnodemachines;
 }
 
 bool machine_controller_synced(MachineController *mc) {

@@ -31,3 +31,7 @@ void machine_controller_set_leading(MachineController *mc, bool leading);
 CnProvider *machine_controller_provider(MachineController *mc);
 CnCredentials *machine_controller_credentials(MachineController *mc);
 const CnKubeResource *machine_controller_clusters_resource(void);
+const CnKubeResource *machine_controller_infra_machines_resource(void);
+/* The providerIDs of the instances of a Cluster's control-plane machines (the Machine or the
+ * CloudnodeMachine has cluster.x-k8s.io/control-plane), not being deleted, oldest first. */
+int machine_controller_control_plane(MachineController *mc, const char *ns, const char *cluster, char ***ret);

@@ -14,6 +14,7 @@
 #define CN_MACHINE_FINALIZER "cloudnodemachine.infrastructure.cluster.x-k8s.io"
 #define CN_MACHINE_PAUSED_ANNOTATION "cluster.x-k8s.io/paused"
 #define CN_MACHINE_UID_LABEL "cloudnode.io/machine-uid"
+#define CN_CAPI_CONTROL_PLANE_LABEL "cluster.x-k8s.io/control-plane"
 
 typedef enum CnMachineStep {
         CN_MACHINE_PAUSED,            /* Cluster spec.paused or the paused annotation: touch nothing */

@@ -61,8 +61,8 @@ int cn_provider_hetzner_validate(CnProvider *p, json_object *spec, char **ret_re
                                 (void) cn_set_message(ret_reason, "spec.hetzner.labels.%s must be a string", k);
                                 return -EINVAL;
                         }
-                        if (streq(k, CN_PROVIDER_MACHINE_UID_LABEL)) {
-                                *ret_reason = strdup("spec.hetzner.labels must not set " CN_PROVIDER_MACHINE_UID_LABEL);
+                        if (streq(k, CN_PROVIDER_MACHINE_UID_LABEL) || streq(k, CN_PROVIDER_CONTROL_PLANE_LABEL)) {
+                                (void) cn_set_message(ret_reason, "spec.hetzner.labels must not set %s", k);
                                 return -EINVAL;
                         }
                 }
@@ -225,6 +225,10 @@ static int start_create(CnProviderCall *c, void *arg) {
                         return r;
         }
         r = cn_json_set_string(body, a->machine->uid, "labels", CN_PROVIDER_MACHINE_UID_LABEL, NULL);
+        if (r >= 0 && !isempty(a->machine->control_plane_of))
+                /* The cluster's load balancer targets the servers with this label. */
+                r = cn_json_set_string(body, a->machine->control_plane_of, "labels", CN_PROVIDER_CONTROL_PLANE_LABEL,
+                                       NULL);
         if (r < 0)
                 return r;
         if (a->userdata_text) {
@@ -245,15 +249,6 @@ int cn_provider_hetzner_machine_create(CnProvider *p, const CnProviderMachine *m
         if (isempty(m->uid) || isempty(m->name))
                 return -EINVAL;
         return cn_provider_start_machine_call(p, cb, NULL, userdata, start_create, &a, ret);
-}
-
-static void on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
-        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
-
-        /* Gone already is what we wanted; either way the list is asked again next time. */
-        if (res.error == -ENOENT)
-                res = (CnProviderResult) {};
-        cn_provider_call_finish_cleanup(call, &res, false);
 }
 
 static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
@@ -284,7 +279,7 @@ static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *rep
                 if (r >= 0 && asprintf(&url, "%s/servers/%" PRIi64, endpoint, id) < 0)
                         r = -ENOMEM;
                 if (r >= 0)
-                        r = cn_provider_call_http(call, "DELETE", url, &o, on_deleted, NULL);
+                        r = cn_provider_call_http(call, "DELETE", url, &o, cn_provider_on_deleted, NULL);
                 if (r < 0) {
                         res = (CnProviderResult) { .error = r, .message = "could not issue the delete request" };
                         cn_provider_call_finish_cleanup(call, &res, false);

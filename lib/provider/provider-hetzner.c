@@ -240,5 +240,7 @@ const CnProviderOps cn_provider_hetzner_ops = {
         .migrate_uid = cn_provider_hetzner_migrate_uid,
         .cloud_config = cn_provider_hetzner_cloud_config,
         .failure_domains = cn_provider_hetzner_failure_domains,
+        .load_balancer_ensure = cn_provider_hetzner_load_balancer_ensure,
+        .load_balancer_cleanup = cn_provider_hetzner_load_balancer_cleanup,
         .failure_domain_field = "location",
 };

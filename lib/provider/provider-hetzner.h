@@ -39,6 +39,20 @@ int cn_provider_hetzner_server_id(const char *provider_id, int64_t *ret);
 /* GET /locations' "locations" as failure domains; region keeps a network zone or one location. */
 int cn_provider_hetzner_failure_domains_parse(json_object *locations, const char *region, json_object **ret);
 
+/* provider-hetzner-lb.c: the control-plane load balancer (see CnProviderOps). */
+int cn_provider_hetzner_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb,
+                                             CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret,
+                                             char **ret_reason);
+int cn_provider_hetzner_load_balancer_cleanup(CnProvider *p, const CnProviderLoadBalancer *lb,
+                                              CnProviderCleanupCallback cb, void *userdata, CnProviderCall **ret);
+/* spec.controlPlaneLoadBalancer (may be NULL) with CAPH's defaults: type lb11, algorithm
+ * round_robin, port 6443; -EINVAL with the reason in *ret_reason (optional) otherwise. Borrowed. */
+int cn_provider_hetzner_lb_settings(json_object *spec, const char **ret_type, const char **ret_algorithm,
+                                    int *ret_port, char **ret_reason);
+/* {"id", "host", "port"} of a load balancer object: -ENODATA without a public IPv4 address yet,
+ * -EBADMSG when it is not one. */
+int cn_provider_hetzner_lb_view(json_object *lb, int port, json_object **ret);
+
 /* The neutral instance view of a Hetzner server object (exposed for the unit tests). */
 int cn_provider_hetzner_machine_view(json_object *server, json_object **ret);
 

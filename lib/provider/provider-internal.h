@@ -139,6 +139,9 @@ int cn_provider_start_machine_call(CnProvider *p, CnProviderMachineCallback mcb,
                                    void *userdata, CnProviderCallStart start, void *arg, CnProviderCall **ret);
 void cn_provider_call_finish_machine(CnProviderCall *c, const CnProviderResult *res, json_object *instance);
 void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *res, bool done);
+/* The answer of a DELETE in a cleanup call that lists again until nothing is left: finishes it
+ * not done (a 404 counts as deleted). */
+void cn_provider_on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata);
 
 /* Appends the failure domain {"name", "controlPlane": true, "attributes"} to list; attributes are
  * key, value pairs up to a NULL key (empty or NULL values left out). */

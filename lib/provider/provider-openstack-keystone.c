@@ -11,6 +11,8 @@ void cn_provider_openstack_forget_token(OpenStack *o) {
         cn_provider_token_forget(&o->token);
         free(o->compute_url);
         o->compute_url = NULL;
+        free(o->network_url);
+        o->network_url = NULL;
 }
 
 /* {"name": n} or {"id": i} for users, projects and domains. */
@@ -152,7 +154,7 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
         CnOpenStackAuth *auth = ASSERT_PTR(userdata);
-        const char *compute, *expires;
+        const char *compute, *network, *expires;
         usec_t exp = 0;
         int r;
 
@@ -175,15 +177,16 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         if (expires)
                 (void) cn_parse_rfc3339(expires, &exp);
 
+        network = cn_provider_openstack_find_endpoint(reply->body, "network", "public", o->region);
         cn_provider_openstack_forget_token(o);
-        o->compute_url = strdup(compute);
-        if (!o->compute_url || cn_provider_token_set(&o->token, reply->subject_token, exp) < 0) {
+        o->compute_url = cn_provider_endpoint_dup(compute);
+        o->network_url = network ? cn_provider_endpoint_dup(network) : NULL;
+        if (!o->compute_url || (network && !o->network_url) ||
+            cn_provider_token_set(&o->token, reply->subject_token, exp) < 0) {
                 cn_provider_openstack_forget_token(o);
                 cn_provider_auth_fail(call, auth, -ENOMEM, 0, "out of memory");
                 return;
         }
-        for (size_t l = strlen(o->compute_url); l > 0 && o->compute_url[l - 1] == '/'; l--)
-                o->compute_url[l - 1] = 0;
         r = auth->next(call);
         if (r < 0)
                 cn_provider_auth_fail(call, auth, r, 0, "failed to start the Nova request");

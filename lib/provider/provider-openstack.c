@@ -517,5 +517,7 @@ const CnProviderOps cn_provider_openstack_ops = {
         .migrate_uid = cn_provider_openstack_migrate_uid,
         .cloud_config = cn_provider_openstack_cloud_config,
         .failure_domains = openstack_failure_domains,
+        .load_balancer_ensure = cn_provider_openstack_load_balancer_ensure,
+        .load_balancer_cleanup = cn_provider_openstack_load_balancer_cleanup,
         .failure_domain_field = "availabilityZone",
 };

@@ -14,6 +14,7 @@ typedef struct OpenStack {
         json_object *auth;     /* the body of POST /v3/auth/tokens; holds the secret */
         CnProviderToken token;
         char *compute_url;     /* from the token's catalog */
+        char *network_url;     /* Neutron's, from the token's catalog (NULL: the cloud has none) */
         json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
         json_object *settings; /* the [Global] settings in effect (file or environment); holds the secret */
 } OpenStack;
@@ -79,6 +80,17 @@ int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m,
                                       CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret);
 /* {"Global": {auth-url, region, project and domain}}: never a user or a secret. */
 int cn_provider_openstack_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
+
+/* provider-openstack-lb.c: the control-plane endpoint (see CnProviderOps): a floating IP. */
+int cn_provider_openstack_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb,
+                                               CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret,
+                                               char **ret_reason);
+int cn_provider_openstack_load_balancer_cleanup(CnProvider *p, const CnProviderLoadBalancer *lb,
+                                                CnProviderCleanupCallback cb, void *userdata, CnProviderCall **ret);
+
+/* {"id", "host", "port"} of a Neutron floating IP object; -EBADMSG when it has no id or its
+ * address is not an IPv4 address. */
+int cn_provider_openstack_fip_view(json_object *fip, json_object **ret);
 
 /* For the unit tests: the neutral view of a Nova server object. A server in ERROR is reported as
  * an error instead (fault code 5xx: -EAGAIN, retryable; otherwise -EINVAL, terminal), with

@@ -539,6 +539,15 @@ void cn_provider_call_finish_cleanup(CnProviderCall *c, const CnProviderResult *
         cn_provider_call_unref(c);
 }
 
+void cn_provider_on_deleted(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
+        CnProviderResult res = { .error = reply->error, .retry_after = reply->retry_after, .message = reply->message };
+
+        /* Gone already is what we wanted; either way the list is asked again next time. */
+        if (res.error == -ENOENT)
+                res = (CnProviderResult) {};
+        cn_provider_call_finish_cleanup(call, &res, false);
+}
+
 static int start_instance_call(CnProvider *p, CallMode mode, const CnProviderNodeRef *node,
                                CnProviderInstanceCallback icb, CnProviderBoolCallback bcb, void *userdata,
                                CnProviderCall **ret) {
@@ -629,6 +638,17 @@ int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret
 int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
                                 CnProviderCall **ret) {
         return p->ops->failure_domains ? p->ops->failure_domains(p, region, cb, userdata, ret) : -EOPNOTSUPP;
+}
+
+int cn_provider_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderMachineCallback cb,
+                                     void *userdata, CnProviderCall **ret, char **ret_reason) {
+        return p->ops->load_balancer_ensure ? p->ops->load_balancer_ensure(p, lb, cb, userdata, ret, ret_reason)
+                                            : -EOPNOTSUPP;
+}
+
+int cn_provider_load_balancer_cleanup(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderCleanupCallback cb,
+                                      void *userdata, CnProviderCall **ret) {
+        return p->ops->load_balancer_cleanup ? p->ops->load_balancer_cleanup(p, lb, cb, userdata, ret) : -EOPNOTSUPP;
 }
 
 const char *cn_provider_failure_domain_field(const CnProvider *p) {

@@ -104,7 +104,32 @@ typedef struct CnProviderMachine {
          * instance must not be taken (NULL: every UID is) */
         bool (*uid_is_live)(const char *uid, void *userdata); /* CnProviderUidIsLive */
         void *uid_is_live_userdata;
+        /* A control-plane machine: the UID of its Cluster, which its instance carries as
+         * CN_PROVIDER_CONTROL_PLANE_LABEL so that the cluster's load balancer finds it (NULL: not
+         * a control-plane machine) */
+        const char *control_plane_of;
 } CnProviderMachine;
+
+#define CN_PROVIDER_CONTROL_PLANE_LABEL "cloudnode.io/control-plane-of"
+#define CN_PROVIDER_CLUSTER_UID_LABEL "cloudnode.io/cluster-uid"
+
+/* A Cluster API cluster's control-plane load balancer, owned by the CloudnodeCluster: found by
+ * CN_PROVIDER_CLUSTER_UID_LABEL = uid (never by name), its targets are the instances that carry
+ * CN_PROVIDER_CONTROL_PLANE_LABEL = targets_of. */
+typedef struct CnProviderLoadBalancer {
+        const char *name;       /* the CloudnodeCluster's */
+        const char *namespace;
+        const char *uid;        /* the CloudnodeCluster's */
+        /* the UID it carried before the object was recreated under uid (clusterctl move; NULL:
+         * none): ensure relabels the load balancer carrying it rather than make a second one */
+        const char *previous_uid;
+        const char *targets_of; /* the Cluster's UID */
+        const char *region;     /* spec.region, may be NULL */
+        json_object *spec;      /* spec.controlPlaneLoadBalancer, borrowed */
+        /* providerIDs of the control-plane machines' instances, oldest first (NULL: none); a
+         * provider whose load balancer selects its targets itself (Hetzner) ignores them */
+        const char *const *members;
+} CnProviderLoadBalancer;
 
 /* instance: JSON view of the cloud's instance (NULL when none); owned by the callee. */
 typedef void (*CnProviderMachineCallback)(CnProvider *p, const CnProviderResult *res, json_object *instance,
@@ -145,6 +170,14 @@ typedef struct CnProviderOps {
         /* The member of the machine spec that places an instance in one of those failure domains
          * (a Machine's spec.failureDomain is written there); NULL: the provider cannot place. */
         const char *failure_domain_field;
+        /* Finds or creates the control-plane load balancer and answers {"id", "host", "port"}
+         * once it has a public address; NULL: the provider has none (-EOPNOTSUPP). A spec it
+         * cannot build is -EINVAL at once, with the reason in *ret_reason. */
+        int (*load_balancer_ensure)(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderMachineCallback cb,
+                                    void *userdata, CnProviderCall **ret, char **ret_reason);
+        /* Deletes the load balancers carrying lb->uid; done when none is left. */
+        int (*load_balancer_cleanup)(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderCleanupCallback cb,
+                                     void *userdata, CnProviderCall **ret);
 } CnProviderOps;
 
 /* Providers this build knows, NULL-terminated. */
@@ -207,6 +240,12 @@ int cn_provider_cloud_config(CnProvider *p, json_object *spec, json_object **ret
 /* The callback's instance argument is the failure domain list (see CnProviderOps). */
 int cn_provider_failure_domains(CnProvider *p, const char *region, CnProviderMachineCallback cb, void *userdata,
                                 CnProviderCall **ret);
+
+/* The control-plane load balancer (see CnProviderOps). */
+int cn_provider_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderMachineCallback cb,
+                                     void *userdata, CnProviderCall **ret, char **ret_reason);
+int cn_provider_load_balancer_cleanup(CnProvider *p, const CnProviderLoadBalancer *lb, CnProviderCleanupCallback cb,
+                                      void *userdata, CnProviderCall **ret);
 
 /* CnProviderOps.failure_domain_field, or NULL. */
 const char *cn_provider_failure_domain_field(const CnProvider *p);

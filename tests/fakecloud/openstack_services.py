@@ -1,7 +1,8 @@
 """OpenStack Glance v2 (/image) and Neutron v2.0 (/network), as the Keystone catalog publishes them
 and as openstackclient and gophercloud use them: version discovery documents, the image catalog
 (list with name/visibility/status filters, limit and marker; show), networks and subnets (list,
-show, create, delete), the ports Nova's servers have (derived from the instances: one port per
+show, create, delete), floating IPs on the external network (list with filters, create,
+associate with a server's port and dissociate by PUT, delete), the ports Nova's servers have (derived from the instances: one port per
 server on its network), the default security group, and the extension list. Every call needs an
 X-Auth-Token issued by the fake Keystone.
 
@@ -189,7 +190,8 @@ class Neutron:
                 {"alias": a, "name": n, "description": n, "updated": "2013-01-20T00:00:00-00:00", "links": []}
                 for a, n in (("security-group", "security-group"), ("external-net", "Neutron external network"),
                              ("standard-attr-description", "standard-attr-description"),
-                             ("standard-attr-timestamp", "Resource timestamps"), ("port-security", "Port Security"))]})
+                             ("standard-attr-timestamp", "Resource timestamps"), ("port-security", "Port Security"),
+                             ("router", "Neutron L3 Router"))]})
         table = parts[0] if parts else ""
         if table in ("networks", "subnets"):
             if len(parts) == 1 and m == "GET":
@@ -204,6 +206,8 @@ class Neutron:
                 return json_response({table[:-1]: obj})
             if len(parts) == 2 and m == "DELETE":
                 return self.delete(table, parts[1], project)
+        if table == "floatingips":
+            return self.floatingips(req, parts, project)
         if table == "ports" and m == "GET":
             ports = self.ports(project)
             if len(parts) == 2:
@@ -258,14 +262,21 @@ class Neutron:
         obj = neutron_read(st)[table].get(oid)
         return self._render(table, obj, st, project) if obj else None
 
-    def create(self, req, table, project):
-        kind = table[:-1]
+    def resource_body(self, req, kind):
+        """The {kind: {...}} body of a write, or the error answer Neutron gives for another."""
         try:
             body = req.json()[kind]
-            if not isinstance(body, dict):
-                raise TypeError
+            if isinstance(body, dict):
+                return body, None
         except (ValueError, KeyError, TypeError):
-            return self.error(400, "BadRequest", "Resource body required: %s" % kind)
+            pass
+        return None, self.error(400, "BadRequest", "Resource body required: %s" % kind)
+
+    def create(self, req, table, project):
+        kind = table[:-1]
+        body, err = self.resource_body(req, kind)
+        if err:
+            return err
         now = iso8601z(time.time())
         with self.state.locked() as st:
             ns = neutron_write(st)
@@ -312,6 +323,96 @@ class Neutron:
                     del ns["subnets"][sid]
             del ns[table][oid]
         return Response(204, b"", None)
+
+    # -- floating IPs (the API reference's fields; tags and the DNS/QoS extensions left empty) --
+
+    def _fip_json(self, f, st, project):
+        port = next((p for p in self.ports_of(st, project) if p["id"] == f["port_id"]), None) if f["port_id"] else None
+        fixed = f.get("fixed_ip_address") or ((port or {}).get("fixed_ips") or [{}])[0].get("ip_address")
+        return {"id": f["id"], "tenant_id": project, "project_id": project,
+                "floating_network_id": f["floating_network_id"], "floating_ip_address": f["floating_ip_address"],
+                "fixed_ip_address": fixed if port else None, "port_id": f["port_id"] if port else None,
+                "router_id": _id("router", "default") if port else None, "status": "ACTIVE" if port else "DOWN",
+                "description": f["description"], "tags": [], "port_details": {
+                    "name": port["name"], "network_id": port["network_id"], "mac_address": port["mac_address"],
+                    "admin_state_up": True, "status": "ACTIVE", "device_id": port["device_id"],
+                    "device_owner": port["device_owner"]} if port else None,
+                "port_forwardings": [], "qos_policy_id": None, "dns_domain": "", "dns_name": "",
+                "created_at": f["created_at"], "updated_at": f["updated_at"], "revision_number": f["revision"]}
+
+    def _fip_port(self, st, project, port_id):
+        """The port a floating IP is to be associated with (None: dissociate), or an error answer."""
+        if port_id is None:
+            return None, None
+        port = next((p for p in self.ports_of(st, project) if p["id"] == port_id), None)
+        if port is None:
+            return None, self.error(404, "PortNotFound", "Port %s could not be found." % port_id)
+        if not any(ipaddress.ip_address(ip["ip_address"]).version == 4 for ip in port["fixed_ips"]):
+            return None, self.error(400, "BadRequest", "Bad floatingip request: Port %s does not have any IPv4 "
+                                    "address." % port_id)
+        return port, None
+
+    def floatingips(self, req, parts, project):
+        m = req.method
+        if len(parts) == 1 and m == "GET":
+            st = self.state.read()
+            items = [self._fip_json(f, st, project) for f in neutron_read(st).get("floatingips", {}).values()]
+            return json_response({"floatingips": self.filter(req, items)})
+        if len(parts) == 1 and m == "POST":
+            body, err = self.resource_body(req, "floatingip")
+            if err:
+                return err
+            desc = body.get("description", "")
+            if not isinstance(desc, str) or len(desc) > 255:
+                return self.error(400, "HTTPBadRequest", "Invalid input for description.")
+            now = iso8601z(time.time())
+            with self.state.locked() as st:
+                ns = neutron_write(st)
+                net = ns["networks"].get(body.get("floating_network_id") or "")
+                if net is None:
+                    return self.error(404, "NetworkNotFound",
+                                      "Network %s could not be found." % body.get("floating_network_id"))
+                if not net["router:external"]:
+                    return self.error(400, "BadRequest", "Bad floatingip request: Network %s is not a valid "
+                                      "external network." % net["id"])
+                port, err = self._fip_port(st, project, body.get("port_id"))
+                if err:
+                    return err
+                fips = ns.setdefault("floatingips", {})
+                used = {f["floating_ip_address"] for f in fips.values()}
+                addr = next(str(a) for a in ipaddress.ip_network("203.0.113.0/24").hosts()
+                            if int(a) & 0xff >= 10 and str(a) not in used)
+                fid = str(uuid.uuid4())
+                fips[fid] = {"id": fid, "floating_network_id": net["id"], "floating_ip_address": addr,
+                             "port_id": port["id"] if port else None, "description": desc, "created_at": now,
+                             "updated_at": now, "revision": 0}
+                return json_response({"floatingip": self._fip_json(fips[fid], st, project)}, 201)
+        if len(parts) == 2:
+            with self.state.locked() as st:
+                fips = neutron_write(st).setdefault("floatingips", {})
+                f = fips.get(parts[1])
+                if f is None:
+                    return self.error(404, "FloatingIPNotFound", "Floating IP %s could not be found" % parts[1])
+                if m == "GET":
+                    return json_response({"floatingip": self._fip_json(f, st, project)})
+                if m == "DELETE":
+                    del fips[parts[1]]
+                    return Response(204, b"", None)
+                if m == "PUT":
+                    body, err = self.resource_body(req, "floatingip")
+                    if err:
+                        return err
+                    if "port_id" in body:
+                        port, err = self._fip_port(st, project, body["port_id"])
+                        if err:
+                            return err
+                        f["port_id"] = port["id"] if port else None
+                    if isinstance(body.get("description"), str):
+                        f["description"] = body["description"]
+                    f["revision"] += 1
+                    f["updated_at"] = iso8601z(time.time())
+                    return json_response({"floatingip": self._fip_json(f, st, project)})
+        return self.error(404, "HTTPNotFound", "The resource could not be found.")
 
     def ports(self, project):
         return self.ports_of(self.state.read(), project)

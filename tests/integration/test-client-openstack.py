@@ -4,8 +4,8 @@ keystoneauth), against the fake Keystone, Nova, Glance and Neutron, for what a C
 machine-controller user does with it every day: issue a token, read the catalog, list images,
 flavors (with their extra specs) and availability zones, import a keypair, create a network and
 subnet, create a server from an image and flavor by name and wait for it, list and show it, set
-and unset properties, stop and start it, see its port, and delete everything again (waiting for
-the deletion). Every change is also checked in the fake's inventory. Skipped when the CLI is
+and unset properties, stop and start it, see its port, give it a floating IP and take it away,
+and delete everything again (waiting for the deletion). Every change is also checked in the fake's inventory. Skipped when the CLI is
 not installed."""
 import json
 import os
@@ -99,6 +99,27 @@ def lifecycle(t, o, c, tmp):
          "one port with the server's address", ports)
     rc, out = o.run("network", "delete", "n2")
     t.ok(rc != 0 and "in use" in out, "a network with a server on it cannot be deleted", out)
+
+    fip = o.json("floating ip create", "floating", "ip", "create", "--description", "api of c1", "public") or {}
+    t.ok(fip.get("floating_ip_address", "").startswith("203.0.113.") and fip.get("port_id") is None,
+         "a floating IP of the public network, associated with nothing", fip)
+    rc, out = o.run("floating", "ip", "create", "private")
+    t.ok(rc != 0 and "not a valid external network" in out, "none from a network that is not external", out)
+    o.ok("floating ip set --port", "floating", "ip", "set", "--port", ports[0]["ID"] if ports else "-",
+         fip.get("floating_ip_address", "-"))
+    listed = o.json("floating ip list", "floating", "ip", "list") or []
+    t.eq([(f.get("Floating IP Address"), f.get("Fixed IP Address"), f.get("Port")) for f in listed],
+         [(fip.get("floating_ip_address"), ports[0]["Fixed IP Addresses"][0]["ip_address"] if ports else None,
+           ports[0]["ID"] if ports else None)], "floating ip list: associated with the server's port")
+    shown = o.json("floating ip show", "floating", "ip", "show", fip.get("id", "-")) or {}
+    # The CLI prints port_details as "key='value', ..." text.
+    t.ok(shown.get("description") == "api of c1" and inv and ("device_id='%s'" % inv[0]["id"]) in
+         str(shown.get("port_details")), "floating ip show: description and the server", shown)
+    o.ok("floating ip unset --port", "floating", "ip", "unset", "--port", fip.get("id", "-"))
+    t.eq((o.json("floating ip show (unset)", "floating", "ip", "show", fip.get("id", "-")) or {}).get("port_id"), None,
+         "dissociated")
+    o.ok("floating ip delete", "floating", "ip", "delete", fip.get("id", "-"))
+    t.eq(o.json("floating ip list (empty)", "floating", "ip", "list"), [], "no floating IP left")
 
     o.ok("server delete --wait", "server", "delete", "--wait", "s1")
     t.eq([i["name"] for i in c.instances() if i["name"] == "s1"], [], "s1 is gone when --wait returns")

@@ -16,7 +16,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
-from cncapi import CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, wait_for  # noqa: E402
+from cncapi import (CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, make_cnc,  # noqa: E402
+                    provisioned, wait_for)
 from capimachines import machine_env  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
 from fakekubeclient import kube_server  # noqa: E402
@@ -34,26 +35,6 @@ def cloud_locations(env):
                                  headers={"Authorization": "Bearer " + HETZNER_TOKEN})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)["locations"]
-
-
-def make_cnc(env, name, owner=None, spec=None, annotations=None):
-    meta = {"name": name}
-    if owner:
-        meta["ownerReferences"] = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-                                    "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
-    if annotations:
-        meta["annotations"] = annotations
-    code, o = env.k.api("POST", CNC, {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                                      "kind": "CloudnodeCluster", "metadata": meta,
-                                      "spec": spec or {"provider": "hetzner"}})
-    assert code == 201, o
-    return o
-
-
-def provisioned(env, name):
-    o = env.obj(CNC, name)
-    st = (o or {}).get("status") or {}
-    return o if st.get("initialization", {}).get("provisioned") is True else None
 
 
 def location_requests(env, mark):

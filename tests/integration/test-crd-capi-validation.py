@@ -4,8 +4,9 @@ kube-apiserver (tests/realkube; tests/fake-kube-apiserver evaluates CEL only for
 ValidatingAdmissionPolicies, not for CRD schemas, so this test always runs against the real one
 and reports a skip where it cannot be built): a CloudnodeMachineTemplate's spec is immutable
 (self == oldSelf) while its metadata is not, a machine spec names exactly one provider (of hetzner,
-openstack and proxmoxve), the proxmoxve spec's fields are kept, and a
-CloudnodeMachine's providerID cannot change once set."""
+openstack and proxmoxve), the proxmoxve spec's fields are kept, and a CloudnodeMachine's
+providerID cannot change once set; and the defaults and bounds of a CloudnodeCluster's
+control-plane load balancer."""
 import os
 import sys
 import tempfile
@@ -22,17 +23,18 @@ from fakekubeclient import kube_server  # noqa: E402
 GROUP = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/default/"
 TEMPLATES = GROUP + "cloudnodemachinetemplates"
 MACHINES = GROUP + "cloudnodemachines"
+CLUSTERS = GROUP + "cloudnodeclusters"
 MERGE = "application/merge-patch+json"
 HETZNER = {"serverType": "cx22", "image": "ubuntu-24.04", "location": "fsn1"}
 PROXMOX = {"sourceNode": "pve1", "templateID": 9000, "target": "pve2", "tags": ["k8s"]}
 
 
 def install_crds(k):
-    for kind in ("cloudnodemachines", "cloudnodemachinetemplates"):
+    for kind in ("cloudnodemachines", "cloudnodemachinetemplates", "cloudnodeclusters"):
         with open(src("manifests", "crds", "capi", "infrastructure.cluster.x-k8s.io_%s.yaml" % kind)) as f:
             code, body = k.api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(f))
             assert code == 201, (code, body)
-    for path in (TEMPLATES, MACHINES):
+    for path in (TEMPLATES, MACHINES, CLUSTERS):
         wait_for(lambda: k.api("GET", path)[0] == 200, 30)
 
 
@@ -81,6 +83,20 @@ def test_machine_rules(t, k):
     t.ok("providerID is immutable" in (body or {}).get("message", ""), "saying why", (body or {}).get("message"))
 
 
+def test_load_balancer_defaults(t, k):
+    code, body = k.api("POST", CLUSTERS, {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeCluster",
+        "metadata": {"name": "c1"}, "spec": {"provider": "hetzner", "controlPlaneLoadBalancer": {}}})
+    t.eq(code, 201, "a CloudnodeCluster asking for a control-plane load balancer is created")
+    t.eq((body or {}).get("spec", {}).get("controlPlaneLoadBalancer"),
+         {"enabled": True, "algorithm": "round_robin", "port": 6443}, "with CAPH's defaults")
+    code, body = k.api("POST", CLUSTERS, {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "CloudnodeCluster",
+        "metadata": {"name": "c2"}, "spec": {"provider": "hetzner",
+                                             "controlPlaneLoadBalancer": {"algorithm": "fastest", "port": 0}}})
+    t.eq(code, 422, "an unknown algorithm and a port out of range are refused")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         with kube_server(os.path.join(tmp, "kube")) as k:
@@ -88,6 +104,7 @@ def main():
             install_crds(k)
             t.run(test_template_immutable, k)
             t.run(test_machine_rules, k)
+            t.run(test_load_balancer_defaults, k)
     return t.done()
 
 

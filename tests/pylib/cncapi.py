@@ -36,6 +36,28 @@ def condition(obj, ctype, key="reason"):
     return None
 
 
+def make_cnc(env, name, owner=None, spec=None, annotations=None):
+    """A CloudnodeCluster (owned by the Cluster owner, if given)."""
+    meta = {"name": name}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                    "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]
+    if annotations:
+        meta["annotations"] = annotations
+    code, o = env.k.api("POST", CNC, {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                                      "kind": "CloudnodeCluster", "metadata": meta,
+                                      "spec": spec or {"provider": "hetzner"}})
+    assert code == 201, o
+    return o
+
+
+def provisioned(env, name):
+    """The CloudnodeCluster once its status says provisioned, else None."""
+    o = env.obj(CNC, name)
+    st = (o or {}).get("status") or {}
+    return o if st.get("initialization", {}).get("provisioned") is True else None
+
+
 class Controller(cnproc.Controller):
     def __init__(self, k, tmp, args, leader_args=("--leader-elect=false",)):
         super().__init__(k, tmp, list(args) + list(leader_args))
@@ -107,16 +129,18 @@ class CapiEnv:
     def servers(self, uid):
         return [i for i in self.c.instances() if (i.get("labels") or {}).get(UID_LABEL) == uid]
 
-    def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None, failure_domain=None):
-        """A Machine of cluster (in failure_domain, if given) with its CloudnodeMachine
-        (self.provider's spec) and bootstrap data."""
+    def machine(self, name, spec=None, bootstrap=True, cluster="c1", extra_spec=None, failure_domain=None,
+                labels=None):
+        """A Machine of cluster (in failure_domain, if given; with labels, say Cluster API's
+        control-plane label) with its CloudnodeMachine (self.provider's spec) and bootstrap data."""
         k = self.k
         if bootstrap:
             k.api("POST", SECRETS, {
                 "apiVersion": "v1", "kind": "Secret", "metadata": {"name": name + "-bootstrap"},
                 "data": {"value": base64.b64encode(b"#cloud-config\nhostname: " + name.encode()).decode()}})
         code, m = k.api("POST", MACHINES, {
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "metadata": {"name": name},
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": dict({"name": name}, **({"labels": labels} if labels else {})),
             "spec": dict({"clusterName": cluster,
                           "bootstrap": {"dataSecretName": name + "-bootstrap"} if bootstrap else {}},
                          **({"failureDomain": failure_domain} if failure_domain else {}))})

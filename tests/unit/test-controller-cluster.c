@@ -373,6 +373,87 @@ static void test_credentials_movable(void) {
         TAP_OK(!cn_credentials_secret_movable(no_owners), "an empty owner list does not");
 }
 
+static void test_load_balancer_decisions(void) {
+        _cleanup_json_ json_object *none = parse("{\"spec\":{\"provider\":\"hetzner\"}}");
+        _cleanup_json_ json_object *empty = parse("{\"spec\":{\"controlPlaneLoadBalancer\":{}}}");
+        _cleanup_json_ json_object *off = parse("{\"spec\":{\"controlPlaneLoadBalancer\":{\"enabled\":false}}}");
+        _cleanup_json_ json_object *user = parse(
+                "{\"spec\":{\"controlPlaneLoadBalancer\":{},\"controlPlaneEndpoint\":{\"host\":\"a.example\",\"port\":443}}}");
+        _cleanup_json_ json_object *blank = parse(
+                "{\"spec\":{\"controlPlaneLoadBalancer\":{},\"controlPlaneEndpoint\":{\"host\":\"\",\"port\":0}}}");
+        _cleanup_json_ json_object *view = parse("{\"id\":\"7\",\"host\":\"198.51.100.8\",\"port\":6443}");
+        _cleanup_json_ json_object *no_host = parse("{\"id\":\"7\",\"port\":6443}");
+        _cleanup_json_ json_object *p = NULL, *q = NULL, *x = NULL;
+
+        TAP_OK(!cn_cluster_wants_load_balancer(none), "no spec.controlPlaneLoadBalancer: no load balancer");
+        TAP_OK(cn_cluster_wants_load_balancer(empty), "an empty one: enabled, as CAPH defaults it");
+        TAP_OK(!cn_cluster_wants_load_balancer(off), "enabled: false");
+        TAP_OK(cn_cluster_has_endpoint(user) && !cn_cluster_has_endpoint(blank) && !cn_cluster_has_endpoint(none),
+               "an endpoint is one with a host");
+        TAP_EQ_INT(cn_cluster_endpoint_patch(empty, view, &p), 0, "the endpoint patch");
+        TAP_EQ_STR(cn_json_string(p, "spec", "controlPlaneEndpoint", "host", NULL), "198.51.100.8", "host");
+        TAP_OK(cn_json_get(p, "spec", "controlPlaneEndpoint", "port", NULL) &&
+               json_object_get_int(cn_json_get(p, "spec", "controlPlaneEndpoint", "port", NULL)) == 6443, "port");
+        TAP_OK(!cn_json_get(p, "status", NULL), "nothing else");
+        TAP_EQ_INT(cn_cluster_endpoint_patch(blank, view, &q), 0, "an endpoint without host is filled in");
+        TAP_OK(q != NULL, "(a patch)");
+        TAP_EQ_INT(cn_cluster_endpoint_patch(user, view, &x), 0, "a user's endpoint");
+        TAP_OK(x == NULL, "is kept: no patch");
+        TAP_EQ_INT(cn_cluster_endpoint_patch(empty, no_host, &x), -EBADMSG, "a view without a host is refused");
+}
+
+static void test_hetzner_load_balancer(void) {
+        _cleanup_json_ json_object *custom = parse("{\"type\":\"lb21\",\"algorithm\":\"least_connections\",\"port\":443}");
+        _cleanup_json_ json_object *bad_algo = parse("{\"algorithm\":\"fastest\"}"), *bad_port = parse("{\"port\":70000}");
+        _cleanup_json_ json_object *bad_type = parse("{\"type\":5}"), *not_obj = parse("[]");
+        _cleanup_json_ json_object *lb = parse(
+                "{\"id\":42,\"public_net\":{\"enabled\":true,\"ipv4\":{\"ip\":\"198.51.100.3\"}}}");
+        _cleanup_json_ json_object *private_only = parse(
+                "{\"id\":42,\"public_net\":{\"enabled\":false,\"ipv4\":{\"ip\":null}}}");
+        _cleanup_json_ json_object *bad_ip = parse(
+                "{\"id\":42,\"public_net\":{\"enabled\":true,\"ipv4\":{\"ip\":\"1.2.3.4\\nx: y\"}}}");
+        _cleanup_json_ json_object *no_id = parse("{\"public_net\":{\"enabled\":true,\"ipv4\":{\"ip\":\"198.51.100.3\"}}}");
+        _cleanup_json_ json_object *v = NULL, *x = NULL;
+        _cleanup_free_ char *why = NULL;
+        const char *type, *algorithm;
+        int port;
+
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(NULL, &type, &algorithm, &port, NULL), 0, "no settings");
+        TAP_OK(streq(type, "lb11") && streq(algorithm, "round_robin") && port == 6443,
+               "CAPH's defaults: lb11, round_robin, 6443");
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(custom, &type, &algorithm, &port, NULL), 0, "settings");
+        TAP_OK(streq(type, "lb21") && streq(algorithm, "least_connections") && port == 443, "are used");
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(bad_algo, &type, &algorithm, &port, &why), -EINVAL,
+                   "an unknown algorithm");
+        TAP_EQ_STR(why, "spec.controlPlaneLoadBalancer.algorithm must be round_robin or least_connections",
+                   "says which field and what it may be");
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(bad_port, &type, &algorithm, &port, NULL), -EINVAL, "a bad port");
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(bad_type, &type, &algorithm, &port, NULL), -EINVAL, "a bad type");
+        TAP_EQ_INT(cn_provider_hetzner_lb_settings(not_obj, &type, &algorithm, &port, NULL), -EINVAL, "not an object");
+        TAP_EQ_INT(cn_provider_hetzner_lb_view(lb, 443, &v), 0, "the view of a load balancer");
+        TAP_EQ_STR(cn_json_string(v, "id", NULL), "42", "id");
+        TAP_EQ_STR(cn_json_string(v, "host", NULL), "198.51.100.3", "host: the public IPv4 address");
+        TAP_OK(json_object_get_int(cn_json_get(v, "port", NULL)) == 443, "port: the listen port");
+        TAP_EQ_INT(cn_provider_hetzner_lb_view(private_only, 443, &x), -ENODATA, "no public address: not yet");
+        TAP_EQ_INT(cn_provider_hetzner_lb_view(bad_ip, 443, &x), -EBADMSG, "an address that is not one is refused");
+        TAP_EQ_INT(cn_provider_hetzner_lb_view(no_id, 443, &x), -EBADMSG, "no id");
+}
+
+static void test_openstack_floating_ip(void) {
+        _cleanup_json_ json_object *fip = parse(
+                "{\"id\":\"f1\",\"floating_ip_address\":\"203.0.113.10\",\"port_id\":null}");
+        _cleanup_json_ json_object *v6 = parse("{\"id\":\"f1\",\"floating_ip_address\":\"2001:db8::1\"}");
+        _cleanup_json_ json_object *no_id = parse("{\"floating_ip_address\":\"203.0.113.10\"}");
+        _cleanup_json_ json_object *v = NULL, *x = NULL;
+
+        TAP_EQ_INT(cn_provider_openstack_fip_view(fip, &v), 0, "the view of a floating IP");
+        TAP_EQ_STR(cn_json_string(v, "host", NULL), "203.0.113.10", "host: its address");
+        TAP_OK(json_object_get_int(cn_json_get(v, "port", NULL)) == 6443, "port: the API servers' own");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(v6, &x), -EBADMSG, "an address that is not IPv4 is refused");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(no_id, &x), -EBADMSG, "no id");
+        TAP_EQ_INT(cn_provider_openstack_fip_view(NULL, &x), -EBADMSG, "no object");
+}
+
 int main(void) {
         test_credentials_movable();
         test_credentials_cache_bound();
@@ -383,5 +464,8 @@ int main(void) {
         test_openstack_failure_domains();
         test_hetzner_cloud_config();
         test_credentials_secret();
+        test_load_balancer_decisions();
+        test_hetzner_load_balancer();
+        test_openstack_floating_ip();
         return tap_done();
 }
