@@ -243,4 +243,5 @@ const CnProviderOps cn_provider_hetzner_ops = {
         .load_balancer_ensure = cn_provider_hetzner_load_balancer_ensure,
         .load_balancer_cleanup = cn_provider_hetzner_load_balancer_cleanup,
         .failure_domain_field = "location",
+        .ratelimit_refills_evenly = true,
 };

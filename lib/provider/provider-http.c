@@ -27,27 +27,38 @@ static int status_to_errno(long status) {
         }
 }
 
-/* Hetzner announces the end of its rate-limit window as RateLimit-Reset (UNIX seconds) instead
- * of Retry-After. */
-static usec_t reply_retry_after(CnHttpRequest *req) {
-        const char *reset;
-        usec_t d = 0, now;
+static int header_ull(CnHttpRequest *req, const char *name, unsigned long long *ret) {
+        const char *v = cn_http_request_get_header(req, name);
         char *end;
-        unsigned long long t;
+
+        if (!v)
+                return -ENOENT;
+        errno = 0;
+        *ret = strtoull(v, &end, 10);
+        if (errno != 0 || *end || end == v)
+                return -EINVAL;
+        return 0;
+}
+
+/* Hetzner and DigitalOcean announce their rate-limit windows as RateLimit-Reset (UNIX seconds)
+ * instead of Retry-After. Where the bucket refills evenly until the reset (refills_evenly), one
+ * request's worth comes back every (reset - now) / (limit - remaining). */
+static usec_t reply_retry_after(CnHttpRequest *req, bool refills_evenly) {
+        unsigned long long t, limit, remaining;
+        usec_t d = 0, now, left;
 
         if (cn_http_request_get_retry_after(req, &d) >= 0)
                 return d;
-        reset = cn_http_request_get_header(req, "RateLimit-Reset");
-        if (!reset)
-                return 0;
-        errno = 0;
-        t = strtoull(reset, &end, 10);
-        if (errno != 0 || *end || end == reset)
+        if (header_ull(req, "RateLimit-Reset", &t) < 0)
                 return 0;
         /* Whole seconds: a reset that has just passed may still be this second on the server's
          * clock, so it means one second, not "no hint". */
         now = cn_now(CLOCK_REALTIME);
-        return t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : USEC_PER_SEC;
+        left = t * USEC_PER_SEC > now ? t * USEC_PER_SEC - now : USEC_PER_SEC;
+        if (refills_evenly && header_ull(req, "RateLimit-Limit", &limit) >= 0 &&
+            header_ull(req, "RateLimit-Remaining", &remaining) >= 0 && limit > remaining)
+                left = MAX(left / (limit - remaining), USEC_PER_SEC);
+        return left;
 }
 
 static void count_request(CnProviderCall *c, int error) {
@@ -92,7 +103,7 @@ static void on_http_done(CnHttpRequest *req, int error, void *userdata) {
         } else if (reply.error == -EBADMSG)
                 reply.message = "malformed response from the cloud API";
         if (reply.error == -EAGAIN)
-                reply.retry_after = reply_retry_after(req);
+                reply.retry_after = reply_retry_after(req, c->provider->ops->ratelimit_refills_evenly);
         reply.body = reply.error == 0 ? body : NULL;
         reply.error_body = reply.error < 0 ? body : NULL;
         reply.subject_token = cn_http_request_get_header(req, "X-Subject-Token");

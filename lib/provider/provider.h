@@ -170,6 +170,12 @@ typedef struct CnProviderOps {
         /* The member of the machine spec that places an instance in one of those failure domains
          * (a Machine's spec.failureDomain is written there); NULL: the provider cannot place. */
         const char *failure_domain_field;
+        /* The API's RateLimit-Reset is when its bucket is full again and the bucket refills
+         * evenly until then (Hetzner: 3600 an hour, one a second), so after a 429 the next
+         * request may go after (reset - now) / (limit - remaining), not at the reset. Without
+         * it, RateLimit-Reset is when the next request may go (DigitalOcean: when the oldest
+         * request of the window expires). */
+        bool ratelimit_refills_evenly;
         /* Finds or creates the control-plane load balancer and answers {"id", "host", "port"}
          * once it has a public address; NULL: the provider has none (-EOPNOTSUPP). A spec it
          * cannot build is -EINVAL at once, with the reason in *ret_reason. */

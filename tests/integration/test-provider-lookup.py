@@ -54,6 +54,18 @@ def test_hetzner(t, c, d):
     t.ok(th["retryAfter"] > 0, "hetzner: the rate-limit reset becomes the retry delay", th)
     c.clear_faults()
 
+    # Hetzner's bucket refills evenly until RateLimit-Reset (3600 an hour: one a second), which is
+    # an hour away when it is empty: the next request may go when one request is back, not at the
+    # reset. Here 10 an hour, one every 360 s.
+    saved = {k: c.settings()[k] for k in ("hetzner_ratelimit_limit", "hetzner_ratelimit_refill_per_second")}
+    c.settings(hetzner_ratelimit_limit=10, hetzner_ratelimit_refill_per_second=10 / 3600)
+    drained = lookup("hetzner", conf, *(["metadata", "w1"] * 12))
+    last = drained[-1]
+    t.ok(last["class"] == "retryable" and 300 <= last["retryAfter"] <= 400,
+         "hetzner: an empty bucket is retried when one request is back (about 360 s), not at its full reset (3600 s)",
+         last)
+    c.settings(**saved)
+
     c.fail({"platform": "hetzner", "service": "api", "status": 503, "count": 1})
     r, = lookup("hetzner", conf, "metadata", "w1")
     eq(t, r["class"], "retryable", "hetzner: 503 is retryable", r)
