@@ -25,6 +25,7 @@
 #include "mc-machine-controller.h"
 #include "mc-machine-spec.h"
 #include "mc-machineset.h"
+#include "mc-node.h"
 #include "mc-queue.h"
 #include "provider.h"
 #include "string-util.h"
@@ -37,6 +38,8 @@
 #define USERDATA_MAX (32U * 1024U)
 #define PROVIDERS_MAX 64U
 #define SKIP_EVICTION_AFTER_DEFAULT (2 * USEC_PER_HOUR)
+/* Bounds the wait for the watch event of our own Node write. */
+#define NODE_EXPECT_TIMEOUT (10 * USEC_PER_SEC)
 
 static const CnKubeResource resource_machines = {
         .group = "cluster.k8s.io", .version = "v1alpha1", .resource = "machines", .kind = "Machine",
@@ -73,6 +76,8 @@ struct McState {
         CnKubeRequest *request;   /* a read (Secret, ConfigMap, Pods) or a Node write */
         CnKubeRequest *write;     /* the Machine's patch */
         CnWriteExpectation expect;
+        CnWriteExpectation node_expect; /* of the Node's metadata write */
+        bool node_invalid;        /* the Machine's Node metadata was reported as not valid */
         json_object *refs;        /* "Secret/NAME" or "ConfigMap/NAME" -> object, null when missing */
         usec_t refs_time;         /* CLOCK_MONOTONIC of the first read in refs */
         char *scratch;            /* the value a lookup answered last (erased when replaced) */
@@ -115,6 +120,7 @@ static McState *state_free(McState *s) {
         cn_kube_request_free(s->request);
         cn_kube_request_free(s->write);
         cn_write_expectation_clear(&s->expect);
+        cn_write_expectation_clear(&s->node_expect);
         json_object_put(s->refs);
         erase_string(&s->scratch);
         free(s->reading);
@@ -607,6 +613,68 @@ static void set_node_ref(McState *s, json_object *machine, json_object *node) {
                          cn_json_string(node, "metadata", "name", NULL));
 }
 
+static void on_node_metadata_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0) {
+                cn_write_expectation_clear(&s->node_expect);
+                if (result->error != -ENOENT)
+                        log_info("Machine %s/%s: writing the Node's labels, annotations and taints failed, retrying: %s",
+                                 s->namespace, s->name, strna(result->message));
+                retry_later(s, 0);
+                call_done(s);
+                return;
+        }
+        if (!cn_write_expectation_written(&s->node_expect, result->object))
+                enqueue(s);
+        call_done(s);
+}
+
+/* machine-controller's owner label, then (once Ready) the Machine's labels, annotations and
+ * taints on its Node: see mc-node.h. */
+static void write_node_metadata(McState *s, json_object *machine, json_object *node) {
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *reason = NULL;
+        bool ready = mc_node_ready(node);
+        int r;
+
+        if (cn_write_expectation_pending(&s->node_expect, node, NODE_EXPECT_TIMEOUT))
+                return; /* the event of our write queues the Machine again */
+        r = mc_node_metadata_patch(machine, node, ready, &patch, &reason);
+        if (r == -EALREADY)
+                return;
+        if (r == -EINVAL) {
+                /* The API server would refuse the Node write each time: said once, and the next
+                 * change of the Machine is looked at again. */
+                if (!s->node_invalid) {
+                        log_warning("Machine %s/%s: %s", s->namespace, s->name, strna(reason));
+                        event(s, machine, CN_KUBE_EVENT_WARNING, "InvalidNodeMetadata", strna(reason));
+                }
+                s->node_invalid = true;
+                return;
+        }
+        if (r < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        s->node_invalid = false;
+        r = cn_kube_patch(s->mc->client, &cn_kube_resource_nodes, NULL, cn_json_string(node, "metadata", "name", NULL),
+                          NULL, CN_KUBE_PATCH_MERGE, patch, on_node_metadata_written, s, &s->request);
+        if (r >= 0)
+                r = cn_write_expectation_begin(&s->node_expect, node);
+        if (r < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        if (ready) {
+                log_info("Machine %s/%s: labels, annotations and taints of Node %s", s->namespace, s->name,
+                         cn_json_string(node, "metadata", "name", NULL));
+                event(s, machine, CN_KUBE_EVENT_NORMAL, "LabelsAnnotationsTaintsUpdated",
+                      "Successfully updated labels/annotations/taints");
+        }
+}
+
 /* ---- deletion: cordon, evict, delete the server, the Node, the finalizer ---- */
 
 static bool evictable(json_object *pod) {
@@ -884,6 +952,8 @@ static void reconcile_one(McController *mc, McState *s) {
         if (node) {
                 if (!cn_json_string(machine, "status", "nodeRef", "name", NULL))
                         set_node_ref(s, machine, node);
+                else
+                        write_node_metadata(s, machine, node);
                 return;
         }
         r = prepare(s, machine, false);

@@ -87,6 +87,58 @@ def test_lifecycle_drain(t, env):
         ctl.stop()
 
 
+def test_node_metadata(t, env):
+    """machine-controller's Node metadata: its owner label as soon as the Node is there; once it is
+    Ready, the Machine's spec.metadata labels and annotations and spec.taints, added where the Node
+    lacks them, never overwriting or removing what the Node has."""
+    ctl = env.controller()
+    try:
+        m = env.machine("w6", env.hetzner_spec(),
+                        metadata={"labels": {"pool": "gpu", "tier": "machine"}, "annotations": {"team": "ml"}},
+                        taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                                {"key": "kubelet-set", "value": "machine", "effect": "NoExecute"}])
+        t.ok(wait_for(lambda: env.provisioned("w6"), 40), "provisioned", ctl.output()[-2000:])
+        env.kubelet_registers("w6", ready=False, labels={"tier": "kubelet", "own": "yes"},
+                              taints=[{"key": "kubelet-set", "value": "kubelet", "effect": "NoExecute"}])
+
+        def node():
+            return env.k.api("GET", NODES + "/w6")[1]
+
+        def labels():
+            return node()["metadata"].get("labels") or {}
+        t.ok(wait_for(lambda: labels().get("machine-controller/owned-by") == m["metadata"]["uid"], 30),
+             "a Node not Ready yet: machine-controller/owned-by with the Machine's UID", ctl.output()[-2000:])
+        time.sleep(1.0)
+        t.ok("pool" not in labels() and all(x["key"] != "dedicated" for x in node()["spec"].get("taints", [])),
+             "but neither the Machine's labels nor its taints before it is Ready", node())
+        env.node_becomes_ready("w6")
+        t.ok(wait_for(lambda: labels().get("pool") == "gpu", 30), "Ready: the Machine's label the Node lacked",
+             ctl.output()[-2000:])
+        n = node()
+        t.eq(n["metadata"]["labels"].get("tier"), "kubelet", "a label the Node had is not overwritten")
+        t.eq(n["metadata"]["labels"].get("own"), "yes", "nor removed")
+        t.eq(n["metadata"].get("annotations", {}).get("team"), "ml", "the Machine's annotation")
+        t.eq(n["metadata"].get("annotations", {}).get("cluster.k8s.io/machine"), NS + "/w6",
+             "cluster.k8s.io/machine names the Machine (cluster-autoscaler's)")
+        t.eq(sorted((x["key"], x.get("value"), x["effect"]) for x in n["spec"].get("taints", [])),
+             [("dedicated", "gpu", "NoSchedule"), ("kubelet-set", "kubelet", "NoExecute")],
+             "the missing taint added; one of the same key and effect already there is kept as it is")
+        t.ok(wait_for(lambda: env.events("LabelsAnnotationsTaintsUpdated"), 20), "an Event says so")
+        # Someone removes a taint the Machine asks for: it is put back, as machine-controller does.
+        env.k.api("PATCH", NODES + "/w6", {"spec": {"taints": [{"key": "kubelet-set", "value": "kubelet",
+                                                                 "effect": "NoExecute"}]}}, MERGE)
+        t.ok(wait_for(lambda: any(x["key"] == "dedicated" for x in node()["spec"].get("taints", [])), 30),
+             "a removed taint of the Machine is added again", ctl.output()[-2000:])
+        patches = [a for a in env.k.audit() if a["user"] == USER and a["resource"] == "nodes" and a["verb"] == "patch"
+                   and a["name"] == "w6"]
+        t.ok(len(patches) <= 4, "a handful of Node writes, not one per event", len(patches))
+        env.delete("w6")
+        t.ok(wait_for(lambda: env.gone("w6"), 40), "deleted", ctl.output()[-2000:])
+        t.ok(all(a["code"] != 403 for a in env.k.audit() if a["user"] == USER), "within the overlay's RBAC")
+    finally:
+        ctl.stop()
+
+
 def test_skip_eviction(t, env):
     ctl = env.controller()
     try:
@@ -392,6 +444,7 @@ def main():
     t.run(test_flags)
     with tempfile.TemporaryDirectory() as tmp, mc_env(tmp) as env:
         t.run(test_lifecycle_drain, env)
+        t.run(test_node_metadata, env)
         t.run(test_skip_eviction, env)
         t.run(test_references, env)
         t.run(test_unsupported_os, env)

@@ -8,6 +8,7 @@ tests/fake-cloud: the environment the test programs test-controller-mc-machines*
 import base64
 import contextlib
 import os
+import time
 
 import yaml
 import cnproc
@@ -112,12 +113,12 @@ class Env:
         return {"cloudProvider": "openstack", "cloudProviderSpec": cps, "operatingSystem": "ubuntu",
                 "operatingSystemSpec": {"distUpgradeOnBoot": True}}
 
-    def machine(self, name, spec, annotations=None):
+    def machine(self, name, spec, annotations=None, **machine_spec):
         code, m = self.k.api("POST", MACHINES, {
             "apiVersion": "cluster.k8s.io/v1alpha1", "kind": "Machine",
             "metadata": {"name": name, "annotations": dict({"cloudnode.io/user-data-secret": "worker-userdata"},
                                                            **(annotations or {}))},
-            "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}})
+            "spec": dict({"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}, **machine_spec)})
         assert code == 201, (code, m)
         return m
 
@@ -160,16 +161,29 @@ class Env:
         o = self.get(name)
         return o and o["spec"].get("providerID") and (o.get("status") or {}).get("addresses")
 
-    def kubelet_registers(self, name):
-        """What the server's kubelet (and the cloud node initializer) do once it boots: a Ready Node
-        named as the server, with its providerID."""
+    def kubelet_registers(self, name, ready=True, labels=None, taints=None):
+        """What the server's kubelet (and the cloud node initializer) do once it boots: a Node
+        named as the server, with its providerID, Ready (since now) unless told otherwise."""
         pid = self.get(name)["spec"]["providerID"]
+        spec = {"providerID": pid}
+        if taints:
+            spec["taints"] = taints
         code, n = self.k.api("POST", NODES, {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "spec": {"providerID": pid},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec, "status": {"conditions": [self.ready_condition(ready)]}})
         assert code == 201, (code, n)
         return n
+
+    @staticmethod
+    def ready_condition(ready=True):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now,
+                "lastHeartbeatTime": now}
+
+    def node_becomes_ready(self, name):
+        code, n = self.k.api("PATCH", NODES + "/" + name + "/status",
+                             {"status": {"conditions": [self.ready_condition(True)]}}, MERGE)
+        assert code == 200, (code, n)
 
     def kubelets(self):
         """Every provisioned Machine's server boots: its Node registers (kubelet_registers)."""
