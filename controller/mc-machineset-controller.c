@@ -169,13 +169,16 @@ typedef struct Census {
         json_object *set;
         const char *uid;
         json_object *active;  /* owned, not being deleted */
-        size_t labeled, ready;
+        size_t labeled, ready, available;
+        int64_t min_ready;
+        usec_t now, wait;     /* wait: until the next ready Machine becomes available (0: none) */
 } Census;
 
 static int census_one(json_object *m, void *userdata) {
         Census *k = userdata;
         json_object *node;
         const char *node_name;
+        usec_t wait;
 
         if (!mc_owned_by(m, "MachineSet", k->uid))
                 return 0;
@@ -190,6 +193,10 @@ static int census_one(json_object *m, void *userdata) {
         node = node_name ? cn_kube_informer_lookup(k->c->nodes, NULL, node_name) : NULL;
         if (mc_machine_ready(m, node))
                 k->ready++;
+        if (mc_machine_available(m, node, k->min_ready, k->now, &wait))
+                k->available++;
+        else if (wait > 0 && (k->wait == 0 || wait < k->wait))
+                k->wait = wait;
         return 0;
 }
 
@@ -217,14 +224,14 @@ static void on_status_written(CnKubeClient *c, const CnKubeResult *result, void 
                 (void) cn_work_queue_retry(s->item, 0, NULL);
 }
 
-static void write_status(SetState *s, json_object *set, size_t replicas, size_t labeled, size_t ready) {
+static void write_status(SetState *s, json_object *set, size_t replicas, const Census *k) {
         _cleanup_json_ json_object *patch = json_object_new_object();
         json_object *gen = cn_json_get(set, "metadata", "generation", NULL);
 
         if (!patch || cn_json_set(patch, json_object_new_int64((int64_t) replicas), "status", "replicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) labeled), "status", "fullyLabeledReplicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) ready), "status", "readyReplicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) ready), "status", "availableReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->labeled), "status", "fullyLabeledReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->ready), "status", "readyReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->available), "status", "availableReplicas", NULL) < 0 ||
             (gen && cn_json_set(patch, json_object_new_int64(json_object_get_int64(gen)), "status",
                                 "observedGeneration", NULL) < 0))
                 return;
@@ -237,7 +244,8 @@ static void write_status(SetState *s, json_object *set, size_t replicas, size_t 
 static void reconcile_one(McSetController *c, SetState *s) {
         json_object *set = cn_kube_informer_lookup(c->sets, s->namespace, s->name);
         _cleanup_json_ json_object *active = json_object_new_array(), *doomed = NULL;
-        Census k = { .c = c, .set = set, .active = active, .uid = cn_json_string(set, "metadata", "uid", NULL) };
+        Census k = { .c = c, .set = set, .active = active, .uid = cn_json_string(set, "metadata", "uid", NULL),
+                     .now = cn_now(CLOCK_REALTIME) };
         int64_t want = 1;
         size_t have;
         int r;
@@ -249,10 +257,21 @@ static void reconcile_one(McSetController *c, SetState *s) {
         strv_free(s->created);
         strv_free(s->deleted);
         s->created = s->deleted = NULL;
+        if (mc_min_ready_seconds(set, &k.min_ready) < 0) {
+                CnKubeObjectRef ref;
+
+                if (cn_kube_object_ref_from_json(set, &resource_machinesets, &ref) >= 0)
+                        (void) cn_kube_event_record(c->recorder, &ref, CN_KUBE_EVENT_WARNING, "InvalidSpec", NULL,
+                                                    "spec.minReadySeconds must be an integer of 0 or more");
+                return;
+        }
         if (cn_kube_informer_foreach(c->machines, census_one, &k) < 0)
                 return;
         have = json_object_array_length(active);
-        write_status(s, set, have, k.labeled, k.ready);
+        write_status(s, set, have, &k);
+        if (k.wait > 0)
+                /* A Machine becomes available by time alone: no event would tell. */
+                (void) cn_work_queue_retry(s->item, k.wait, NULL);
         if (cn_json_get(set, "metadata", "deletionTimestamp", NULL))
                 return; /* its Machines go with it (ownerReferences, the garbage collector) */
         (void) cn_json_get_int64(set, &want, "spec", "replicas", NULL);

@@ -345,6 +345,87 @@ def test_machineset(t, env):
         ctl.stop()
 
 
+def machinedeployment(env, name, spec, replicas, **extra):
+    body = {"apiVersion": "cluster.k8s.io/v1alpha1", "kind": "MachineDeployment", "metadata": {"name": name},
+            "spec": dict({"replicas": replicas, "selector": {"matchLabels": {"md": name}},
+                          "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                          "template": {"metadata": {"labels": {"md": name},
+                                                    "annotations": {"cloudnode.io/user-data-secret": "worker-userdata"}},
+                                       "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}}},
+                         **extra)}
+    code, o = env.k.api("POST", MACHINEDEPLOYMENTS, body)
+    assert code == 201, (code, o)
+    return o
+
+
+def test_deployment_min_ready_history(t, env):
+    """minReadySeconds: a Machine is available only once its Node has been Ready that long;
+    revisionHistoryLimit: old MachineSets at 0 beyond it are deleted once a rollout is complete;
+    strategy Recreate, which machine-controller does not have, is refused."""
+    ctl = env.controller()
+    md = MACHINEDEPLOYMENTS + "/md-slow"
+    try:
+        machinedeployment(env, "md-slow", env.hetzner_spec(), 1, minReadySeconds=4, revisionHistoryLimit=1)
+
+        def status():
+            return env.k.api("GET", md)[1].get("status") or {}
+
+        def sets():
+            return [x for x in env.k.api("GET", MACHINESETS)[1].get("items", [])
+                    if x["metadata"]["name"].startswith("md-slow-") and not x["metadata"].get("deletionTimestamp")]
+        t.ok(wait_for(lambda: sets() and sets()[0]["spec"].get("minReadySeconds") == 4, 30),
+             "the MachineSet carries the deployment's minReadySeconds", ctl.output()[-2000:])
+
+        def ready_one():
+            env.kubelets()
+            return status().get("readyReplicas") == 1
+        t.ok(wait_for(ready_one, 60), "one Machine, its Node Ready", ctl.output()[-2000:])
+        ready_at = time.monotonic()
+        t.eq(status().get("availableReplicas"), 0, "but not available yet")
+        t.ok(wait_for(lambda: status().get("availableReplicas") == 1, 20), "available after minReadySeconds",
+             ctl.output()[-2000:])
+        # lastTransitionTime has whole seconds: at least 3 of the 4 seconds have passed.
+        t.ok(time.monotonic() - ready_at >= 2.5, "and not before", time.monotonic() - ready_at)
+
+        # Two rollouts: revisionHistoryLimit 1 keeps one old set.
+        for change in ({"serverType": "cx32"}, {"labels": {"my": "label", "rollout": "2"}}):
+            env.k.api("PATCH", md, {"spec": {"template": {"spec": {"providerSpec": {"value": {
+                "cloudProviderSpec": change}}}}}}, MERGE)
+
+            def rolled():
+                env.kubelets()
+                live = [m for m in env.all_machines() if not m["metadata"].get("deletionTimestamp")]
+                cps = live[0]["spec"]["providerSpec"]["value"]["cloudProviderSpec"] if live else {}
+                return (len(live) == 1 and all(cps.get(k) == v for k, v in change.items()) and
+                        status().get("availableReplicas") == 1 and status().get("updatedReplicas") == 1 and
+                        status().get("replicas") == 1)
+            t.ok(wait_for(rolled, 120), "rolled over to %s" % change, ctl.output()[-3000:])
+        t.ok(wait_for(lambda: len(sets()) == 2, 30), "revisionHistoryLimit 1: the current set and one old one",
+             [(x["metadata"]["name"], x["metadata"]["annotations"]) for x in sets()])
+        revs = sorted(x["metadata"]["annotations"]["machinedeployment.clusters.k8s.io/revision"] for x in sets())
+        t.eq(revs, ["2", "3"], "the oldest (revision 1) is the one deleted")
+        env.k.api("PATCH", md, {"spec": {"revisionHistoryLimit": 0}}, MERGE)
+        t.ok(wait_for(lambda: len(sets()) == 1, 30), "revisionHistoryLimit 0: only the current set",
+             ctl.output()[-2000:])
+        env.k.api("PATCH", md, {"spec": {"replicas": 0}}, MERGE)
+        t.ok(wait_for(lambda: not env.all_machines(), 90), "scaled to 0: no Machine left", ctl.output()[-2000:])
+
+        machinedeployment(env, "md-recreate", env.hetzner_spec(), 1, strategy={"type": "Recreate"})
+        t.ok(wait_for(lambda: [e for e in env.events("InvalidSpec") if e["involvedObject"]["name"] == "md-recreate"], 30),
+             "strategy Recreate: a Warning Event", ctl.output()[-2000:])
+        ev = [e for e in env.events("InvalidSpec") if e["involvedObject"]["name"] == "md-recreate"]
+        t.ok(ev and "RollingUpdate" in ev[0]["message"], "saying RollingUpdate is the one there is",
+             ev[0]["message"] if ev else None)
+        t.eq([x for x in env.k.api("GET", MACHINESETS)[1].get("items", [])
+              if x["metadata"]["name"].startswith("md-recreate-")], [], "and no MachineSet for it")
+        env.k.api("DELETE", MACHINEDEPLOYMENTS + "/md-recreate")
+        env.k.api("DELETE", md)
+        for x in env.k.api("GET", MACHINESETS)[1].get("items", []):
+            env.k.api("DELETE", MACHINESETS + "/" + x["metadata"]["name"])
+    finally:
+        ctl.stop()
+
+
 def test_example_hetzner(t, env):
     """examples/hetzner-machinedeployment.yaml applied as is with kubectl; the user puts the token in
     its Secret; then a rolling update of the template and kubectl scale to 0."""
@@ -450,6 +531,7 @@ def main():
         t.run(test_unsupported_os, env)
         t.run(test_openstack, env)
         t.run(test_machineset, env)
+        t.run(test_deployment_min_ready_history, env)
         t.run(test_example_hetzner, env)
         t.run(test_example_openstack, env)
         t.run(test_kill, env)
