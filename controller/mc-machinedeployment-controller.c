@@ -43,6 +43,7 @@ struct McDeployController {
         char *namespace;
         CnKubeInformer *deployments, *sets;
         CnWorkQueue *queue;
+        CnMetric *m_status[4];
         bool leading;
 };
 
@@ -420,10 +421,42 @@ static bool queue_ready(void *userdata) {
         return c->leading && mc_deploy_controller_synced(c);
 }
 
+/* machine-controller's MachineDeployment collector (its pkg/controller/machinedeployment/metrics.go):
+ * the status of each, by name and namespace. */
+static const struct {
+        const char *name, *help, *field;
+} status_metrics[4] = {
+        { "machine_deployment_replicas", "The number of replicas defined for a machine deployment", "replicas" },
+        { "machine_deployment_available_replicas", "The number of available replicas for a machine deployment",
+          "availableReplicas" },
+        { "machine_deployment_ready_replicas", "The number of ready replicas for a machine deployment", "readyReplicas" },
+        { "machine_deployment_updated_replicas", "The number of replicas updated for a machine deployment",
+          "updatedReplicas" },
+};
+
+static int status_metric(json_object *md, void *userdata) {
+        McDeployController *c = ASSERT_PTR(userdata);
+        const char *labels[] = { cn_json_string(md, "metadata", "name", NULL),
+                                 cn_json_string(md, "metadata", "namespace", NULL), NULL };
+
+        if (!labels[0] || !labels[1])
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++)
+                (void) cn_metric_set(c->m_status[i], labels, (double) int_at(md, "status", status_metrics[i].field));
+        return 0;
+}
+
+static void update_metrics(McDeployController *c) {
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++)
+                (void) cn_metric_clear(c->m_status[i]);
+        (void) cn_kube_informer_foreach(c->deployments, status_metric, c);
+}
+
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
         DeployState *s = cn_work_item_get_data(item);
 
+        update_metrics(c);
         if (!cn_kube_informer_lookup(c->deployments, s->namespace, s->name) && s->in_flight == 0) {
                 cn_work_queue_remove(item);
                 return;
@@ -432,8 +465,8 @@ static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
         cn_work_queue_done(item);
 }
 
-int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, const char *namespace,
-                             McDeployController **ret) {
+int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
+                             const char *namespace, McDeployController **ret) {
         _cleanup_(mc_deploy_controller_freep) McDeployController *c = NULL;
         int r;
 
@@ -446,6 +479,12 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
         c->namespace = strdup(namespace);
         if (!c->namespace)
                 return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++) {
+                r = cn_metrics_gauge(metrics, status_metrics[i].name, status_metrics[i].help,
+                                     CN_LABELS("name", "namespace"), &c->m_status[i]);
+                if (r < 0)
+                        return r;
+        }
         r = cn_work_queue_new(e, &(CnWorkQueueOptions) { .description = "mc-machinedeployment-queue" },
                               &(CnWorkQueueOps) {
                                       .process = process,

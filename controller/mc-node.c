@@ -120,9 +120,9 @@ int mc_node_metadata_patch(json_object *machine, json_object *node, bool ready, 
                 if (asprintf(&id, "%s/%s", strempty(cn_json_string(machine, "metadata", "namespace", NULL)),
                              strempty(cn_json_string(machine, "metadata", "name", NULL))) < 0)
                         return -ENOMEM;
-                if (!streq(strempty(cn_json_string(node, "metadata", "annotations", MC_ANNOTATION_NODE_MACHINE, NULL)),
+                if (!streq(strempty(cn_json_string(node, "metadata", "annotations", MC_ANNOTATION_AUTOSCALER, NULL)),
                            id)) {
-                        if (cn_json_set_string(patch, id, "metadata", "annotations", MC_ANNOTATION_NODE_MACHINE,
+                        if (cn_json_set_string(patch, id, "metadata", "annotations", MC_ANNOTATION_AUTOSCALER,
                                                NULL) < 0)
                                 return -ENOMEM;
                         n++;

@@ -14,9 +14,9 @@
 #include <json-c/json.h>
 
 #include "macro.h"
+#include "mc-machine-spec.h"
 
 #define MC_LABEL_NODE_OWNER "machine-controller/owned-by"
-#define MC_ANNOTATION_NODE_MACHINE "cluster.k8s.io/machine"
 
 /* The merge patch of the Node (metadata.resourceVersion as precondition: spec.taints is replaced
  * whole), -EALREADY when the Node has everything already. -EINVAL with a reason when the Machine's

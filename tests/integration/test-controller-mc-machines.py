@@ -139,6 +139,68 @@ def test_node_metadata(t, env):
         ctl.stop()
 
 
+def scrape(ctl):
+    """The /metrics samples: {(name, frozenset of label pairs): value}."""
+    import re
+    out = {}
+    for line in ctl.get("/metrics")[1].splitlines():
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
+        if m:
+            labels = frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def sample(ctl, metric, /, **labels):
+    want = {(k, v) for k, v in labels.items()}
+    found = [v for (n, ls), v in scrape(ctl).items() if n == metric and want <= ls]
+    return found[0] if len(found) == 1 else None
+
+
+def test_metrics(t, env):
+    """machine-controller's metrics, with its names: machines_total by kubelet version, provider,
+    os, size and location; each Machine's creation and deletion time; provisioning (to the Node's
+    readiness) and deprovisioning durations; unexpected errors."""
+    ctl = env.controller()
+    try:
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machines_total") == 0.0, 20),
+             "no Machine: machines_total 0, as machine-controller", ctl.output()[-2000:])
+        t.eq(sample(ctl, "machine_controller_errors_total"), 0.0, "errors_total from 0")
+        m = env.machine("w7", env.hetzner_spec())
+        created = time.mktime(time.strptime(m["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        # One server create fails (a cloud error: retried, and counted as an error).
+        env.c.fail({"method": "POST", "path": "^/v1/servers$", "status": 503, "count": 1})
+        t.ok(wait_for(lambda: env.provisioned("w7"), 40), "provisioned after a failed create", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: (sample(ctl, "machine_controller_errors_total") or 0) >= 1, 10),
+             "the failed create counts in machine_controller_errors_total")
+        t.eq(sample(ctl, "machine_controller_machines_total", kubelet_version="1.33.4", provider="hetzner", os="ubuntu",
+                    size="cx22", location="fsn1"), 1.0,
+             "machines_total{kubelet_version, provider, os, size, location}")
+        t.eq(sample(ctl, "machine_controller_machine_created", machine="w7"), created, "machine_created: the creation time")
+        t.eq(sample(ctl, "machine_controller_provisioning_time_seconds_count"), 0.0, "not provisioned before its Node")
+        env.kubelet_registers("w7")
+        t.ok(wait_for(lambda: any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in (env.get("w7").get("status") or {}).get("conditions", [])), 30),
+             "the Machine gets machine-controller's condition Ready once its Node is", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_provisioning_time_seconds_count") == 1.0, 10),
+             "and one provisioning time is observed")
+        t.eq(sample(ctl, "machine_controller_provisioning_time_seconds_bucket", le="32"), 1.0,
+             "in machine-controller's first bucket (32 s)")
+        env.delete("w7")
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machine_deleted", machine="w7") is not None, 20),
+             "machine_deleted while it is being deleted", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: env.gone("w7"), 40), "deleted", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_deprovisioning_time_seconds_count") == 1.0, 10),
+             "one deprovisioning time observed")
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machine_created", machine="w7") is None and
+                      sample(ctl, "machine_controller_machines_total") == 0.0, 10),
+             "a gone Machine leaves the per-Machine series and the count")
+        t.promtool_check_metrics(ctl.get("/metrics")[1])
+    finally:
+        env.c.clear_faults()
+        ctl.stop()
+
+
 def test_skip_eviction(t, env):
     ctl = env.controller()
     try:
@@ -386,6 +448,9 @@ def test_deployment_min_ready_history(t, env):
              ctl.output()[-2000:])
         # lastTransitionTime has whole seconds: at least 3 of the 4 seconds have passed.
         t.ok(time.monotonic() - ready_at >= 2.5, "and not before", time.monotonic() - ready_at)
+        t.ok(wait_for(lambda: sample(ctl, "machine_deployment_available_replicas", name="md-slow", namespace=NS) == 1.0
+                      and sample(ctl, "machine_deployment_replicas", name="md-slow", namespace=NS) == 1.0, 10),
+             "machine_deployment_available_replicas and _replicas {name, namespace}")
 
         # Two rollouts: revisionHistoryLimit 1 keeps one old set.
         for change in ({"serverType": "cx32"}, {"labels": {"my": "label", "rollout": "2"}}):
@@ -526,6 +591,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp, mc_env(tmp) as env:
         t.run(test_lifecycle_drain, env)
         t.run(test_node_metadata, env)
+        t.run(test_metrics, env)
         t.run(test_skip_eviction, env)
         t.run(test_references, env)
         t.run(test_unsupported_os, env)

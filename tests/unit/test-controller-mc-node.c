@@ -59,7 +59,7 @@ static void test_ready(void) {
         TAP_EQ_STR(cn_json_string(p, "metadata", "labels", MC_LABEL_NODE_OWNER, NULL), "u-1",
                    "the owner label is machine-controller's own: set to this Machine");
         TAP_EQ_STR(cn_json_string(p, "metadata", "annotations", "note", NULL), "x y", "the Machine's annotation");
-        TAP_EQ_STR(cn_json_string(p, "metadata", "annotations", MC_ANNOTATION_NODE_MACHINE, NULL), "kube-system/w1",
+        TAP_EQ_STR(cn_json_string(p, "metadata", "annotations", MC_ANNOTATION_AUTOSCALER, NULL), "kube-system/w1",
                    "cluster.k8s.io/machine names the Machine");
         taints = cn_json_get(p, "spec", "taints", NULL);
         TAP_EQ_INT(taints ? (int) json_object_array_length(taints) : -1, 3,
