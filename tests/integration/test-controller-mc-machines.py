@@ -7,7 +7,7 @@ Node, evicts its Pods through the eviction API (held back by a PodDisruptionBudg
 left alone), deletes the server, the Node and the finalizer. secretKeyRef and configMapKeyRef
 credentials, and their absence; an unsupported operating system and a reference to another
 namespace are terminal errors with no server; SIGKILL at random moments never duplicates or
-orphans a server."""
+orphans a server, Hetzner's or OpenStack's."""
 import os
 import random
 import sys
@@ -316,23 +316,23 @@ def test_openstack(t, env):
         ctl.stop()
 
 
-def test_kill(t, env, rounds=4):
+def kill_rounds(t, env, cloud, spec, rounds):
     """SIGKILL at random moments of a create and of a delete: never a second server, never one left."""
     seed = int(os.environ.get("CN_TEST_SEED", str(random.randrange(1 << 30))))
-    t.diag("random kill points: CN_TEST_SEED=%d" % seed)
+    t.diag("%s: random kill points: CN_TEST_SEED=%d" % (cloud, seed))
     rng = random.Random(seed)
     mark = len(env.c.requests())
     for i in range(rounds):
-        name = "k%d" % i
+        name = "k%s%d" % (cloud[0], i)
         ctl = env.controller()
-        uid = env.machine(name, env.hetzner_spec())["metadata"]["uid"]
+        uid = env.machine(name, spec())["metadata"]["uid"]
         time.sleep(rng.uniform(0.0, 1.5))  # the random moment itself
         ctl.kill()
         ctl = env.controller()
         try:
-            t.ok(wait_for(lambda: env.provisioned(name), 40), "%s: provisioned after a SIGKILL (seed %d)" % (name, seed),
-                 ctl.output()[-2000:])
-            t.eq(len(env.servers(uid)), 1, "%s: exactly one server (seed %d)" % (name, seed))
+            t.ok(wait_for(lambda: env.provisioned(name), 60), "%s %s: provisioned after a SIGKILL (seed %d)" %
+                 (cloud, name, seed), ctl.output()[-2000:])
+            t.eq(len(env.servers(uid)), 1, "%s %s: exactly one server (seed %d)" % (cloud, name, seed))
             env.delete(name)
             time.sleep(rng.uniform(0.0, 1.0))
             ctl.kill()
@@ -340,12 +340,24 @@ def test_kill(t, env, rounds=4):
             ctl.stop()
         ctl = env.controller()
         try:
-            t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted after a SIGKILL in the deletion (seed %d)" %
-                 (name, seed), ctl.output()[-2000:])
-            t.eq(env.servers(uid), [], "%s: no server left (seed %d)" % (name, seed))
+            t.ok(wait_for(lambda: env.gone(name), 60), "%s %s: deleted after a SIGKILL in the deletion (seed %d)" %
+                 (cloud, name, seed), ctl.output()[-2000:])
+            t.eq(env.servers(uid), [], "%s %s: no server left (seed %d)" % (cloud, name, seed))
         finally:
             ctl.stop()
-    t.eq(len(creates(env, mark, "/v1/servers")), rounds, "one create request per Machine")
+    t.eq(len([r for r in env.c.requests()[mark:] if r.get("method") == "POST" and
+              r.get("path", "").split("?")[0].endswith("/servers")]), rounds,
+         "%s: one create request per Machine" % cloud)
+
+
+def test_kill(t, env):
+    kill_rounds(t, env, "hetzner", env.hetzner_spec, 4)
+
+
+def test_kill_openstack(t, env):
+    env.openstack_secret()
+    env.configmap("machine-controller", {"securityGroup": "external-ssh"})
+    kill_rounds(t, env, "openstack", env.openstack_spec, 3)
 
 
 def test_machineset(t, env):
@@ -601,6 +613,7 @@ def main():
         t.run(test_example_hetzner, env)
         t.run(test_example_openstack, env)
         t.run(test_kill, env)
+        t.run(test_kill_openstack, env)
     return t.done()
 
 
