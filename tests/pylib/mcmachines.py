@@ -39,8 +39,9 @@ def b64(s):
 
 
 @contextlib.contextmanager
-def mc_env(tmp, build_seconds=0.3, action_seconds=0.2):
-    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+def mc_env(tmp, build_seconds=0.3, action_seconds=0.2, **server):
+    """server: more arguments of the API server (garbage_collector=True, with the real one)."""
+    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC, **server) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
         env = Env(k, c, tmp)
         env.setup()
@@ -131,6 +132,21 @@ class Env:
         if policy:
             body["spec"]["deletePolicy"] = policy
         code, o = self.k.api("POST", MACHINESETS, body)
+        assert code == 201, (code, o)
+        return o
+
+    def machinedeployment(self, name, spec, replicas, **extra):
+        """A MachineDeployment of replicas Machines of spec (maxSurge 1, maxUnavailable 0); extra:
+        more of its spec."""
+        body = {"apiVersion": "cluster.k8s.io/v1alpha1", "kind": "MachineDeployment", "metadata": {"name": name},
+                "spec": dict({"replicas": replicas, "selector": {"matchLabels": {"md": name}},
+                              "strategy": {"type": "RollingUpdate",
+                                           "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                              "template": {"metadata": {"labels": {"md": name}, "annotations": {
+                                  "cloudnode.io/user-data-secret": "worker-userdata"}},
+                                  "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}}},
+                             **extra)}
+        code, o = self.k.api("POST", MACHINEDEPLOYMENTS, body)
         assert code == 201, (code, o)
         return o
 
