@@ -60,13 +60,12 @@ struct McController {
         CnHttp *http;
         char *namespace, *user_data_secret;
         usec_t skip_eviction_after;
-        CnKubeInformer *machines, *nodes;
-        CnWorkQueue *queue;
+        McLoop loop;
+        CnKubeInformer *machines, *nodes; /* the loop's */
         CachedProvider providers[PROVIDERS_MAX];
         size_t n_providers;
         CnMetric *m_machines, *m_calls, *m_errors, *m_provisioning, *m_deprovisioning, *m_machines_total;
         CnMetric *m_created, *m_deleted;
-        bool leading;
 };
 
 struct McState {
@@ -975,7 +974,7 @@ static void reconcile_one(McController *mc, McState *s) {
         CnProviderMachine m;
         int r;
 
-        if (!machine || !mc->leading)
+        if (!machine || !mc->loop.leading)
                 return;
         if (cn_json_get(machine, "metadata", "deletionTimestamp", NULL) && !s->drained &&
             cn_work_item_retry_pending(s->item) && !s->evict)
@@ -1031,31 +1030,6 @@ static void reconcile_one(McController *mc, McState *s) {
 
 /* ---- the queue, the informers ---- */
 
-static McState *state_get(McController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_machine(McController *mc, json_object *machine) {
-        const char *ns = cn_json_string(machine, "metadata", "namespace", NULL);
-        const char *name = cn_json_string(machine, "metadata", "name", NULL);
-        McState *s;
-
-        if (!ns || !name)
-                return;
-        s = state_get(mc, ns, name);
-        if (s)
-                enqueue(s);
-        else
-                log_oom();
-}
-
-static int enqueue_all(json_object *machine, void *userdata) {
-        enqueue_machine(userdata, machine);
-        return 0;
-}
-
 typedef struct NodeEvent {
         McController *mc;
         json_object *node;
@@ -1069,25 +1043,15 @@ static int enqueue_of_node(json_object *machine, void *userdata) {
         if ((pid && streq(pid, strempty(cn_json_string(machine, "spec", "providerID", NULL)))) ||
             (name && (streq(name, strempty(cn_json_string(machine, "status", "nodeRef", "name", NULL))) ||
                       streq(name, strempty(cn_json_string(machine, "metadata", "name", NULL))))))
-                enqueue_machine(e->mc, machine);
+                mc_loop_enqueue(&e->mc->loop, machine);
         return 0;
 }
 
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
+/* A Node's event queues its Machines. */
+static void on_node(CnKubeInformer *i, json_object *object, void *userdata) {
         McController *mc = ASSERT_PTR(userdata);
 
-        if (i == mc->machines)
-                enqueue_machine(mc, object);
-        else
-                (void) cn_kube_informer_foreach(mc->machines, enqueue_of_node, &(NodeEvent) { mc, object });
-}
-
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
+        (void) cn_kube_informer_foreach(mc->machines, enqueue_of_node, &(NodeEvent) { mc, object });
 }
 
 typedef struct Census {
@@ -1129,25 +1093,14 @@ static void update_metrics(McController *mc) {
         cn_metric_counts_done(&c.by_labels);
 }
 
-static void on_synced(CnKubeInformer *i, void *userdata) {
-        McController *mc = ASSERT_PTR(userdata);
-
-        update_metrics(mc);
-        (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
-        cn_work_queue_kick(mc->queue);
+static void on_synced(void *userdata) {
+        update_metrics(ASSERT_PTR(userdata));
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McController *mc = ASSERT_PTR(userdata);
 
-        return mc->leading && mc_controller_synced(mc);
+        return mc_loop_ready(&mc->loop);
 }
 
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
@@ -1246,9 +1199,13 @@ int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *re
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              mc, &mc->queue);
+                              mc, &mc->loop.queue);
         if (r < 0)
                 return r;
+        mc->loop.client = client;
+        mc->loop.on_other = on_node;
+        mc->loop.on_synced = on_synced;
+        mc->loop.userdata = mc;
         *ret = TAKE_PTR(mc);
         return 0;
 }
@@ -1256,9 +1213,7 @@ int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *re
 McController *mc_controller_free(McController *mc) {
         if (!mc)
                 return NULL;
-        cn_work_queue_free(mc->queue);
-        cn_kube_informer_unref(mc->machines);
-        cn_kube_informer_unref(mc->nodes);
+        mc_loop_done(&mc->loop);
         for (size_t i = 0; i < mc->n_providers; i++)
                 cn_provider_free(mc->providers[i].provider);
         cn_http_free(mc->http);
@@ -1269,27 +1224,19 @@ McController *mc_controller_free(McController *mc) {
         return NULL;
 }
 
-static int watch(McController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
-        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
-}
-
 int mc_controller_start(McController *mc) {
         int r;
 
-        r = watch(mc, &resource_machines, mc->namespace, &mc->machines);
+        r = mc_loop_watch(&mc->loop, &resource_machines, mc->namespace, &mc->machines);
         if (r >= 0)
-                r = watch(mc, &cn_kube_resource_nodes, NULL, &mc->nodes);
+                r = mc_loop_watch(&mc->loop, &cn_kube_resource_nodes, NULL, &mc->nodes);
         return r;
 }
 
 bool mc_controller_synced(McController *mc) {
-        return mc->machines && mc->nodes && cn_kube_informer_has_synced(mc->machines) &&
-               cn_kube_informer_has_synced(mc->nodes);
+        return mc_loop_synced(&mc->loop);
 }
 
 void mc_controller_set_leading(McController *mc, bool leading) {
-        mc->leading = leading;
-        if (leading && mc->machines)
-                (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
-        cn_work_queue_kick(mc->queue);
+        mc_loop_set_leading(&mc->loop, leading);
 }

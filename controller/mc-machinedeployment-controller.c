@@ -41,10 +41,9 @@ struct McDeployController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         char *namespace;
-        CnKubeInformer *deployments, *sets;
-        CnWorkQueue *queue;
+        McLoop loop;
+        CnKubeInformer *deployments, *sets; /* the loop's */
         CnMetric *m_status[4];
-        bool leading;
 };
 
 #define EXPECT_CREATED (-1)
@@ -284,7 +283,7 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
         size_t n;
         int r;
 
-        if (!md || !c->leading || s->in_flight > 0 || !sets || !k.uid)
+        if (!md || !c->loop.leading || s->in_flight > 0 || !sets || !k.uid)
                 return;
         if (!cache_caught_up(s) && cn_now(CLOCK_MONOTONIC) - s->awaiting_since < AWAIT_TIMEOUT)
                 return;
@@ -365,60 +364,17 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
         cleanup_history(s, md, complete, views, sets, n);
 }
 
-static DeployState *state_get(McDeployController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_named(McDeployController *c, const char *ns, const char *name) {
-        DeployState *s = ns && name ? state_get(c, ns, name) : NULL;
-
-        if (s)
-                cn_work_queue_add(s->item);
-}
-
-static int enqueue_all(json_object *md, void *userdata) {
-        enqueue_named(userdata, cn_json_string(md, "metadata", "namespace", NULL), cn_json_string(md, "metadata", "name", NULL));
-        return 0;
-}
-
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
-        McDeployController *c = ASSERT_PTR(userdata);
-        if (i == c->deployments) {
-                enqueue_all(object, c);
-                return;
-        }
-        mc_queue_add_owners(c->queue, object, "MachineDeployment");
-}
-
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
+/* The events of MachineSets queue their MachineDeployment. */
+static void on_other(CnKubeInformer *i, json_object *object, void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
 
-        if (mc_deploy_controller_synced(c))
-                (void) cn_kube_informer_foreach(c->deployments, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_queue_add_owners(c->loop.queue, object, "MachineDeployment");
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
 
-        return c->leading && mc_deploy_controller_synced(c);
+        return mc_loop_ready(&c->loop);
 }
 
 /* machine-controller's MachineDeployment collector (its pkg/controller/machinedeployment/metrics.go):
@@ -492,9 +448,12 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              c, &c->queue);
+                              c, &c->loop.queue);
         if (r < 0)
                 return r;
+        c->loop.client = client;
+        c->loop.on_other = on_other;
+        c->loop.userdata = c;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -502,9 +461,7 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
 McDeployController *mc_deploy_controller_free(McDeployController *c) {
         if (!c)
                 return NULL;
-        cn_work_queue_free(c->queue);
-        cn_kube_informer_unref(c->deployments);
-        cn_kube_informer_unref(c->sets);
+        mc_loop_done(&c->loop);
         sd_event_unref(c->event);
         free(c->namespace);
         free(c);
@@ -514,20 +471,16 @@ McDeployController *mc_deploy_controller_free(McDeployController *c) {
 int mc_deploy_controller_start(McDeployController *c) {
         int r;
 
-        r = mc_queue_watch(c->client, &resource_deployments, c->namespace, &handlers, c, &c->deployments);
+        r = mc_loop_watch(&c->loop, &resource_deployments, c->namespace, &c->deployments);
         if (r >= 0)
-                r = mc_queue_watch(c->client, &resource_sets, c->namespace, &handlers, c, &c->sets);
+                r = mc_loop_watch(&c->loop, &resource_sets, c->namespace, &c->sets);
         return r;
 }
 
 bool mc_deploy_controller_synced(McDeployController *c) {
-        return c->deployments && c->sets && cn_kube_informer_has_synced(c->deployments) &&
-               cn_kube_informer_has_synced(c->sets);
+        return mc_loop_synced(&c->loop);
 }
 
 void mc_deploy_controller_set_leading(McDeployController *c, bool leading) {
-        c->leading = leading;
-        if (leading && c->deployments)
-                (void) cn_kube_informer_foreach(c->deployments, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_loop_set_leading(&c->loop, leading);
 }

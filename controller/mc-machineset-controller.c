@@ -41,9 +41,8 @@ struct McSetController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         char *namespace;
-        CnKubeInformer *sets, *machines, *nodes;
-        CnWorkQueue *queue;
-        bool leading;
+        McLoop loop;
+        CnKubeInformer *sets, *machines, *nodes; /* the loop's */
 };
 
 struct SetState {
@@ -250,7 +249,7 @@ static void reconcile_one(McSetController *c, SetState *s) {
         size_t have;
         int r;
 
-        if (!set || !c->leading || s->in_flight > 0 || !active || !k.uid)
+        if (!set || !c->loop.leading || s->in_flight > 0 || !active || !k.uid)
                 return;
         if (!cache_caught_up(s) && cn_now(CLOCK_MONOTONIC) - s->awaiting_since < AWAIT_TIMEOUT)
                 return; /* the events of our writes queue the set again */
@@ -318,67 +317,20 @@ static void reconcile_one(McSetController *c, SetState *s) {
                 (void) cn_work_queue_retry(s->item, 0, NULL);
 }
 
-static SetState *state_get(McSetController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_set(McSetController *c, const char *ns, const char *name) {
-        SetState *s;
-
-        if (!ns || !name)
-                return;
-        s = state_get(c, ns, name);
-        if (s)
-                enqueue(s);
-}
-
-static int enqueue_all(json_object *set, void *userdata) {
-        enqueue_set(userdata, cn_json_string(set, "metadata", "namespace", NULL), cn_json_string(set, "metadata", "name", NULL));
-        return 0;
-}
-
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
-        McSetController *c = ASSERT_PTR(userdata);
-        if (i == c->sets) {
-                enqueue_all(object, c);
-                return;
-        }
-        if (i == c->nodes) {
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c); /* readiness of their Machines */
-                return;
-        }
-        mc_queue_add_owners(c->queue, object, "MachineSet");
-}
-
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
+/* The events of Machines queue their MachineSet; of Nodes, every set (the readiness of their Machines). */
+static void on_other(CnKubeInformer *i, json_object *object, void *userdata) {
         McSetController *c = ASSERT_PTR(userdata);
 
-        if (mc_set_controller_synced(c))
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        if (i == c->nodes)
+                mc_loop_enqueue_all(&c->loop);
+        else
+                mc_queue_add_owners(c->loop.queue, object, "MachineSet");
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McSetController *c = ASSERT_PTR(userdata);
 
-        return c->leading && mc_set_controller_synced(c);
+        return mc_loop_ready(&c->loop);
 }
 
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
@@ -414,9 +366,12 @@ int mc_set_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              c, &c->queue);
+                              c, &c->loop.queue);
         if (r < 0)
                 return r;
+        c->loop.client = client;
+        c->loop.on_other = on_other;
+        c->loop.userdata = c;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -424,39 +379,28 @@ int mc_set_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder
 McSetController *mc_set_controller_free(McSetController *c) {
         if (!c)
                 return NULL;
-        cn_work_queue_free(c->queue);
-        cn_kube_informer_unref(c->sets);
-        cn_kube_informer_unref(c->machines);
-        cn_kube_informer_unref(c->nodes);
+        mc_loop_done(&c->loop);
         sd_event_unref(c->event);
         free(c->namespace);
         free(c);
         return NULL;
 }
 
-static int watch(McSetController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
-        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
-}
-
 int mc_set_controller_start(McSetController *c) {
         int r;
 
-        r = watch(c, &resource_machinesets, c->namespace, &c->sets);
+        r = mc_loop_watch(&c->loop, &resource_machinesets, c->namespace, &c->sets);
         if (r >= 0)
-                r = watch(c, &resource_machines, c->namespace, &c->machines);
+                r = mc_loop_watch(&c->loop, &resource_machines, c->namespace, &c->machines);
         if (r >= 0)
-                r = watch(c, &cn_kube_resource_nodes, NULL, &c->nodes);
+                r = mc_loop_watch(&c->loop, &cn_kube_resource_nodes, NULL, &c->nodes);
         return r;
 }
 
 bool mc_set_controller_synced(McSetController *c) {
-        return c->sets && c->machines && c->nodes && cn_kube_informer_has_synced(c->sets) &&
-               cn_kube_informer_has_synced(c->machines) && cn_kube_informer_has_synced(c->nodes);
+        return mc_loop_synced(&c->loop);
 }
 
 void mc_set_controller_set_leading(McSetController *c, bool leading) {
-        c->leading = leading;
-        if (leading && c->sets)
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_loop_set_leading(&c->loop, leading);
 }
