@@ -196,7 +196,7 @@ static int setup_controllers(Manager *m) {
                 r = mc_set_controller_start(m->mc_sets);
                 if (r < 0)
                         return r;
-                r = mc_deploy_controller_new(m->event, m->client, m->recorder, m->options.mc_namespace,
+                r = mc_deploy_controller_new(m->event, m->client, m->recorder, m->metrics, m->options.mc_namespace,
                                              &m->mc_deployments);
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the MachineDeployment controller: %m");

@@ -791,15 +791,9 @@ static int count_phase(json_object *cnm, void *userdata) {
         return 0;
 }
 
-typedef struct SpecCount {
-        char **values; /* provider, then the provider's label values */
-        unsigned count;
-} SpecCount;
-
 typedef struct SpecCounts {
         MachineController *mc;
-        SpecCount *items;
-        size_t n;
+        CnMetricCounts counts; /* by provider, then the provider's label values */
 } SpecCounts;
 
 /* first, then every other member of the key/value list kv from index `from` on (0: the names,
@@ -846,34 +840,16 @@ static char **spec_label_values(MachineController *mc, json_object *cnm) {
         return label_list(mc->provider_name, kv, 1);
 }
 
-static bool strv_same(char **a, char **b) {
-        for (; *a && *b; a++, b++)
-                if (!streq(*a, *b))
-                        return false;
-        return !*a && !*b;
-}
-
 static int count_spec(json_object *cnm, void *userdata) {
         SpecCounts *c = userdata;
         _cleanup_strv_free_ char **v = NULL;
-        SpecCount *n;
 
         if (!provider_spec(c->mc, cnm) || cn_json_get(cnm, "metadata", "deletionTimestamp", NULL))
                 return 0;
         v = spec_label_values(c->mc, cnm);
         if (!v)
                 return 0;
-        for (size_t i = 0; i < c->n; i++)
-                if (strv_same(c->items[i].values, v)) {
-                        c->items[i].count++;
-                        return 0;
-                }
-        n = reallocarray(c->items, c->n + 1, sizeof(SpecCount));
-        if (!n)
-                return -ENOMEM;
-        c->items = n;
-        c->items[c->n++] = (SpecCount) { .values = TAKE_PTR(v), .count = 1 };
-        return 0;
+        return cn_metric_counts_add(&c->counts, (const char *const *) v);
 }
 
 /* CloudnodeMachines by the provider's machine labels (MachineMetricsLabels: size, and the
@@ -886,12 +862,8 @@ static void update_spec_metrics(MachineController *mc) {
         if (!mc->m_specs)
                 return;
         (void) cn_kube_informer_foreach(mc->infra_machines, count_spec, &c);
-        (void) cn_metric_clear(mc->m_specs);
-        for (size_t i = 0; i < c.n; i++) {
-                (void) cn_metric_set(mc->m_specs, (const char *const *) c.items[i].values, (double) c.items[i].count);
-                strv_free(c.items[i].values);
-        }
-        free(c.items);
+        (void) cn_metric_counts_publish(&c.counts, mc->m_specs);
+        cn_metric_counts_done(&c.counts);
 }
 
 static void update_phase_metrics(MachineController *mc) {

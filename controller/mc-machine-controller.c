@@ -25,6 +25,7 @@
 #include "mc-machine-controller.h"
 #include "mc-machine-spec.h"
 #include "mc-machineset.h"
+#include "mc-node.h"
 #include "mc-queue.h"
 #include "provider.h"
 #include "string-util.h"
@@ -37,6 +38,8 @@
 #define USERDATA_MAX (32U * 1024U)
 #define PROVIDERS_MAX 64U
 #define SKIP_EVICTION_AFTER_DEFAULT (2 * USEC_PER_HOUR)
+/* Bounds the wait for the watch event of our own Node write. */
+#define NODE_EXPECT_TIMEOUT (10 * USEC_PER_SEC)
 
 static const CnKubeResource resource_machines = {
         .group = "cluster.k8s.io", .version = "v1alpha1", .resource = "machines", .kind = "Machine",
@@ -57,12 +60,12 @@ struct McController {
         CnHttp *http;
         char *namespace, *user_data_secret;
         usec_t skip_eviction_after;
-        CnKubeInformer *machines, *nodes;
-        CnWorkQueue *queue;
+        McLoop loop;
+        CnKubeInformer *machines, *nodes; /* the loop's */
         CachedProvider providers[PROVIDERS_MAX];
         size_t n_providers;
-        CnMetric *m_machines, *m_calls;
-        bool leading;
+        CnMetric *m_machines, *m_calls, *m_errors, *m_provisioning, *m_deprovisioning, *m_machines_total;
+        CnMetric *m_created, *m_deleted;
 };
 
 struct McState {
@@ -73,6 +76,8 @@ struct McState {
         CnKubeRequest *request;   /* a read (Secret, ConfigMap, Pods) or a Node write */
         CnKubeRequest *write;     /* the Machine's patch */
         CnWriteExpectation expect;
+        CnWriteExpectation node_expect; /* of the Node's metadata write */
+        bool node_invalid;        /* the Machine's Node metadata was reported as not valid */
         json_object *refs;        /* "Secret/NAME" or "ConfigMap/NAME" -> object, null when missing */
         usec_t refs_time;         /* CLOCK_MONOTONIC of the first read in refs */
         char *scratch;            /* the value a lookup answered last (erased when replaced) */
@@ -96,6 +101,12 @@ static void retry_later(McState *s, usec_t min_delay) {
         (void) cn_work_queue_retry(s->item, min_delay, NULL);
 }
 
+/* machine_controller_errors_total: what machine-controller counts as an unexpected error, a
+ * pass that ends in an error (a failed API request, a cloud error). */
+static void count_error(McState *s) {
+        (void) cn_metric_inc(s->mc->m_errors, NULL);
+}
+
 static void erase_string(char **p) {
         if (*p)
                 explicit_bzero(*p, strlen(*p));
@@ -115,6 +126,7 @@ static McState *state_free(McState *s) {
         cn_kube_request_free(s->request);
         cn_kube_request_free(s->write);
         cn_write_expectation_clear(&s->expect);
+        cn_write_expectation_clear(&s->node_expect);
         json_object_put(s->refs);
         erase_string(&s->scratch);
         free(s->reading);
@@ -178,6 +190,7 @@ static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userda
                 else {
                         log_debug_errno(result->error, "Machine %s/%s: write failed, retrying: %s", s->namespace,
                                         s->name, strna(result->message));
+                        count_error(s);
                         cn_write_expectation_clear(&s->expect);
                         retry_later(s, 0);
                 }
@@ -222,6 +235,15 @@ static void set_failed(McState *s, json_object *machine, const char *reason, con
                 return;
         log_warning("Machine %s/%s failed: %s: %s", s->namespace, s->name, reason, strna(message));
         event(s, machine, CN_KUBE_EVENT_WARNING, reason, strna(message));
+}
+
+/* Observes the seconds since the Machine's metadata timestamp field (as machine-controller: from
+ * creationTimestamp to its Node's readiness, from deletionTimestamp to its finalizer's removal). */
+static void observe_since(CnMetric *h, json_object *machine, const char *field) {
+        usec_t t, now = cn_now(CLOCK_REALTIME);
+
+        if (cn_parse_rfc3339(strempty(cn_json_string(machine, "metadata", field, NULL)), &t) >= 0 && now >= t)
+                (void) cn_metric_observe(h, NULL, (double) (now - t) / USEC_PER_SEC);
 }
 
 static bool has_finalizer(json_object *machine, const char *f) {
@@ -435,6 +457,7 @@ static CnProviderMachine provider_machine(McState *s, json_object *machine) {
 static bool handle_error(McState *s, const CnProviderResult *res, const char *what) {
         json_object *machine = lookup_machine(s);
 
+        count_error(s);
         switch (cn_provider_error_class(res->error)) {
         case CN_PROVIDER_TERMINAL:
                 set_failed(s, machine, res->error == -EACCES || res->error == -EPERM ? "InvalidConfiguration"
@@ -607,6 +630,107 @@ static void set_node_ref(McState *s, json_object *machine, json_object *node) {
                          cn_json_string(node, "metadata", "name", NULL));
 }
 
+static void on_node_metadata_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        McState *s = ASSERT_PTR(userdata);
+
+        s->request = cn_kube_request_free(s->request);
+        if (result->error < 0) {
+                cn_write_expectation_clear(&s->node_expect);
+                count_error(s);
+                if (result->error != -ENOENT)
+                        log_info("Machine %s/%s: writing the Node's labels, annotations and taints failed, retrying: %s",
+                                 s->namespace, s->name, strna(result->message));
+                retry_later(s, 0);
+                call_done(s);
+                return;
+        }
+        if (!cn_write_expectation_written(&s->node_expect, result->object))
+                enqueue(s);
+        call_done(s);
+}
+
+/* machine-controller's owner label, then (once Ready) the Machine's labels, annotations and
+ * taints on its Node: see mc-node.h. */
+static void write_node_metadata(McState *s, json_object *machine, json_object *node) {
+        _cleanup_json_ json_object *patch = NULL;
+        _cleanup_free_ char *reason = NULL;
+        bool ready = mc_node_ready(node);
+        int r;
+
+        if (cn_write_expectation_pending(&s->node_expect, node, NODE_EXPECT_TIMEOUT))
+                return; /* the event of our write queues the Machine again */
+        r = mc_node_metadata_patch(machine, node, ready, &patch, &reason);
+        if (r == -EALREADY)
+                return;
+        if (r == -EINVAL) {
+                /* The API server would refuse the Node write each time: said once, and the next
+                 * change of the Machine is looked at again. */
+                if (!s->node_invalid) {
+                        log_warning("Machine %s/%s: %s", s->namespace, s->name, strna(reason));
+                        event(s, machine, CN_KUBE_EVENT_WARNING, "InvalidNodeMetadata", strna(reason));
+                }
+                s->node_invalid = true;
+                return;
+        }
+        if (r < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        s->node_invalid = false;
+        r = cn_kube_patch(s->mc->client, &cn_kube_resource_nodes, NULL, cn_json_string(node, "metadata", "name", NULL),
+                          NULL, CN_KUBE_PATCH_MERGE, patch, on_node_metadata_written, s, &s->request);
+        if (r >= 0)
+                r = cn_write_expectation_begin(&s->node_expect, node);
+        if (r < 0) {
+                retry_later(s, 0);
+                return;
+        }
+        if (ready) {
+                log_info("Machine %s/%s: labels, annotations and taints of Node %s", s->namespace, s->name,
+                         cn_json_string(node, "metadata", "name", NULL));
+                event(s, machine, CN_KUBE_EVENT_NORMAL, "LabelsAnnotationsTaintsUpdated",
+                      "Successfully updated labels/annotations/taints");
+        }
+}
+
+/* machine-controller's status.conditions Ready of a Machine whose Node is Ready (the MachineSets
+ * of its owners see it); its write is when provisioning is over. */
+static bool has_ready_condition(json_object *machine) {
+        json_object *c = cn_json_array_find(cn_json_get(machine, "status", "conditions", NULL), "type", "Ready");
+
+        return c && cn_json_string_is(c, "status", "True");
+}
+
+static void set_ready_condition(McState *s, json_object *machine) {
+        _cleanup_json_ json_object *patch = json_object_new_object(), *list = json_object_new_array();
+        json_object *have = cn_json_get(machine, "status", "conditions", NULL), *ready = json_object_new_object();
+
+        if (!patch || !list || !ready || cn_json_set_string(ready, "Ready", "type", NULL) < 0 ||
+            cn_json_set_string(ready, "True", "status", NULL) < 0) {
+                json_object_put(ready);
+                return;
+        }
+        for (size_t i = 0; have && json_object_is_type(have, json_type_array) && i < json_object_array_length(have);
+             i++) {
+                json_object *c = json_object_array_get_idx(have, i);
+
+                if (!cn_json_string_is(c, "type", "Ready") && json_object_array_add(list, json_object_get(c)) < 0) {
+                        json_object_put(ready);
+                        return;
+                }
+        }
+        if (json_object_array_add(list, ready) < 0) {
+                json_object_put(ready);
+                return;
+        }
+        if (cn_json_set(patch, TAKE_PTR(list), "status", "conditions", NULL) < 0)
+                return;
+        if (write_machine(s, machine, patch) > 0) {
+                log_info("Machine %s/%s: Node Ready", s->namespace, s->name);
+                observe_since(s->mc->m_provisioning, machine, "creationTimestamp");
+        }
+}
+
 /* ---- deletion: cordon, evict, delete the server, the Node, the finalizer ---- */
 
 static bool evictable(json_object *pod) {
@@ -688,6 +812,7 @@ static void on_pods(CnKubeClient *c, const CnKubeResult *result, void *userdata)
 
         s->request = cn_kube_request_free(s->request);
         if (result->error < 0) {
+                count_error(s);
                 log_info("Machine %s/%s: listing the Node's Pods failed, retrying: %s", s->namespace, s->name,
                          strna(result->message));
                 retry_later(s, 0);
@@ -723,6 +848,7 @@ static void on_node_written(CnKubeClient *c, const CnKubeResult *result, void *u
 
         s->request = cn_kube_request_free(s->request);
         if (result->error < 0 && result->error != -ENOENT) {
+                count_error(s);
                 log_info("Machine %s/%s: Node write failed, retrying: %s", s->namespace, s->name,
                          strna(result->message));
                 retry_later(s, 0);
@@ -769,8 +895,10 @@ static void remove_finalizers(McState *s, json_object *machine) {
         _cleanup_json_ json_object *patch = NULL;
         const char *f = has_finalizer(machine, MC_MACHINE_FINALIZER) ? MC_MACHINE_FINALIZER : MC_MACHINE_NODE_FINALIZER;
 
-        if (cn_capi_finalizer_patch(machine, f, false, &patch) >= 0 && write_machine(s, machine, patch) > 0)
+        if (cn_capi_finalizer_patch(machine, f, false, &patch) >= 0 && write_machine(s, machine, patch) > 0) {
                 log_info("Machine %s/%s: server and Node gone, finalizer %s removed", s->namespace, s->name, f);
+                observe_since(s->mc->m_deprovisioning, machine, "deletionTimestamp");
+        }
 }
 
 static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, void *userdata) {
@@ -780,6 +908,7 @@ static void on_cleanup(CnProvider *p, const CnProviderResult *res, bool done, vo
         s->call = cn_provider_call_free(s->call);
         call_done(s);
         if (res->error < 0) {
+                count_error(s);
                 if (cn_provider_error_class(res->error) == CN_PROVIDER_TERMINAL)
                         log_warning("Machine %s/%s: server deletion refused: %s", s->namespace, s->name,
                                     strna(res->message));
@@ -845,7 +974,7 @@ static void reconcile_one(McController *mc, McState *s) {
         CnProviderMachine m;
         int r;
 
-        if (!machine || !mc->leading)
+        if (!machine || !mc->loop.leading)
                 return;
         if (cn_json_get(machine, "metadata", "deletionTimestamp", NULL) && !s->drained &&
             cn_work_item_retry_pending(s->item) && !s->evict)
@@ -884,6 +1013,10 @@ static void reconcile_one(McController *mc, McState *s) {
         if (node) {
                 if (!cn_json_string(machine, "status", "nodeRef", "name", NULL))
                         set_node_ref(s, machine, node);
+                else if (mc_node_ready(node) && !has_ready_condition(machine))
+                        set_ready_condition(s, machine);
+                else
+                        write_node_metadata(s, machine, node);
                 return;
         }
         r = prepare(s, machine, false);
@@ -896,31 +1029,6 @@ static void reconcile_one(McController *mc, McState *s) {
 }
 
 /* ---- the queue, the informers ---- */
-
-static McState *state_get(McController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_machine(McController *mc, json_object *machine) {
-        const char *ns = cn_json_string(machine, "metadata", "namespace", NULL);
-        const char *name = cn_json_string(machine, "metadata", "name", NULL);
-        McState *s;
-
-        if (!ns || !name)
-                return;
-        s = state_get(mc, ns, name);
-        if (s)
-                enqueue(s);
-        else
-                log_oom();
-}
-
-static int enqueue_all(json_object *machine, void *userdata) {
-        enqueue_machine(userdata, machine);
-        return 0;
-}
 
 typedef struct NodeEvent {
         McController *mc;
@@ -935,57 +1043,64 @@ static int enqueue_of_node(json_object *machine, void *userdata) {
         if ((pid && streq(pid, strempty(cn_json_string(machine, "spec", "providerID", NULL)))) ||
             (name && (streq(name, strempty(cn_json_string(machine, "status", "nodeRef", "name", NULL))) ||
                       streq(name, strempty(cn_json_string(machine, "metadata", "name", NULL))))))
-                enqueue_machine(e->mc, machine);
+                mc_loop_enqueue(&e->mc->loop, machine);
         return 0;
 }
 
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
+/* A Node's event queues its Machines. */
+static void on_node(CnKubeInformer *i, json_object *object, void *userdata) {
         McController *mc = ASSERT_PTR(userdata);
 
-        if (i == mc->machines)
-                enqueue_machine(mc, object);
-        else
-                (void) cn_kube_informer_foreach(mc->machines, enqueue_of_node, &(NodeEvent) { mc, object });
+        (void) cn_kube_informer_foreach(mc->machines, enqueue_of_node, &(NodeEvent) { mc, object });
 }
 
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
+typedef struct Census {
+        McController *mc;
+        size_t n;
+        CnMetricCounts by_labels;
+} Census;
 
 static int count_machine(json_object *machine, void *userdata) {
-        (*(size_t *) userdata)++;
-        return 0;
+        Census *c = userdata;
+        const char *name = cn_json_string(machine, "metadata", "name", NULL);
+        const char *values[MC_METRIC_LABELS_N + 1];
+        usec_t t;
+
+        c->n++;
+        if (name && cn_parse_rfc3339(strempty(cn_json_string(machine, "metadata", "creationTimestamp", NULL)), &t) >= 0)
+                (void) cn_metric_set(c->mc->m_created, CN_LABELS(name), (double) (t / USEC_PER_SEC));
+        if (name && cn_parse_rfc3339(strempty(cn_json_string(machine, "metadata", "deletionTimestamp", NULL)), &t) >= 0)
+                (void) cn_metric_set(c->mc->m_deleted, CN_LABELS(name), (double) (t / USEC_PER_SEC));
+        if (mc_machine_metric_labels(machine, values) < 0)
+                return 0;
+        return cn_metric_counts_add(&c->by_labels, values);
 }
 
+/* The Machines as machine-controller's collector exports them at each scrape: their number, each
+ * one's creation and deletion time, and machine_controller_machines_total by kubelet version,
+ * provider, operating system and the provider's labels (at least one series, of 0). */
 static void update_metrics(McController *mc) {
-        size_t n = 0;
+        static const char *const none[MC_METRIC_LABELS_N + 1] = { "", "", "", "", "", "", "", NULL };
+        Census c = { .mc = mc };
 
-        (void) cn_kube_informer_foreach(mc->machines, count_machine, &n);
-        (void) cn_metric_set(mc->m_machines, NULL, (double) n);
+        (void) cn_metric_clear(mc->m_created);
+        (void) cn_metric_clear(mc->m_deleted);
+        (void) cn_kube_informer_foreach(mc->machines, count_machine, &c);
+        (void) cn_metric_set(mc->m_machines, NULL, (double) c.n);
+        (void) cn_metric_counts_publish(&c.by_labels, mc->m_machines_total);
+        if (c.by_labels.n == 0)
+                (void) cn_metric_add(mc->m_machines_total, none, 0);
+        cn_metric_counts_done(&c.by_labels);
 }
 
-static void on_synced(CnKubeInformer *i, void *userdata) {
-        McController *mc = ASSERT_PTR(userdata);
-
-        (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
-        cn_work_queue_kick(mc->queue);
+static void on_synced(void *userdata) {
+        update_metrics(ASSERT_PTR(userdata));
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McController *mc = ASSERT_PTR(userdata);
 
-        return mc->leading && mc_controller_synced(mc);
+        return mc_loop_ready(&mc->loop);
 }
 
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
@@ -1006,6 +1121,44 @@ static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
         }
         reconcile_one(mc, s);
         cn_work_queue_done(item);
+}
+
+/* machine-controller's metrics (its pkg/controller/machine/metrics.go), with its names, help
+ * texts and buckets, and the cloud requests of our own. Its machine_controller_workers is left
+ * out: passes run on one event loop, there are no workers to count. */
+static int register_mc_metrics(McController *mc, CnMetrics *metrics) {
+        /* prometheus.ExponentialBuckets(32, 1.5, 10) */
+        static const double buckets[] = { 32, 48, 72, 108, 162, 243, 364.5, 546.75, 820.125, 1230.1875 };
+        int r;
+
+        r = cn_metrics_gauge(metrics, "machine_controller_machines",
+                             "The number of machines managed by this machine controller", NULL, &mc->m_machines);
+        if (r >= 0)
+                r = cn_metrics_counter(metrics, "machine_controller_cloud_api_requests",
+                                       "Cloud API requests for machine-controller Machines by operation and result.",
+                                       CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        if (r >= 0)
+                r = cn_metrics_counter(metrics, "machine_controller_errors",
+                               "The total number or unexpected errors the controller encountered", NULL, &mc->m_errors);
+        if (r >= 0)
+                r = cn_metrics_histogram(metrics, "machine_controller_provisioning_time_seconds",
+                                         "Histogram of times spent from creating a Machine to ready state in the cluster",
+                                         NULL, buckets, ELEMENTSOF(buckets), &mc->m_provisioning);
+        if (r >= 0)
+                r = cn_metrics_histogram(metrics, "machine_controller_deprovisioning_time_seconds",
+                                         "Histogram of times spent from deleting a Machine to be removed from cluster "
+                                         "and cloud provider",
+                                         NULL, buckets, ELEMENTSOF(buckets), &mc->m_deprovisioning);
+        if (r >= 0)
+                r = cn_metrics_counter(metrics, "machine_controller_machines_total", "Total number of machines",
+                                       mc_metric_label_names, &mc->m_machines_total);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "machine_controller_machine_created",
+                                     "Timestamp of the machine's creation time", CN_LABELS("machine"), &mc->m_created);
+        if (r >= 0)
+                r = cn_metrics_gauge(metrics, "machine_controller_machine_deleted",
+                                     "Timestamp of the machine's deletion time", CN_LABELS("machine"), &mc->m_deleted);
+        return r;
 }
 
 int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
@@ -1031,12 +1184,7 @@ int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *re
         r = cn_http_new(e, &mc->http);
         if (r < 0)
                 return r;
-        r = cn_metrics_gauge(metrics, "machine_controller_machines",
-                             "The number of machines managed by this machine controller", NULL, &mc->m_machines);
-        if (r >= 0)
-                r = cn_metrics_counter(metrics, "machine_controller_cloud_api_requests",
-                                       "Cloud API requests for machine-controller Machines by operation and result.",
-                                       CN_LABELS("provider", "operation", "result"), &mc->m_calls);
+        r = register_mc_metrics(mc, metrics);
         if (r < 0)
                 return r;
         r = cn_work_queue_new(e,
@@ -1051,9 +1199,13 @@ int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *re
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              mc, &mc->queue);
+                              mc, &mc->loop.queue);
         if (r < 0)
                 return r;
+        mc->loop.client = client;
+        mc->loop.on_other = on_node;
+        mc->loop.on_synced = on_synced;
+        mc->loop.userdata = mc;
         *ret = TAKE_PTR(mc);
         return 0;
 }
@@ -1061,9 +1213,7 @@ int mc_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *re
 McController *mc_controller_free(McController *mc) {
         if (!mc)
                 return NULL;
-        cn_work_queue_free(mc->queue);
-        cn_kube_informer_unref(mc->machines);
-        cn_kube_informer_unref(mc->nodes);
+        mc_loop_done(&mc->loop);
         for (size_t i = 0; i < mc->n_providers; i++)
                 cn_provider_free(mc->providers[i].provider);
         cn_http_free(mc->http);
@@ -1074,27 +1224,19 @@ McController *mc_controller_free(McController *mc) {
         return NULL;
 }
 
-static int watch(McController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
-        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
-}
-
 int mc_controller_start(McController *mc) {
         int r;
 
-        r = watch(mc, &resource_machines, mc->namespace, &mc->machines);
+        r = mc_loop_watch(&mc->loop, &resource_machines, mc->namespace, &mc->machines);
         if (r >= 0)
-                r = watch(mc, &cn_kube_resource_nodes, NULL, &mc->nodes);
+                r = mc_loop_watch(&mc->loop, &cn_kube_resource_nodes, NULL, &mc->nodes);
         return r;
 }
 
 bool mc_controller_synced(McController *mc) {
-        return mc->machines && mc->nodes && cn_kube_informer_has_synced(mc->machines) &&
-               cn_kube_informer_has_synced(mc->nodes);
+        return mc_loop_synced(&mc->loop);
 }
 
 void mc_controller_set_leading(McController *mc, bool leading) {
-        mc->leading = leading;
-        if (leading && mc->machines)
-                (void) cn_kube_informer_foreach(mc->machines, enqueue_all, mc);
-        cn_work_queue_kick(mc->queue);
+        mc_loop_set_leading(&mc->loop, leading);
 }

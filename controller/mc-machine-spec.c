@@ -494,3 +494,35 @@ int mc_machine_spec_translate(json_object *value, const char *ns, McLookup looku
         out = (McMachineSpec) {};
         return 0;
 }
+
+const char *const mc_metric_label_names[MC_METRIC_LABELS_N + 1] = {
+        "kubelet_version", "provider", "os", "size", "location", "image", "region", NULL,
+};
+
+/* A ConfigVarString's value when it is written in the Machine ("" otherwise). */
+static const char *literal(json_object *cps, const char *field) {
+        json_object *v = json_object_object_get(cps, field);
+
+        if (v && json_object_is_type(v, json_type_object))
+                v = json_object_object_get(v, "value");
+        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+}
+
+int mc_machine_metric_labels(json_object *machine, const char *ret[static MC_METRIC_LABELS_N + 1]) {
+        json_object *value = cn_json_get(machine, "spec", "providerSpec", "value", NULL);
+        json_object *cps = json_object_object_get(value, "cloudProviderSpec");
+        const char *provider = cn_json_string(value, "cloudProvider", NULL);
+        bool hetzner = streq(strempty(provider), "hetzner"), openstack = streq(strempty(provider), "openstack");
+
+        if (isempty(provider))
+                return -EINVAL;
+        ret[0] = strempty(cn_json_string(machine, "spec", "versions", "kubelet", NULL));
+        ret[1] = provider;
+        ret[2] = strempty(cn_json_string(value, "operatingSystem", NULL));
+        ret[3] = hetzner ? literal(cps, "serverType") : openstack ? literal(cps, "flavor") : "";
+        ret[4] = hetzner ? literal(cps, "location") : "";
+        ret[5] = openstack ? literal(cps, "image") : "";
+        ret[6] = openstack ? literal(cps, "region") : "";
+        ret[7] = NULL;
+        return 0;
+}

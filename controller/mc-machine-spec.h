@@ -62,3 +62,15 @@ int mc_machine_spec_translate(json_object *provider_spec_value, const char *ns, 
 
 /* Whether machine-controller offers the operating system on that cloud. */
 bool mc_operating_system_supported(const char *provider, const char *os) _pure_;
+
+/* The labels of machine_controller_machines_total, as machine-controller's metrics name them:
+ * kubelet_version (spec.versions.kubelet), provider, os, then its providers' MachineMetricsLabels:
+ * size (Hetzner serverType, OpenStack flavor), location (Hetzner), image and region (OpenStack).
+ * A label a Machine's provider does not have is "", which Prometheus reads as absent. */
+#define MC_METRIC_LABELS_N 7
+extern const char *const mc_metric_label_names[MC_METRIC_LABELS_N + 1];
+/* The values for machine (borrowed from it), in mc_metric_label_names' order and NULL-terminated
+ * as CN_LABELS(); a ConfigVar behind
+ * a secretKeyRef or configMapKeyRef counts as "": a metric reads no Secret. -EINVAL for a Machine
+ * without a providerSpec.value.cloudProvider (machine-controller leaves it out too). */
+int mc_machine_metric_labels(json_object *machine, const char *ret[static MC_METRIC_LABELS_N + 1]);

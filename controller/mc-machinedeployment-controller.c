@@ -41,14 +41,17 @@ struct McDeployController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         char *namespace;
-        CnKubeInformer *deployments, *sets;
-        CnWorkQueue *queue;
-        bool leading;
+        McLoop loop;
+        CnKubeInformer *deployments, *sets; /* the loop's */
+        CnMetric *m_status[4];
 };
+
+#define EXPECT_CREATED (-1)
+#define EXPECT_GONE (-2)
 
 typedef struct Expect {
         char *name;
-        int64_t replicas; /* -1: the set's creation */
+        int64_t replicas; /* or EXPECT_CREATED, EXPECT_GONE (deleted or being deleted) */
 } Expect;
 
 struct DeployState {
@@ -144,6 +147,11 @@ static bool cache_caught_up(DeployState *s) {
                 json_object *set = cn_kube_informer_lookup(s->c->sets, s->namespace, s->expect[i].name);
                 int64_t r = -2;
 
+                if (s->expect[i].replicas == EXPECT_GONE) {
+                        if (set && !cn_json_get(set, "metadata", "deletionTimestamp", NULL))
+                                return false;
+                        continue;
+                }
                 if (!set)
                         return false;
                 if (s->expect[i].replicas >= 0 && (cn_json_get_int64(set, &r, "spec", "replicas", NULL) < 0 ||
@@ -197,7 +205,10 @@ static int64_t int_at(json_object *o, const char *a, const char *b) {
         return v;
 }
 
-static void write_status(DeployState *s, json_object *md, json_object *sets, const char *hash) {
+/* Writes the status the sets add up to; returns whether it shows the rollout complete (every one
+ * of spec.replicas updated, there and available, and nothing more), as machine-controller's
+ * DeploymentComplete. */
+static bool write_status(DeployState *s, json_object *md, json_object *sets, const char *hash) {
         _cleanup_json_ json_object *p = json_object_new_object();
         int64_t replicas = 0, updated = 0, ready = 0, available = 0, want = 1;
         json_object *gen = cn_json_get(md, "metadata", "generation", NULL);
@@ -219,23 +230,60 @@ static void write_status(DeployState *s, json_object *md, json_object *sets, con
             cn_json_set(p, json_object_new_int64(MAX(0, want - available)), "status", "unavailableReplicas", NULL) < 0 ||
             (gen && cn_json_set(p, json_object_new_int64(json_object_get_int64(gen)), "status", "observedGeneration",
                                 NULL) < 0))
-                return;
+                return false;
         if (cn_capi_patch_changes(md, p))
                 (void) patch(s, &resource_deployments, s->name, "status", p);
+        return updated == want && replicas == want && available == want;
+}
+
+static void invalid_spec(McDeployController *c, json_object *md, const char *reason) {
+        CnKubeObjectRef ref;
+
+        if (cn_kube_object_ref_from_json(md, &resource_deployments, &ref) >= 0)
+                (void) cn_kube_event_record(c->recorder, &ref, CN_KUBE_EVENT_WARNING, "InvalidSpec", NULL, "%s", reason);
+}
+
+/* Deletes the old sets beyond spec.revisionHistoryLimit once the rollout is complete. */
+static void cleanup_history(DeployState *s, json_object *md, bool complete, const McSetView *views, json_object *sets,
+                            size_t n) {
+        bool doomed[SETS_MAX];
+
+        mc_deployment_cleanup(md, complete, views, n, doomed);
+        for (size_t i = 0; i < n; i++) {
+                json_object *set = json_object_array_get_idx(sets, i);
+                Op *op = NULL;
+
+                if (!doomed[i] || start_op(s, &op) < 0)
+                        continue;
+                log_info("MachineDeployment %s/%s: deleting MachineSet %s of revision %u beyond revisionHistoryLimit "
+                         "%" PRIi64, s->namespace, s->name, views[i].name, views[i].revision,
+                         mc_deployment_history_limit(md));
+                if (cn_kube_delete(s->c->client, &resource_sets, s->namespace, views[i].name,
+                                   &(CnKubeDeleteOptions) { .precondition_uid = cn_json_string(set, "metadata", "uid",
+                                                                                               NULL) },
+                                   on_done, op, &s->requests[op->slot]) < 0) {
+                        free(op);
+                        continue;
+                }
+                s->in_flight++;
+                (void) expect(s, views[i].name, EXPECT_GONE);
+        }
 }
 
 static void reconcile_one(McDeployController *c, DeployState *s) {
         json_object *md = cn_kube_informer_lookup(c->deployments, s->namespace, s->name), *current = NULL;
         _cleanup_json_ json_object *sets = json_object_new_array();
+        _cleanup_free_ char *reason = NULL;
         Collect k = { .uid = cn_json_string(md, "metadata", "uid", NULL), .sets = sets };
         McSetView views[SETS_MAX];
-        int64_t plan[SETS_MAX];
+        int64_t plan[SETS_MAX], min_ready = 0;
         unsigned max_rev = 0;
+        bool complete;
         char hash[11];
         size_t n;
         int r;
 
-        if (!md || !c->leading || s->in_flight > 0 || !sets || !k.uid)
+        if (!md || !c->loop.leading || s->in_flight > 0 || !sets || !k.uid)
                 return;
         if (!cache_caught_up(s) && cn_now(CLOCK_MONOTONIC) - s->awaiting_since < AWAIT_TIMEOUT)
                 return;
@@ -246,24 +294,19 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
                 return;
         n = MIN(json_object_array_length(sets), (size_t) SETS_MAX);
         for (size_t i = 0; i < n; i++) {
-                json_object *set = json_object_array_get_idx(sets, i);
-
-                views[i] = (McSetView) {
-                        .name = cn_json_string(set, "metadata", "name", NULL),
-                        .current = streq(strempty(cn_json_string(set, "metadata", "labels", MC_LABEL_TEMPLATE_HASH, NULL)),
-                                         hash),
-                        .replicas = int_at(set, "spec", "replicas"),
-                        .available = int_at(set, "status", "availableReplicas"),
-                        .revision = revision_of(set),
-                };
+                views[i] = mc_set_view(json_object_array_get_idx(sets, i), hash);
                 max_rev = MAX(max_rev, views[i].revision);
                 if (views[i].current)
-                        current = set;
+                        current = json_object_array_get_idx(sets, i);
         }
         s->awaiting_since = cn_now(CLOCK_MONOTONIC);
-        write_status(s, md, sets, hash);
+        complete = write_status(s, md, sets, hash);
         if (cn_capi_is_true(md, "spec", "paused", NULL))
                 return; /* paused: status only, as a Deployment */
+        if (mc_deployment_validate(md, &reason) < 0) {
+                invalid_spec(c, md, strna(reason));
+                return;
+        }
         if (!current) {
                 _cleanup_json_ json_object *set = NULL;
                 Op *op = NULL;
@@ -279,7 +322,7 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
                 s->in_flight++;
                 log_info("MachineDeployment %s/%s: MachineSet %s for revision %u", s->namespace, s->name,
                          cn_json_string(set, "metadata", "name", NULL), max_rev + 1);
-                (void) expect(s, cn_json_string(set, "metadata", "name", NULL), -1);
+                (void) expect(s, cn_json_string(set, "metadata", "name", NULL), EXPECT_CREATED);
                 return;
         }
         if (revision_of(md) != revision_of(current)) {
@@ -290,13 +333,18 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
                 if (p && cn_json_set_string(p, rev, "metadata", "annotations", MC_ANNOTATION_REVISION, NULL) >= 0)
                         (void) patch(s, &resource_deployments, s->name, NULL, p);
         }
+        /* As machine-controller: the current set follows the deployment's minReadySeconds. */
+        (void) mc_min_ready_seconds(md, &min_ready);
+        if (int_at(current, "spec", "minReadySeconds") != min_ready) {
+                _cleanup_json_ json_object *p = json_object_new_object();
+
+                if (p && cn_json_set(p, json_object_new_int64(min_ready), "spec", "minReadySeconds", NULL) >= 0)
+                        (void) patch(s, &resource_sets, cn_json_string(current, "metadata", "name", NULL), NULL, p);
+        }
         r = mc_deployment_plan(md, views, n, plan);
         if (r < 0) {
-                CnKubeObjectRef ref;
-
-                if (r == -EINVAL && cn_kube_object_ref_from_json(md, &resource_deployments, &ref) >= 0)
-                        (void) cn_kube_event_record(c->recorder, &ref, CN_KUBE_EVENT_WARNING, "InvalidSpec", NULL,
-                                                    "spec.replicas or spec.strategy.rollingUpdate is not valid");
+                if (r == -EINVAL)
+                        invalid_spec(c, md, "spec.replicas or spec.strategy.rollingUpdate is not valid");
                 return;
         }
         for (size_t i = 0; i < n; i++) {
@@ -313,68 +361,58 @@ static void reconcile_one(McDeployController *c, DeployState *s) {
                         return;
                 (void) expect(s, views[i].name, plan[i]);
         }
+        cleanup_history(s, md, complete, views, sets, n);
 }
 
-static DeployState *state_get(McDeployController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_named(McDeployController *c, const char *ns, const char *name) {
-        DeployState *s = ns && name ? state_get(c, ns, name) : NULL;
-
-        if (s)
-                cn_work_queue_add(s->item);
-}
-
-static int enqueue_all(json_object *md, void *userdata) {
-        enqueue_named(userdata, cn_json_string(md, "metadata", "namespace", NULL), cn_json_string(md, "metadata", "name", NULL));
-        return 0;
-}
-
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
-        McDeployController *c = ASSERT_PTR(userdata);
-        if (i == c->deployments) {
-                enqueue_all(object, c);
-                return;
-        }
-        mc_queue_add_owners(c->queue, object, "MachineDeployment");
-}
-
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
+/* The events of MachineSets queue their MachineDeployment. */
+static void on_other(CnKubeInformer *i, json_object *object, void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
 
-        if (mc_deploy_controller_synced(c))
-                (void) cn_kube_informer_foreach(c->deployments, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_queue_add_owners(c->loop.queue, object, "MachineDeployment");
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
 
-        return c->leading && mc_deploy_controller_synced(c);
+        return mc_loop_ready(&c->loop);
+}
+
+/* machine-controller's MachineDeployment collector (its pkg/controller/machinedeployment/metrics.go):
+ * the status of each, by name and namespace. */
+static const struct {
+        const char *name, *help, *field;
+} status_metrics[4] = {
+        { "machine_deployment_replicas", "The number of replicas defined for a machine deployment", "replicas" },
+        { "machine_deployment_available_replicas", "The number of available replicas for a machine deployment",
+          "availableReplicas" },
+        { "machine_deployment_ready_replicas", "The number of ready replicas for a machine deployment", "readyReplicas" },
+        { "machine_deployment_updated_replicas", "The number of replicas updated for a machine deployment",
+          "updatedReplicas" },
+};
+
+static int status_metric(json_object *md, void *userdata) {
+        McDeployController *c = ASSERT_PTR(userdata);
+        const char *labels[] = { cn_json_string(md, "metadata", "name", NULL),
+                                 cn_json_string(md, "metadata", "namespace", NULL), NULL };
+
+        if (!labels[0] || !labels[1])
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++)
+                (void) cn_metric_set(c->m_status[i], labels, (double) int_at(md, "status", status_metrics[i].field));
+        return 0;
+}
+
+static void update_metrics(McDeployController *c) {
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++)
+                (void) cn_metric_clear(c->m_status[i]);
+        (void) cn_kube_informer_foreach(c->deployments, status_metric, c);
 }
 
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
         McDeployController *c = ASSERT_PTR(userdata);
         DeployState *s = cn_work_item_get_data(item);
 
+        update_metrics(c);
         if (!cn_kube_informer_lookup(c->deployments, s->namespace, s->name) && s->in_flight == 0) {
                 cn_work_queue_remove(item);
                 return;
@@ -383,8 +421,8 @@ static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
         cn_work_queue_done(item);
 }
 
-int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, const char *namespace,
-                             McDeployController **ret) {
+int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
+                             const char *namespace, McDeployController **ret) {
         _cleanup_(mc_deploy_controller_freep) McDeployController *c = NULL;
         int r;
 
@@ -397,6 +435,12 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
         c->namespace = strdup(namespace);
         if (!c->namespace)
                 return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(status_metrics); i++) {
+                r = cn_metrics_gauge(metrics, status_metrics[i].name, status_metrics[i].help,
+                                     CN_LABELS("name", "namespace"), &c->m_status[i]);
+                if (r < 0)
+                        return r;
+        }
         r = cn_work_queue_new(e, &(CnWorkQueueOptions) { .description = "mc-machinedeployment-queue" },
                               &(CnWorkQueueOps) {
                                       .process = process,
@@ -404,9 +448,12 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              c, &c->queue);
+                              c, &c->loop.queue);
         if (r < 0)
                 return r;
+        c->loop.client = client;
+        c->loop.on_other = on_other;
+        c->loop.userdata = c;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -414,9 +461,7 @@ int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecor
 McDeployController *mc_deploy_controller_free(McDeployController *c) {
         if (!c)
                 return NULL;
-        cn_work_queue_free(c->queue);
-        cn_kube_informer_unref(c->deployments);
-        cn_kube_informer_unref(c->sets);
+        mc_loop_done(&c->loop);
         sd_event_unref(c->event);
         free(c->namespace);
         free(c);
@@ -426,20 +471,16 @@ McDeployController *mc_deploy_controller_free(McDeployController *c) {
 int mc_deploy_controller_start(McDeployController *c) {
         int r;
 
-        r = mc_queue_watch(c->client, &resource_deployments, c->namespace, &handlers, c, &c->deployments);
+        r = mc_loop_watch(&c->loop, &resource_deployments, c->namespace, &c->deployments);
         if (r >= 0)
-                r = mc_queue_watch(c->client, &resource_sets, c->namespace, &handlers, c, &c->sets);
+                r = mc_loop_watch(&c->loop, &resource_sets, c->namespace, &c->sets);
         return r;
 }
 
 bool mc_deploy_controller_synced(McDeployController *c) {
-        return c->deployments && c->sets && cn_kube_informer_has_synced(c->deployments) &&
-               cn_kube_informer_has_synced(c->sets);
+        return mc_loop_synced(&c->loop);
 }
 
 void mc_deploy_controller_set_leading(McDeployController *c, bool leading) {
-        c->leading = leading;
-        if (leading && c->deployments)
-                (void) cn_kube_informer_foreach(c->deployments, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_loop_set_leading(&c->loop, leading);
 }

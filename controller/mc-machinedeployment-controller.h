@@ -11,10 +11,12 @@
 
 #include "kube-client.h"
 #include "kube-event.h"
+#include "metrics.h"
 
 typedef struct McDeployController McDeployController;
 
-int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, const char *namespace,
+int mc_deploy_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder *recorder, CnMetrics *metrics,
+                             const char *namespace,
                              McDeployController **ret);
 McDeployController *mc_deploy_controller_free(McDeployController *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(McDeployController *, mc_deploy_controller_free);

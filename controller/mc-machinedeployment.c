@@ -56,6 +56,9 @@ int mc_deployment_new_set(json_object *md, const char *hash, unsigned revision, 
                 r = cn_json_set_string(set, hash, "spec", "template", "metadata", "labels", MC_LABEL_TEMPLATE_HASH, NULL);
         if (r >= 0)
                 r = cn_json_set(set, json_object_new_int64(0), "spec", "replicas", NULL);
+        if (r >= 0 && cn_json_get(md, "spec", "minReadySeconds", NULL))
+                r = cn_json_set(set, json_object_get(cn_json_get(md, "spec", "minReadySeconds", NULL)), "spec",
+                                "minReadySeconds", NULL);
         if (r >= 0 && cn_json_string(md, "spec", "deletePolicy", NULL))
                 r = cn_json_set_string(set, cn_json_string(md, "spec", "deletePolicy", NULL), "spec", "deletePolicy", NULL);
         if (r >= 0)
@@ -156,4 +159,92 @@ int mc_deployment_plan(json_object *md, const McSetView *sets, size_t n, int64_t
                 }
         }
         return 0;
+}
+
+static int64_t int_at(json_object *o, const char *a, const char *b) {
+        int64_t v = 0;
+
+        (void) cn_json_get_int64(o, &v, a, b, NULL);
+        return v;
+}
+
+McSetView mc_set_view(json_object *set, const char *hash) {
+        const char *rev = cn_json_string(set, "metadata", "annotations", MC_ANNOTATION_REVISION, NULL);
+        const char *created = cn_json_string(set, "metadata", "creationTimestamp", NULL);
+        McSetView v = {
+                .name = cn_json_string(set, "metadata", "name", NULL),
+                .current = streq(strempty(cn_json_string(set, "metadata", "labels", MC_LABEL_TEMPLATE_HASH, NULL)),
+                                 hash),
+                .replicas = int_at(set, "spec", "replicas"),
+                .available = int_at(set, "status", "availableReplicas"),
+                .status_replicas = int_at(set, "status", "replicas"),
+                .observed = int_at(set, "status", "observedGeneration") >= int_at(set, "metadata", "generation"),
+        };
+
+        if (!rev || cn_safe_atou(rev, &v.revision) < 0)
+                v.revision = 0;
+        if (!created || cn_parse_rfc3339(created, &v.created) < 0)
+                v.created = 0;
+        return v;
+}
+
+static bool non_negative_int(json_object *md, const char *key) {
+        json_object *v = cn_json_get(md, "spec", key, NULL);
+
+        return !v || json_object_is_type(v, json_type_null) ||
+               (json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 0 &&
+                json_object_get_int64(v) <= INT32_MAX);
+}
+
+int mc_deployment_validate(json_object *md, char **ret_reason) {
+        const char *type = cn_json_string(md, "spec", "strategy", "type", NULL);
+        const char *why = NULL;
+
+        if (cn_json_get(md, "spec", "strategy", "type", NULL) && !streq(strempty(type), "RollingUpdate"))
+                why = "spec.strategy.type must be RollingUpdate: machine-controller has no other strategy";
+        else if (!non_negative_int(md, "minReadySeconds"))
+                why = "spec.minReadySeconds must be an integer of 0 or more";
+        else if (!non_negative_int(md, "revisionHistoryLimit"))
+                why = "spec.revisionHistoryLimit must be an integer of 0 or more";
+        if (!why)
+                return 0;
+        if (ret_reason)
+                *ret_reason = strdup(why);
+        return -EINVAL;
+}
+
+int64_t mc_deployment_history_limit(json_object *md) {
+        int64_t v = 1;
+
+        (void) cn_json_get_int64(md, &v, "spec", "revisionHistoryLimit", NULL);
+        return MAX(v, 0);
+}
+
+void mc_deployment_cleanup(json_object *md, bool complete, const McSetView *sets, size_t n, bool *ret_delete) {
+        size_t old = 0, order[n ?: 1];
+        int64_t diff;
+
+        for (size_t i = 0; i < n; i++) {
+                ret_delete[i] = false;
+                if (!sets[i].current)
+                        order[old++] = i;
+        }
+        diff = (int64_t) old - mc_deployment_history_limit(md);
+        if (!complete || diff <= 0)
+                return;
+        /* Oldest first (insertion sort: a deployment has few sets). */
+        for (size_t i = 1; i < old; i++)
+                for (size_t j = i; j > 0 && sets[order[j]].created < sets[order[j - 1]].created; j--) {
+                        size_t t = order[j];
+
+                        order[j] = order[j - 1];
+                        order[j - 1] = t;
+                }
+        for (size_t i = 0; i < (size_t) diff; i++) {
+                const McSetView *v = &sets[order[i]];
+
+                if (v->replicas != 0 || v->status_replicas != 0 || !v->observed)
+                        continue;
+                ret_delete[order[i]] = true;
+        }
 }

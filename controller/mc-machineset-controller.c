@@ -41,9 +41,8 @@ struct McSetController {
         CnKubeClient *client;
         CnKubeEventRecorder *recorder;
         char *namespace;
-        CnKubeInformer *sets, *machines, *nodes;
-        CnWorkQueue *queue;
-        bool leading;
+        McLoop loop;
+        CnKubeInformer *sets, *machines, *nodes; /* the loop's */
 };
 
 struct SetState {
@@ -169,13 +168,16 @@ typedef struct Census {
         json_object *set;
         const char *uid;
         json_object *active;  /* owned, not being deleted */
-        size_t labeled, ready;
+        size_t labeled, ready, available;
+        int64_t min_ready;
+        usec_t now, wait;     /* wait: until the next ready Machine becomes available (0: none) */
 } Census;
 
 static int census_one(json_object *m, void *userdata) {
         Census *k = userdata;
         json_object *node;
         const char *node_name;
+        usec_t wait;
 
         if (!mc_owned_by(m, "MachineSet", k->uid))
                 return 0;
@@ -190,6 +192,10 @@ static int census_one(json_object *m, void *userdata) {
         node = node_name ? cn_kube_informer_lookup(k->c->nodes, NULL, node_name) : NULL;
         if (mc_machine_ready(m, node))
                 k->ready++;
+        if (mc_machine_available(m, node, k->min_ready, k->now, &wait))
+                k->available++;
+        else if (wait > 0 && (k->wait == 0 || wait < k->wait))
+                k->wait = wait;
         return 0;
 }
 
@@ -217,14 +223,14 @@ static void on_status_written(CnKubeClient *c, const CnKubeResult *result, void 
                 (void) cn_work_queue_retry(s->item, 0, NULL);
 }
 
-static void write_status(SetState *s, json_object *set, size_t replicas, size_t labeled, size_t ready) {
+static void write_status(SetState *s, json_object *set, size_t replicas, const Census *k) {
         _cleanup_json_ json_object *patch = json_object_new_object();
         json_object *gen = cn_json_get(set, "metadata", "generation", NULL);
 
         if (!patch || cn_json_set(patch, json_object_new_int64((int64_t) replicas), "status", "replicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) labeled), "status", "fullyLabeledReplicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) ready), "status", "readyReplicas", NULL) < 0 ||
-            cn_json_set(patch, json_object_new_int64((int64_t) ready), "status", "availableReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->labeled), "status", "fullyLabeledReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->ready), "status", "readyReplicas", NULL) < 0 ||
+            cn_json_set(patch, json_object_new_int64((int64_t) k->available), "status", "availableReplicas", NULL) < 0 ||
             (gen && cn_json_set(patch, json_object_new_int64(json_object_get_int64(gen)), "status",
                                 "observedGeneration", NULL) < 0))
                 return;
@@ -237,22 +243,34 @@ static void write_status(SetState *s, json_object *set, size_t replicas, size_t 
 static void reconcile_one(McSetController *c, SetState *s) {
         json_object *set = cn_kube_informer_lookup(c->sets, s->namespace, s->name);
         _cleanup_json_ json_object *active = json_object_new_array(), *doomed = NULL;
-        Census k = { .c = c, .set = set, .active = active, .uid = cn_json_string(set, "metadata", "uid", NULL) };
+        Census k = { .c = c, .set = set, .active = active, .uid = cn_json_string(set, "metadata", "uid", NULL),
+                     .now = cn_now(CLOCK_REALTIME) };
         int64_t want = 1;
         size_t have;
         int r;
 
-        if (!set || !c->leading || s->in_flight > 0 || !active || !k.uid)
+        if (!set || !c->loop.leading || s->in_flight > 0 || !active || !k.uid)
                 return;
         if (!cache_caught_up(s) && cn_now(CLOCK_MONOTONIC) - s->awaiting_since < AWAIT_TIMEOUT)
                 return; /* the events of our writes queue the set again */
         strv_free(s->created);
         strv_free(s->deleted);
         s->created = s->deleted = NULL;
+        if (mc_min_ready_seconds(set, &k.min_ready) < 0) {
+                CnKubeObjectRef ref;
+
+                if (cn_kube_object_ref_from_json(set, &resource_machinesets, &ref) >= 0)
+                        (void) cn_kube_event_record(c->recorder, &ref, CN_KUBE_EVENT_WARNING, "InvalidSpec", NULL,
+                                                    "spec.minReadySeconds must be an integer of 0 or more");
+                return;
+        }
         if (cn_kube_informer_foreach(c->machines, census_one, &k) < 0)
                 return;
         have = json_object_array_length(active);
-        write_status(s, set, have, k.labeled, k.ready);
+        write_status(s, set, have, &k);
+        if (k.wait > 0)
+                /* A Machine becomes available by time alone: no event would tell. */
+                (void) cn_work_queue_retry(s->item, k.wait, NULL);
         if (cn_json_get(set, "metadata", "deletionTimestamp", NULL))
                 return; /* its Machines go with it (ownerReferences, the garbage collector) */
         (void) cn_json_get_int64(set, &want, "spec", "replicas", NULL);
@@ -299,67 +317,20 @@ static void reconcile_one(McSetController *c, SetState *s) {
                 (void) cn_work_queue_retry(s->item, 0, NULL);
 }
 
-static SetState *state_get(McSetController *c, const char *ns, const char *name) {
-        CnWorkItem *item = mc_queue_item(c->queue, ns, name);
-
-        return item ? cn_work_item_get_data(item) : NULL;
-}
-
-static void enqueue_set(McSetController *c, const char *ns, const char *name) {
-        SetState *s;
-
-        if (!ns || !name)
-                return;
-        s = state_get(c, ns, name);
-        if (s)
-                enqueue(s);
-}
-
-static int enqueue_all(json_object *set, void *userdata) {
-        enqueue_set(userdata, cn_json_string(set, "metadata", "namespace", NULL), cn_json_string(set, "metadata", "name", NULL));
-        return 0;
-}
-
-static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
-        McSetController *c = ASSERT_PTR(userdata);
-        if (i == c->sets) {
-                enqueue_all(object, c);
-                return;
-        }
-        if (i == c->nodes) {
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c); /* readiness of their Machines */
-                return;
-        }
-        mc_queue_add_owners(c->queue, object, "MachineSet");
-}
-
-static void on_added(CnKubeInformer *i, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
-        on_event(i, object, userdata);
-}
-
-static void on_synced(CnKubeInformer *i, void *userdata) {
+/* The events of Machines queue their MachineSet; of Nodes, every set (the readiness of their Machines). */
+static void on_other(CnKubeInformer *i, json_object *object, void *userdata) {
         McSetController *c = ASSERT_PTR(userdata);
 
-        if (mc_set_controller_synced(c))
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        if (i == c->nodes)
+                mc_loop_enqueue_all(&c->loop);
+        else
+                mc_queue_add_owners(c->loop.queue, object, "MachineSet");
 }
-
-static const CnKubeInformerHandlers handlers = {
-        .added = on_added,
-        .updated = on_updated,
-        .deleted = on_added,
-        .synced = on_synced,
-};
 
 static bool queue_ready(void *userdata) {
         McSetController *c = ASSERT_PTR(userdata);
 
-        return c->leading && mc_set_controller_synced(c);
+        return mc_loop_ready(&c->loop);
 }
 
 static void process(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
@@ -395,9 +366,12 @@ int mc_set_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder
                                       .new_data = state_new,
                                       .free_data = state_free_data,
                               },
-                              c, &c->queue);
+                              c, &c->loop.queue);
         if (r < 0)
                 return r;
+        c->loop.client = client;
+        c->loop.on_other = on_other;
+        c->loop.userdata = c;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -405,39 +379,28 @@ int mc_set_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorder
 McSetController *mc_set_controller_free(McSetController *c) {
         if (!c)
                 return NULL;
-        cn_work_queue_free(c->queue);
-        cn_kube_informer_unref(c->sets);
-        cn_kube_informer_unref(c->machines);
-        cn_kube_informer_unref(c->nodes);
+        mc_loop_done(&c->loop);
         sd_event_unref(c->event);
         free(c->namespace);
         free(c);
         return NULL;
 }
 
-static int watch(McSetController *c, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
-        return mc_queue_watch(c->client, r, ns, &handlers, c, ret);
-}
-
 int mc_set_controller_start(McSetController *c) {
         int r;
 
-        r = watch(c, &resource_machinesets, c->namespace, &c->sets);
+        r = mc_loop_watch(&c->loop, &resource_machinesets, c->namespace, &c->sets);
         if (r >= 0)
-                r = watch(c, &resource_machines, c->namespace, &c->machines);
+                r = mc_loop_watch(&c->loop, &resource_machines, c->namespace, &c->machines);
         if (r >= 0)
-                r = watch(c, &cn_kube_resource_nodes, NULL, &c->nodes);
+                r = mc_loop_watch(&c->loop, &cn_kube_resource_nodes, NULL, &c->nodes);
         return r;
 }
 
 bool mc_set_controller_synced(McSetController *c) {
-        return c->sets && c->machines && c->nodes && cn_kube_informer_has_synced(c->sets) &&
-               cn_kube_informer_has_synced(c->machines) && cn_kube_informer_has_synced(c->nodes);
+        return mc_loop_synced(&c->loop);
 }
 
 void mc_set_controller_set_leading(McSetController *c, bool leading) {
-        c->leading = leading;
-        if (leading && c->sets)
-                (void) cn_kube_informer_foreach(c->sets, enqueue_all, c);
-        cn_work_queue_kick(c->queue);
+        mc_loop_set_leading(&c->loop, leading);
 }

@@ -240,3 +240,38 @@ bool mc_node_ready(json_object *node) {
 bool mc_machine_ready(json_object *machine, json_object *node) {
         return node && cn_json_string(machine, "status", "nodeRef", "name", NULL) && mc_node_ready(node);
 }
+
+int mc_min_ready_seconds(json_object *o, int64_t *ret) {
+        json_object *v = cn_json_get(o, "spec", "minReadySeconds", NULL);
+
+        if (!v || json_object_is_type(v, json_type_null)) {
+                *ret = 0;
+                return 0;
+        }
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > INT32_MAX)
+                return -EINVAL;
+        *ret = json_object_get_int64(v);
+        return 0;
+}
+
+bool mc_machine_available(json_object *machine, json_object *node, int64_t min_ready, usec_t now, usec_t *ret_wait) {
+        json_object *ready;
+        usec_t since, until;
+
+        if (ret_wait)
+                *ret_wait = 0;
+        if (!mc_machine_ready(machine, node))
+                return false;
+        if (min_ready <= 0)
+                return true;
+        ready = cn_json_array_find(cn_json_get(node, "status", "conditions", NULL), "type", "Ready");
+        if (cn_parse_rfc3339(strempty(cn_json_string(ready, "lastTransitionTime", NULL)), &since) < 0)
+                return false;
+        until = since + (usec_t) min_ready * USEC_PER_SEC;
+        if (now > until)
+                return true;
+        if (ret_wait)
+                *ret_wait = until - now + 1;
+        return false;
+}

@@ -41,3 +41,12 @@ int mc_machineset_pick_deletions(json_object *machines, const char *policy, size
 bool mc_node_ready(json_object *node);
 /* Whether the Machine counts as ready: status.nodeRef names a Node that is Ready. node may be NULL. */
 bool mc_machine_ready(json_object *machine, json_object *node);
+
+/* spec.minReadySeconds of a MachineSet or MachineDeployment: 0 when missing, -EINVAL when it is not
+ * an integer of 0 or more. */
+int mc_min_ready_seconds(json_object *o, int64_t *ret);
+/* Whether the Machine counts as available, as machine-controller's isNodeAvailable: ready, and for
+ * min_ready seconds 0, or ready since its Node's Ready condition's lastTransitionTime at least
+ * min_ready seconds before now (CLOCK_REALTIME); without that time never. *ret_wait (optional):
+ * when it is ready but not available yet, the time until it is, else 0. */
+bool mc_machine_available(json_object *machine, json_object *node, int64_t min_ready, usec_t now, usec_t *ret_wait);

@@ -66,3 +66,96 @@ void mc_queue_add_owners(CnWorkQueue *q, json_object *object, const char *kind) 
                         cn_work_queue_add(item);
         }
 }
+
+void mc_loop_enqueue(McLoop *l, json_object *object) {
+        const char *ns = cn_json_string(object, "metadata", "namespace", NULL);
+        const char *name = cn_json_string(object, "metadata", "name", NULL);
+        CnWorkItem *item;
+
+        if (!ns || !name)
+                return;
+        item = mc_queue_item(l->queue, ns, name);
+        if (item)
+                cn_work_queue_add(item);
+        else
+                log_oom();
+}
+
+static int enqueue_one(json_object *object, void *userdata) {
+        mc_loop_enqueue(userdata, object);
+        return 0;
+}
+
+void mc_loop_enqueue_all(McLoop *l) {
+        if (l->n_informers > 0)
+                (void) cn_kube_informer_foreach(l->informers[0], enqueue_one, l);
+}
+
+static void on_event(CnKubeInformer *i, json_object *object, void *userdata) {
+        McLoop *l = ASSERT_PTR(userdata);
+
+        if (i == l->informers[0])
+                mc_loop_enqueue(l, object);
+        else if (l->on_other)
+                l->on_other(i, object, l->userdata);
+}
+
+static void on_updated(CnKubeInformer *i, json_object *old, json_object *object, void *userdata) {
+        on_event(i, object, userdata);
+}
+
+static void on_synced(CnKubeInformer *i, void *userdata) {
+        McLoop *l = ASSERT_PTR(userdata);
+
+        if (mc_loop_synced(l)) {
+                if (l->on_synced)
+                        l->on_synced(l->userdata);
+                mc_loop_enqueue_all(l);
+        }
+        cn_work_queue_kick(l->queue);
+}
+
+static const CnKubeInformerHandlers loop_handlers = {
+        .added = on_event,
+        .updated = on_updated,
+        .deleted = on_event,
+        .synced = on_synced,
+};
+
+int mc_loop_watch(McLoop *l, const CnKubeResource *r, const char *ns, CnKubeInformer **ret) {
+        int k;
+
+        assert(l->n_informers < MC_LOOP_INFORMERS_MAX);
+        k = mc_queue_watch(l->client, r, ns, &loop_handlers, l, &l->informers[l->n_informers]);
+        *ret = l->informers[l->n_informers];
+        if (*ret)
+                l->n_informers++; /* dropped by mc_loop_done(), also after a failed start */
+        return k;
+}
+
+bool mc_loop_synced(McLoop *l) {
+        if (l->n_informers == 0)
+                return false;
+        for (size_t i = 0; i < l->n_informers; i++)
+                if (!cn_kube_informer_has_synced(l->informers[i]))
+                        return false;
+        return true;
+}
+
+bool mc_loop_ready(McLoop *l) {
+        return l->leading && mc_loop_synced(l);
+}
+
+void mc_loop_set_leading(McLoop *l, bool leading) {
+        l->leading = leading;
+        if (leading)
+                mc_loop_enqueue_all(l);
+        cn_work_queue_kick(l->queue);
+}
+
+void mc_loop_done(McLoop *l) {
+        l->queue = cn_work_queue_free(l->queue);
+        for (size_t i = 0; i < l->n_informers; i++)
+                cn_kube_informer_unref(l->informers[i]);
+        l->n_informers = 0;
+}

@@ -296,7 +296,7 @@ int cn_metric_observe(CnMetric *h, const char *const *label_values, double v) {
 }
 
 int cn_metric_clear(CnMetric *g) {
-        if (!g || g->kind != METRIC_GAUGE)
+        if (!g || g->kind == METRIC_HISTOGRAM)
                 return -EINVAL;
         pthread_mutex_lock(&g->registry->lock);
         for (size_t i = 0; i < g->n_series; i++)
@@ -425,4 +425,50 @@ int cn_metrics_format(CnMetrics *m, CnBuf *out) {
                 r = format_metric(out, m->metrics[i]);
         pthread_mutex_unlock(&m->lock);
         return r;
+}
+
+static bool values_same(char *const *a, const char *const *b) {
+        for (; *a && *b; a++, b++)
+                if (!streq(*a, *b))
+                        return false;
+        return !*a && !*b;
+}
+
+int cn_metric_counts_add(CnMetricCounts *c, const char *const *label_values) {
+        CnMetricCount *n;
+        char **copy = NULL;
+
+        assert(c);
+        for (size_t i = 0; i < c->n; i++)
+                if (values_same(c->items[i].values, label_values)) {
+                        c->items[i].count++;
+                        return 0;
+                }
+        if (strv_copy((char *const *) label_values, &copy) < 0)
+                return -ENOMEM;
+        n = reallocarray(c->items, c->n + 1, sizeof(CnMetricCount));
+        if (!n) {
+                strv_free(copy);
+                return -ENOMEM;
+        }
+        c->items = n;
+        c->items[c->n++] = (CnMetricCount) { .values = copy, .count = 1 };
+        return 0;
+}
+
+int cn_metric_counts_publish(const CnMetricCounts *c, CnMetric *m) {
+        int r = cn_metric_clear(m);
+
+        for (size_t i = 0; r >= 0 && i < c->n; i++)
+                r = m->kind == METRIC_GAUGE ?
+                            cn_metric_set(m, (const char *const *) c->items[i].values, (double) c->items[i].count) :
+                            cn_metric_add(m, (const char *const *) c->items[i].values, (double) c->items[i].count);
+        return r;
+}
+
+void cn_metric_counts_done(CnMetricCounts *c) {
+        for (size_t i = 0; i < c->n; i++)
+                strv_free(c->items[i].values);
+        free(c->items);
+        *c = (CnMetricCounts) {};
 }

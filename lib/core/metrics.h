@@ -37,8 +37,25 @@ int cn_metric_inc(CnMetric *c, const char *const *label_values);
 int cn_metric_set(CnMetric *g, const char *const *label_values, double v);
 int cn_metric_observe(CnMetric *h, const char *const *label_values, double v);
 /* Drops every series of gauge g: for a gauge recomputed as a whole, whose label combinations
- * come and go (counts by a machine's size), so that a gone one is not exposed with its last value. */
+ * come and go (counts by a machine's size), so that a gone one is not exposed with its last value.
+ * Also of a counter that a compatible exporter recomputes as a whole (machine-controller's
+ * machine_controller_machines_total, a count it types as a counter); never of a histogram. */
 int cn_metric_clear(CnMetric *g);
+/* Counts of things by their label values, for a metric recomputed as a whole from a cache (machines
+ * by size): add each thing's values, then publish, which replaces every series of the gauge or
+ * counter by the counts. The values are copied. */
+typedef struct CnMetricCount {
+        char **values;
+        size_t count;
+} CnMetricCount;
+typedef struct CnMetricCounts {
+        CnMetricCount *items;
+        size_t n;
+} CnMetricCounts;
+int cn_metric_counts_add(CnMetricCounts *c, const char *const *label_values);
+int cn_metric_counts_publish(const CnMetricCounts *c, CnMetric *m);
+void cn_metric_counts_done(CnMetricCounts *c);
+
 /* For counts kept elsewhere (a client's requests, an informer's watch restarts): adds to counter c
  * what total grew since *seen, and remembers total in *seen. A total below *seen (its source was
  * replaced) starts over from 0. */

@@ -7,7 +7,8 @@ Node, evicts its Pods through the eviction API (held back by a PodDisruptionBudg
 left alone), deletes the server, the Node and the finalizer. secretKeyRef and configMapKeyRef
 credentials, and their absence; an unsupported operating system and a reference to another
 namespace are terminal errors with no server; SIGKILL at random moments never duplicates or
-orphans a server."""
+orphans a server, Hetzner's or OpenStack's."""
+import calendar
 import os
 import random
 import sys
@@ -84,6 +85,120 @@ def test_lifecycle_drain(t, env):
         out = ctl.output()
         t.ok("hcloud-test-token" not in out and "hostname: worker" not in out, "no token or user data in the log")
     finally:
+        ctl.stop()
+
+
+def test_node_metadata(t, env):
+    """machine-controller's Node metadata: its owner label as soon as the Node is there; once it is
+    Ready, the Machine's spec.metadata labels and annotations and spec.taints, added where the Node
+    lacks them, never overwriting or removing what the Node has."""
+    ctl = env.controller()
+    try:
+        m = env.machine("w6", env.hetzner_spec(),
+                        metadata={"labels": {"pool": "gpu", "tier": "machine"}, "annotations": {"team": "ml"}},
+                        taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                                {"key": "kubelet-set", "value": "machine", "effect": "NoExecute"}])
+        t.ok(wait_for(lambda: env.provisioned("w6"), 40), "provisioned", ctl.output()[-2000:])
+        env.kubelet_registers("w6", ready=False, labels={"tier": "kubelet", "own": "yes"},
+                              taints=[{"key": "kubelet-set", "value": "kubelet", "effect": "NoExecute"}])
+
+        def node():
+            return env.k.api("GET", NODES + "/w6")[1]
+
+        def labels():
+            return node()["metadata"].get("labels") or {}
+        t.ok(wait_for(lambda: labels().get("machine-controller/owned-by") == m["metadata"]["uid"], 30),
+             "a Node not Ready yet: machine-controller/owned-by with the Machine's UID", ctl.output()[-2000:])
+        time.sleep(1.0)
+        t.ok("pool" not in labels() and all(x["key"] != "dedicated" for x in node()["spec"].get("taints", [])),
+             "but neither the Machine's labels nor its taints before it is Ready", node())
+        env.node_becomes_ready("w6")
+        t.ok(wait_for(lambda: labels().get("pool") == "gpu", 30), "Ready: the Machine's label the Node lacked",
+             ctl.output()[-2000:])
+        n = node()
+        t.eq(n["metadata"]["labels"].get("tier"), "kubelet", "a label the Node had is not overwritten")
+        t.eq(n["metadata"]["labels"].get("own"), "yes", "nor removed")
+        t.eq(n["metadata"].get("annotations", {}).get("team"), "ml", "the Machine's annotation")
+        t.eq(n["metadata"].get("annotations", {}).get("cluster.k8s.io/machine"), NS + "/w6",
+             "cluster.k8s.io/machine names the Machine (cluster-autoscaler's)")
+        t.eq(sorted((x["key"], x.get("value"), x["effect"]) for x in n["spec"].get("taints", [])),
+             [("dedicated", "gpu", "NoSchedule"), ("kubelet-set", "kubelet", "NoExecute")],
+             "the missing taint added; one of the same key and effect already there is kept as it is")
+        t.ok(wait_for(lambda: env.events("LabelsAnnotationsTaintsUpdated"), 20), "an Event says so")
+        # Someone removes a taint the Machine asks for: it is put back, as machine-controller does.
+        env.k.api("PATCH", NODES + "/w6", {"spec": {"taints": [{"key": "kubelet-set", "value": "kubelet",
+                                                                 "effect": "NoExecute"}]}}, MERGE)
+        t.ok(wait_for(lambda: any(x["key"] == "dedicated" for x in node()["spec"].get("taints", [])), 30),
+             "a removed taint of the Machine is added again", ctl.output()[-2000:])
+        patches = [a for a in env.k.audit() if a["user"] == USER and a["resource"] == "nodes" and a["verb"] == "patch"
+                   and a["name"] == "w6"]
+        t.ok(len(patches) <= 4, "a handful of Node writes, not one per event", len(patches))
+        env.delete("w6")
+        t.ok(wait_for(lambda: env.gone("w6"), 40), "deleted", ctl.output()[-2000:])
+        t.ok(all(a["code"] != 403 for a in env.k.audit() if a["user"] == USER), "within the overlay's RBAC")
+    finally:
+        ctl.stop()
+
+
+def scrape(ctl):
+    """The /metrics samples: {(name, frozenset of label pairs): value}."""
+    import re
+    out = {}
+    for line in ctl.get("/metrics")[1].splitlines():
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
+        if m:
+            labels = frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def sample(ctl, metric, /, **labels):
+    want = {(k, v) for k, v in labels.items()}
+    found = [v for (n, ls), v in scrape(ctl).items() if n == metric and want <= ls]
+    return found[0] if len(found) == 1 else None
+
+
+def test_metrics(t, env):
+    """machine-controller's metrics, with its names: machines_total by kubelet version, provider,
+    os, size and location; each Machine's creation and deletion time; provisioning (to the Node's
+    readiness) and deprovisioning durations; unexpected errors."""
+    ctl = env.controller()
+    try:
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machines_total") == 0.0, 20),
+             "no Machine: machines_total 0, as machine-controller", ctl.output()[-2000:])
+        t.eq(sample(ctl, "machine_controller_errors_total"), 0.0, "errors_total from 0")
+        m = env.machine("w7", env.hetzner_spec())
+        created = time.mktime(time.strptime(m["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        # One server create fails (a cloud error: retried, and counted as an error).
+        env.c.fail({"method": "POST", "path": "^/v1/servers$", "status": 503, "count": 1})
+        t.ok(wait_for(lambda: env.provisioned("w7"), 40), "provisioned after a failed create", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: (sample(ctl, "machine_controller_errors_total") or 0) >= 1, 10),
+             "the failed create counts in machine_controller_errors_total")
+        t.eq(sample(ctl, "machine_controller_machines_total", kubelet_version="1.33.4", provider="hetzner", os="ubuntu",
+                    size="cx22", location="fsn1"), 1.0,
+             "machines_total{kubelet_version, provider, os, size, location}")
+        t.eq(sample(ctl, "machine_controller_machine_created", machine="w7"), created, "machine_created: the creation time")
+        t.eq(sample(ctl, "machine_controller_provisioning_time_seconds_count"), 0.0, "not provisioned before its Node")
+        env.kubelet_registers("w7")
+        t.ok(wait_for(lambda: any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in (env.get("w7").get("status") or {}).get("conditions", [])), 30),
+             "the Machine gets machine-controller's condition Ready once its Node is", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_provisioning_time_seconds_count") == 1.0, 10),
+             "and one provisioning time is observed")
+        t.eq(sample(ctl, "machine_controller_provisioning_time_seconds_bucket", le="32"), 1.0,
+             "in machine-controller's first bucket (32 s)")
+        env.delete("w7")
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machine_deleted", machine="w7") is not None, 20),
+             "machine_deleted while it is being deleted", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: env.gone("w7"), 40), "deleted", ctl.output()[-2000:])
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_deprovisioning_time_seconds_count") == 1.0, 10),
+             "one deprovisioning time observed")
+        t.ok(wait_for(lambda: sample(ctl, "machine_controller_machine_created", machine="w7") is None and
+                      sample(ctl, "machine_controller_machines_total") == 0.0, 10),
+             "a gone Machine leaves the per-Machine series and the count")
+        t.promtool_check_metrics(ctl.get("/metrics")[1])
+    finally:
+        env.c.clear_faults()
         ctl.stop()
 
 
@@ -202,23 +317,23 @@ def test_openstack(t, env):
         ctl.stop()
 
 
-def test_kill(t, env, rounds=4):
+def kill_rounds(t, env, cloud, spec, rounds):
     """SIGKILL at random moments of a create and of a delete: never a second server, never one left."""
     seed = int(os.environ.get("CN_TEST_SEED", str(random.randrange(1 << 30))))
-    t.diag("random kill points: CN_TEST_SEED=%d" % seed)
+    t.diag("%s: random kill points: CN_TEST_SEED=%d" % (cloud, seed))
     rng = random.Random(seed)
     mark = len(env.c.requests())
     for i in range(rounds):
-        name = "k%d" % i
+        name = "k%s%d" % (cloud[0], i)
         ctl = env.controller()
-        uid = env.machine(name, env.hetzner_spec())["metadata"]["uid"]
+        uid = env.machine(name, spec())["metadata"]["uid"]
         time.sleep(rng.uniform(0.0, 1.5))  # the random moment itself
         ctl.kill()
         ctl = env.controller()
         try:
-            t.ok(wait_for(lambda: env.provisioned(name), 40), "%s: provisioned after a SIGKILL (seed %d)" % (name, seed),
-                 ctl.output()[-2000:])
-            t.eq(len(env.servers(uid)), 1, "%s: exactly one server (seed %d)" % (name, seed))
+            t.ok(wait_for(lambda: env.provisioned(name), 60), "%s %s: provisioned after a SIGKILL (seed %d)" %
+                 (cloud, name, seed), ctl.output()[-2000:])
+            t.eq(len(env.servers(uid)), 1, "%s %s: exactly one server (seed %d)" % (cloud, name, seed))
             env.delete(name)
             time.sleep(rng.uniform(0.0, 1.0))
             ctl.kill()
@@ -226,12 +341,24 @@ def test_kill(t, env, rounds=4):
             ctl.stop()
         ctl = env.controller()
         try:
-            t.ok(wait_for(lambda: env.gone(name), 40), "%s: deleted after a SIGKILL in the deletion (seed %d)" %
-                 (name, seed), ctl.output()[-2000:])
-            t.eq(env.servers(uid), [], "%s: no server left (seed %d)" % (name, seed))
+            t.ok(wait_for(lambda: env.gone(name), 60), "%s %s: deleted after a SIGKILL in the deletion (seed %d)" %
+                 (cloud, name, seed), ctl.output()[-2000:])
+            t.eq(env.servers(uid), [], "%s %s: no server left (seed %d)" % (cloud, name, seed))
         finally:
             ctl.stop()
-    t.eq(len(creates(env, mark, "/v1/servers")), rounds, "one create request per Machine")
+    t.eq(len([r for r in env.c.requests()[mark:] if r.get("method") == "POST" and
+              r.get("path", "").split("?")[0].endswith("/servers")]), rounds,
+         "%s: one create request per Machine" % cloud)
+
+
+def test_kill(t, env):
+    kill_rounds(t, env, "hetzner", env.hetzner_spec, 4)
+
+
+def test_kill_openstack(t, env):
+    env.openstack_secret()
+    env.configmap("machine-controller", {"securityGroup": "external-ssh"})
+    kill_rounds(t, env, "openstack", env.openstack_spec, 3)
 
 
 def test_machineset(t, env):
@@ -289,6 +416,79 @@ def test_machineset(t, env):
              "and no server left")
         t.eq(len(creates(env, mark, "/v1/servers")), 3, "three servers were ever created for three Machines")
         env.k.api("DELETE", MACHINESETS + "/ms1")
+    finally:
+        ctl.stop()
+
+
+def test_deployment_min_ready_history(t, env):
+    """minReadySeconds: a Machine is available only once its Node has been Ready that long;
+    revisionHistoryLimit: old MachineSets at 0 beyond it are deleted once a rollout is complete;
+    strategy Recreate, which machine-controller does not have, is refused."""
+    ctl = env.controller()
+    md = MACHINEDEPLOYMENTS + "/md-slow"
+    try:
+        env.machinedeployment("md-slow", env.hetzner_spec(), 1, minReadySeconds=4, revisionHistoryLimit=1)
+
+        def status():
+            return env.k.api("GET", md)[1].get("status") or {}
+
+        def sets():
+            return [x for x in env.k.api("GET", MACHINESETS)[1].get("items", [])
+                    if x["metadata"]["name"].startswith("md-slow-") and not x["metadata"].get("deletionTimestamp")]
+        t.ok(wait_for(lambda: sets() and sets()[0]["spec"].get("minReadySeconds") == 4, 30),
+             "the MachineSet carries the deployment's minReadySeconds", ctl.output()[-2000:])
+
+        def ready_one():
+            env.kubelets()
+            return status().get("readyReplicas") == 1
+        t.ok(wait_for(ready_one, 60), "one Machine, its Node Ready", ctl.output()[-2000:])
+        t.eq(status().get("availableReplicas"), 0, "but not available yet")
+        t.ok(wait_for(lambda: status().get("availableReplicas") == 1, 20), "available after minReadySeconds",
+             ctl.output()[-2000:])
+        # The controller's clock is this one: available only once the Node's Ready condition is 4 s old.
+        node = env.k.api("GET", NODES + "/" + env.available()[0]["status"]["nodeRef"]["name"])[1]
+        since = calendar.timegm(time.strptime(node["status"]["conditions"][0]["lastTransitionTime"],
+                                              "%Y-%m-%dT%H:%M:%SZ"))
+        t.ok(time.time() >= since + 4, "and not before", time.time() - since)
+        t.ok(wait_for(lambda: sample(ctl, "machine_deployment_available_replicas", name="md-slow", namespace=NS) == 1.0
+                      and sample(ctl, "machine_deployment_replicas", name="md-slow", namespace=NS) == 1.0, 10),
+             "machine_deployment_available_replicas and _replicas {name, namespace}")
+
+        # Two rollouts: revisionHistoryLimit 1 keeps one old set.
+        for change in ({"serverType": "cx32"}, {"labels": {"my": "label", "rollout": "2"}}):
+            env.k.api("PATCH", md, {"spec": {"template": {"spec": {"providerSpec": {"value": {
+                "cloudProviderSpec": change}}}}}}, MERGE)
+
+            def rolled():
+                env.kubelets()
+                live = [m for m in env.all_machines() if not m["metadata"].get("deletionTimestamp")]
+                cps = live[0]["spec"]["providerSpec"]["value"]["cloudProviderSpec"] if live else {}
+                return (len(live) == 1 and all(cps.get(k) == v for k, v in change.items()) and
+                        status().get("availableReplicas") == 1 and status().get("updatedReplicas") == 1 and
+                        status().get("replicas") == 1)
+            t.ok(wait_for(rolled, 120), "rolled over to %s" % change, ctl.output()[-3000:])
+        t.ok(wait_for(lambda: len(sets()) == 2, 30), "revisionHistoryLimit 1: the current set and one old one",
+             [(x["metadata"]["name"], x["metadata"]["annotations"]) for x in sets()])
+        revs = sorted(x["metadata"]["annotations"]["machinedeployment.clusters.k8s.io/revision"] for x in sets())
+        t.eq(revs, ["2", "3"], "the oldest (revision 1) is the one deleted")
+        env.k.api("PATCH", md, {"spec": {"revisionHistoryLimit": 0}}, MERGE)
+        t.ok(wait_for(lambda: len(sets()) == 1, 30), "revisionHistoryLimit 0: only the current set",
+             ctl.output()[-2000:])
+        env.k.api("PATCH", md, {"spec": {"replicas": 0}}, MERGE)
+        t.ok(wait_for(lambda: not env.all_machines(), 90), "scaled to 0: no Machine left", ctl.output()[-2000:])
+
+        env.machinedeployment("md-recreate", env.hetzner_spec(), 1, strategy={"type": "Recreate"})
+        t.ok(wait_for(lambda: [e for e in env.events("InvalidSpec") if e["involvedObject"]["name"] == "md-recreate"], 30),
+             "strategy Recreate: a Warning Event", ctl.output()[-2000:])
+        ev = [e for e in env.events("InvalidSpec") if e["involvedObject"]["name"] == "md-recreate"]
+        t.ok(ev and "RollingUpdate" in ev[0]["message"], "saying RollingUpdate is the one there is",
+             ev[0]["message"] if ev else None)
+        t.eq([x for x in env.k.api("GET", MACHINESETS)[1].get("items", [])
+              if x["metadata"]["name"].startswith("md-recreate-")], [], "and no MachineSet for it")
+        env.k.api("DELETE", MACHINEDEPLOYMENTS + "/md-recreate")
+        env.k.api("DELETE", md)
+        for x in env.k.api("GET", MACHINESETS)[1].get("items", []):
+            env.k.api("DELETE", MACHINESETS + "/" + x["metadata"]["name"])
     finally:
         ctl.stop()
 
@@ -392,14 +592,18 @@ def main():
     t.run(test_flags)
     with tempfile.TemporaryDirectory() as tmp, mc_env(tmp) as env:
         t.run(test_lifecycle_drain, env)
+        t.run(test_node_metadata, env)
+        t.run(test_metrics, env)
         t.run(test_skip_eviction, env)
         t.run(test_references, env)
         t.run(test_unsupported_os, env)
         t.run(test_openstack, env)
         t.run(test_machineset, env)
+        t.run(test_deployment_min_ready_history, env)
         t.run(test_example_hetzner, env)
         t.run(test_example_openstack, env)
         t.run(test_kill, env)
+        t.run(test_kill_openstack, env)
     return t.done()
 
 

@@ -8,6 +8,7 @@ tests/fake-cloud: the environment the test programs test-controller-mc-machines*
 import base64
 import contextlib
 import os
+import time
 
 import yaml
 import cnproc
@@ -38,8 +39,9 @@ def b64(s):
 
 
 @contextlib.contextmanager
-def mc_env(tmp, build_seconds=0.3, action_seconds=0.2):
-    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
+def mc_env(tmp, build_seconds=0.3, action_seconds=0.2, **server):
+    """server: more arguments of the API server (garbage_collector=True, with the real one)."""
+    with kube_server(os.path.join(tmp, "kube"), rbac=RBAC, **server) as k, FakeCloud(os.path.join(tmp, "cloud")) as c:
         c.settings(build_seconds=build_seconds, action_seconds=action_seconds)
         env = Env(k, c, tmp)
         env.setup()
@@ -112,12 +114,12 @@ class Env:
         return {"cloudProvider": "openstack", "cloudProviderSpec": cps, "operatingSystem": "ubuntu",
                 "operatingSystemSpec": {"distUpgradeOnBoot": True}}
 
-    def machine(self, name, spec, annotations=None):
+    def machine(self, name, spec, annotations=None, **machine_spec):
         code, m = self.k.api("POST", MACHINES, {
             "apiVersion": "cluster.k8s.io/v1alpha1", "kind": "Machine",
             "metadata": {"name": name, "annotations": dict({"cloudnode.io/user-data-secret": "worker-userdata"},
                                                            **(annotations or {}))},
-            "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}})
+            "spec": dict({"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}, **machine_spec)})
         assert code == 201, (code, m)
         return m
 
@@ -130,6 +132,21 @@ class Env:
         if policy:
             body["spec"]["deletePolicy"] = policy
         code, o = self.k.api("POST", MACHINESETS, body)
+        assert code == 201, (code, o)
+        return o
+
+    def machinedeployment(self, name, spec, replicas, **extra):
+        """A MachineDeployment of replicas Machines of spec (maxSurge 1, maxUnavailable 0); extra:
+        more of its spec."""
+        body = {"apiVersion": "cluster.k8s.io/v1alpha1", "kind": "MachineDeployment", "metadata": {"name": name},
+                "spec": dict({"replicas": replicas, "selector": {"matchLabels": {"md": name}},
+                              "strategy": {"type": "RollingUpdate",
+                                           "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                              "template": {"metadata": {"labels": {"md": name}, "annotations": {
+                                  "cloudnode.io/user-data-secret": "worker-userdata"}},
+                                  "spec": {"providerSpec": {"value": spec}, "versions": {"kubelet": "1.33.4"}}}},
+                             **extra)}
+        code, o = self.k.api("POST", MACHINEDEPLOYMENTS, body)
         assert code == 201, (code, o)
         return o
 
@@ -160,16 +177,29 @@ class Env:
         o = self.get(name)
         return o and o["spec"].get("providerID") and (o.get("status") or {}).get("addresses")
 
-    def kubelet_registers(self, name):
-        """What the server's kubelet (and the cloud node initializer) do once it boots: a Ready Node
-        named as the server, with its providerID."""
+    def kubelet_registers(self, name, ready=True, labels=None, taints=None):
+        """What the server's kubelet (and the cloud node initializer) do once it boots: a Node
+        named as the server, with its providerID, Ready (since now) unless told otherwise."""
         pid = self.get(name)["spec"]["providerID"]
+        spec = {"providerID": pid}
+        if taints:
+            spec["taints"] = taints
         code, n = self.k.api("POST", NODES, {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "spec": {"providerID": pid},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec, "status": {"conditions": [self.ready_condition(ready)]}})
         assert code == 201, (code, n)
         return n
+
+    @staticmethod
+    def ready_condition(ready=True):
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now,
+                "lastHeartbeatTime": now}
+
+    def node_becomes_ready(self, name):
+        code, n = self.k.api("PATCH", NODES + "/" + name + "/status",
+                             {"status": {"conditions": [self.ready_condition(True)]}}, MERGE)
+        assert code == 200, (code, n)
 
     def kubelets(self):
         """Every provisioned Machine's server boots: its Node registers (kubelet_registers)."""

@@ -101,7 +101,11 @@ class RealKube(FakeKube):
     AUDIT_CONTENT_TYPE = False
     FAULT_INJECTION = False
 
-    def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30):
+    def __init__(self, state_dir, rbac=None, extra_args=None, listen="127.0.0.1:0", load=None, timeout=30,
+                 garbage_collector=False):
+        """garbage_collector: also run kube-controller-manager's garbage collector (the program
+        tests/realkube/build.sh builds next to kube-apiserver), which deletes the dependants of a
+        deleted owner as in a cluster."""
         if extra_args:
             raise ValueError("extra_args are options of the fake API server, not of the real one: %r" % extra_args)
         host, _, port = listen.rpartition(":")
@@ -110,6 +114,8 @@ class RealKube(FakeKube):
         super().__init__(state_dir, rbac=rbac, load=load, timeout=timeout)
         self.listen_host = host
         self.etcd = None
+        self.gc = None
+        self.garbage_collector = garbage_collector
         self._certs = {}
         self._resources = {}
 
@@ -188,6 +194,13 @@ class RealKube(FakeKube):
         for path in self.load:
             for doc in _yaml_docs(path):
                 self.create(doc)
+        if self.garbage_collector:
+            gc = os.path.join(bins, "garbage-collector")
+            if not os.access(gc, os.X_OK):
+                raise RuntimeError("the garbage collector is not built: run make real-kube")
+            with open(p("garbage-collector.log"), "ab") as log:
+                self.gc = subprocess.Popen([gc, "--kubeconfig", self.kubeconfig], stdout=subprocess.DEVNULL,
+                                           stderr=log)
         return self
 
     def _wait_ready(self, timeout=90):
@@ -206,7 +219,7 @@ class RealKube(FakeKube):
 
     def stop(self):
         rc = None
-        for name in ("proc", "etcd"):
+        for name in ("gc", "proc", "etcd"):
             proc = getattr(self, name)
             if proc is None:
                 continue

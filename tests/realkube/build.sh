@@ -1,5 +1,6 @@
 #!/bin/sh
-# Build the real kube-apiserver and etcd the tests use as a judge of the fake API server.
+# Build the real kube-apiserver and etcd the tests use as a judge of the fake API server, and
+# kube-controller-manager's garbage collector (garbage-collector/main.go) for the tests that need one.
 # Test tools only: cloudnode itself is C. Each program is built once per pinned version into
 # $CN_REAL_KUBE_CACHE (default ~/.cache/cloudnode/real-kube); a second run finds the binaries and
 # does nothing. Exits 77 (and says why) when no Go >= 1.23 is on PATH or in /usr/local/go or
@@ -37,7 +38,8 @@ if [ "$mode" = --unreachable ]; then
 	[ -s "$cache/unreachable" ] && cat "$cache/unreachable" && exit 0
 	exit 1
 fi
-if [ "$mode" != --go ] && [ "$mode" != --fetch ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ]; then
+if [ "$mode" != --go ] && [ "$mode" != --fetch ] && [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ] &&
+	[ -x "$bindir/garbage-collector" ]; then
 	echo "$bindir"
 	exit 0
 fi
@@ -91,7 +93,7 @@ mkdir -p "$cache"
 # One build at a time per cache (make check and make real-kube may start together).
 exec 9>"$cache/lock"
 flock 9
-if [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ]; then
+if [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/etcd" ] && [ -x "$bindir/garbage-collector" ]; then
 	echo "$bindir"
 	exit 0
 fi
@@ -161,4 +163,9 @@ v=k8s.io/component-base/version
 minor=${KUBE_VERSION#v1.}
 build "$work/kube" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "-X $v.gitVersion=$KUBE_VERSION \
 -X $v.gitMajor=1 -X $v.gitMinor=${minor%%.*} -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+# The garbage collector alone, in the same module (its build reuses kube-apiserver's): the module
+# proxy does not serve every module the rest of kube-controller-manager needs.
+mkdir -p "$work/kube/garbage-collector"
+cp "$(dirname "$0")/garbage-collector/main.go" "$work/kube/garbage-collector/main.go"
+build "$work/kube" ./garbage-collector garbage-collector
 echo "$bindir"

@@ -103,8 +103,33 @@ static void test_pick(void) {
         TAP_EQ_INT(mc_machineset_pick_deletions(ms, "Largest", 1, now, &out), -EINVAL, "an unknown policy is refused");
 }
 
+static void test_available(void) {
+        _cleanup_json_ json_object *m = parse("{\"status\":{\"nodeRef\":{\"name\":\"n\"}}}");
+        _cleanup_json_ json_object *node = parse(
+                "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\","
+                "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}");
+        _cleanup_json_ json_object *no_time = parse("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}");
+        _cleanup_json_ json_object *not_ready = parse("{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\"}]}}");
+        _cleanup_json_ json_object *ms = parse("{\"spec\":{\"minReadySeconds\":30}}"), *bad = parse("{\"spec\":{\"minReadySeconds\":-3}}");
+        usec_t since = 0, wait = 1;
+        int64_t v = -1;
+
+        assert(cn_parse_rfc3339("2026-01-01T00:00:00Z", &since) == 0);
+        TAP_OK(mc_machine_available(m, node, 0, since, &wait) && wait == 0, "minReadySeconds 0: available once Ready");
+        TAP_OK(!mc_machine_available(m, node, 30, since + 10 * USEC_PER_SEC, &wait), "Ready for 10 s of 30: not yet");
+        TAP_OK(wait > 19 * USEC_PER_SEC && wait <= 20 * USEC_PER_SEC + 1, "and it will be in 20 s");
+        TAP_OK(mc_machine_available(m, node, 30, since + 31 * USEC_PER_SEC, &wait), "after 31 s: available");
+        TAP_OK(!mc_machine_available(m, no_time, 30, since, &wait) && wait == 0,
+               "no lastTransitionTime: never, as machine-controller");
+        TAP_OK(!mc_machine_available(m, not_ready, 0, since, &wait) && wait == 0, "a Node not Ready: not available");
+        TAP_EQ_INT(mc_min_ready_seconds(ms, &v), 0, "spec.minReadySeconds");
+        TAP_EQ_INT(v, 30, "its value");
+        TAP_EQ_INT(mc_min_ready_seconds(bad, &v), -EINVAL, "a negative one is refused");
+}
+
 int main(void) {
         test_selector();
+        test_available();
         test_new_machine();
         test_pick();
         return tap_done();

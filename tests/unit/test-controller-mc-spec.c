@@ -210,9 +210,34 @@ static void test_openstack(void) {
                        "openstack: a missing ConfigMap");
 }
 
+static void test_metric_labels(void) {
+        _cleanup_json_ json_object *h = parse(
+                "{\"spec\":{\"versions\":{\"kubelet\":\"1.33.4\"},\"providerSpec\":{\"value\":{\"cloudProvider\":"
+                "\"hetzner\",\"operatingSystem\":\"ubuntu\",\"cloudProviderSpec\":{\"serverType\":\"cx22\","
+                "\"location\":{\"value\":\"fsn1\"},\"token\":{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"t\"}}}}}}}");
+        _cleanup_json_ json_object *o = parse(
+                "{\"spec\":{\"providerSpec\":{\"value\":{\"cloudProvider\":\"openstack\",\"operatingSystem\":\"flatcar\","
+                "\"cloudProviderSpec\":{\"flavor\":\"m1.small\",\"image\":\"ubuntu-24.04\",\"region\":"
+                "{\"secretKeyRef\":{\"name\":\"s\",\"key\":\"region\"}}}}}}}");
+        _cleanup_json_ json_object *none = parse("{\"spec\":{\"providerSpec\":{\"value\":{}}}}");
+        const char *v[MC_METRIC_LABELS_N + 1];
+
+        TAP_EQ_STR(mc_metric_label_names[3], "size", "the fourth label is size");
+        TAP_EQ_INT(mc_machine_metric_labels(h, v), 0, "hetzner: labels");
+        TAP_OK(streq(v[0], "1.33.4") && streq(v[1], "hetzner") && streq(v[2], "ubuntu") && streq(v[3], "cx22") &&
+               streq(v[4], "fsn1") && streq(v[5], "") && streq(v[6], "") && !v[7],
+               "kubelet_version, provider, os, size (serverType), location (a ConfigVar's value)");
+        TAP_EQ_INT(mc_machine_metric_labels(o, v), 0, "openstack: labels");
+        TAP_OK(streq(v[0], "") && streq(v[1], "openstack") && streq(v[2], "flatcar") && streq(v[3], "m1.small") &&
+               streq(v[4], "") && streq(v[5], "ubuntu-24.04") && streq(v[6], ""),
+               "size (flavor), image; a region behind a secretKeyRef is not read for a metric");
+        TAP_EQ_INT(mc_machine_metric_labels(none, v), -EINVAL, "no cloudProvider: not counted");
+}
+
 int main(void) {
         test_hetzner();
         test_openstack();
+        test_metric_labels();
         TAP_OK(mc_operating_system_supported("openstack", "flatcar") && !mc_operating_system_supported("hetzner", "amzn2"),
                "operating systems as machine-controller offers them");
         json_object_put(last_value);

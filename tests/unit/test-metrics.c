@@ -104,7 +104,28 @@ int main(void) {
                 TAP_EQ_INT(cn_metrics_format(m, &cleared), 0, "format");
                 TAP_OK(strstr(cn_buf_str(&cleared), "cloudnode_sizes{size=\"cx22\"} 3\n") &&
                        !strstr(cn_buf_str(&cleared), "cx32"), "a cleared series is gone, a set one is back");
-                TAP_EQ_INT(cn_metric_clear(req), -EINVAL, "only gauges are cleared");
+                TAP_EQ_INT(cn_metric_clear(lat), -EINVAL, "a histogram is never cleared");
+        }
+
+        {
+                _cleanup_buf_ CnBuf recounted = CN_BUF_INIT(1 << 20);
+                CnMetricCounts counts = {};
+                CnMetric *total = NULL;
+
+                TAP_EQ_INT(cn_metrics_counter(m, "cloudnode_things_total", "Things by size, recounted.", CN_LABELS("size"),
+                                              &total),
+                           0, "a counter recomputed as a whole");
+                TAP_EQ_INT(cn_metric_add(total, CN_LABELS("gone"), 5), 0, "a series of an earlier count");
+                TAP_EQ_INT(cn_metric_counts_add(&counts, CN_LABELS("cx22")), 0, "count one");
+                TAP_EQ_INT(cn_metric_counts_add(&counts, CN_LABELS("cx32")), 0, "count another");
+                TAP_EQ_INT(cn_metric_counts_add(&counts, CN_LABELS("cx22")), 0, "count the first again");
+                TAP_EQ_INT(counts.n, 2, "two label combinations");
+                TAP_EQ_INT(cn_metric_counts_publish(&counts, total), 0, "publish");
+                cn_metric_counts_done(&counts);
+                TAP_EQ_INT(cn_metrics_format(m, &recounted), 0, "format");
+                TAP_OK(strstr(cn_buf_str(&recounted), "cloudnode_things_total{size=\"cx22\"} 2\n") &&
+                       strstr(cn_buf_str(&recounted), "cloudnode_things_total{size=\"cx32\"} 1\n") &&
+                       !strstr(cn_buf_str(&recounted), "gone"), "the counts replace every earlier series");
         }
 
         for (int i = 0; i < 2000 && r >= 0; i++) {
