@@ -199,10 +199,17 @@ def test_capi_components(t, tmp):
     conf = base64.b64encode(b"[Global]\ntoken = x\n").decode()
     objs = [d for d in yaml.safe_load_all(clusterctl.substitute(p.stdout, {CLOUD_CONF_VAR: conf})) if d]
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
-    for n in ("cloudnodeclusters", "cloudnodemachines", "cloudnodemachinetemplates"):
+    for n in ("cloudnodeclusters", "cloudnodeclustertemplates", "cloudnodemachines", "cloudnodemachinetemplates"):
         crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io")
         t.ok(crd is not None and crd["metadata"]["labels"].get("cluster.x-k8s.io/provider") ==
              "infrastructure-cloudnode", "capi: CRD %s with the provider label" % n)
+
+    def schema(n):
+        crd = find(objs, "CustomResourceDefinition", n + ".infrastructure.cluster.x-k8s.io") or {}
+        return ((crd.get("spec") or {}).get("versions") or [{}])[0].get("schema", {}).get("openAPIV3Schema", {})
+    t.eq(schema("cloudnodeclustertemplates").get("properties", {}).get("spec", {}).get("properties", {})
+         .get("template", {}).get("properties", {}).get("spec"), schema("cloudnodeclusters")["properties"]["spec"],
+         "capi: a CloudnodeClusterTemplate's spec.template.spec is the CloudnodeCluster spec, the same schema")
     t.eq(sorted(k for k in kinds if k[0] in ("Deployment", "ValidatingAdmissionPolicy", "ConfigMap") or
                 (k[0] == "CustomResourceDefinition" and "cloudnode.io" in k[1])),
          [("Deployment", "cloudnode-controller")],

@@ -9,6 +9,9 @@ the Cluster's control-plane endpoint), the Hetzner API of tests/fake-cloud.
   configuration; cert-manager from a local file through its `cert-manager:` configuration.
 - The providers' Deployments run as processes (tests/pylib/realcapi.py: their args, env,
   ServiceAccount tokens, Secret volumes; webhooks on loopback), cloudnode-controller among them.
+- The topology flavor (templates/cluster-template-topology.yaml) and the ClusterClass it names:
+  rendered by clusterctl, created, the ClusterClass reconciled by Cluster API's controller and the
+  Cluster accepted by its topology webhook in a dry run.
 - The OpenStack flavor (templates/cluster-template-openstack.yaml) rendered by clusterctl and
   accepted by the management cluster in a server-side dry run, its credentials Secret labelled
   for clusterctl move.
@@ -96,6 +99,47 @@ def check_openstack_flavor(t, repo, mgmt):
          a.stdout + a.stderr)
 
 
+def check_topology_flavor(t, repo, mgmt):
+    """templates/cluster-template-topology.yaml with the ClusterClass it names
+    (templates/clusterclass-cloudnode-hetzner.yaml), which clusterctl adds: rendered, the ClusterClass
+    and its templates (a CloudnodeClusterTemplate, a KubeadmControlPlaneTemplate, the
+    CloudnodeMachineTemplates) created, the ClusterClass reconciled by Cluster API's own controller
+    (every template it names found), and the Cluster with its topology accepted in a server-side
+    dry run by the topology webhook, which checks it against the ClusterClass."""
+    r = repo.clusterctl(mgmt.kubeconfig, "generate", "cluster", "c3", "--infrastructure",
+                        "cloudnode:" + realcapi.CLOUDNODE_VERSION, "--flavor", "topology",
+                        "--kubernetes-version", "v1.32.13", "--control-plane-machine-count", "3",
+                        "--worker-machine-count", "3", "--target-namespace", NS, check=False)
+    t.ok(r.returncode == 0, "clusterctl generate cluster --flavor topology renders the template and its ClusterClass",
+         r.stderr[-3000:])
+    if r.returncode:
+        return
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    t.eq(sorted(d["kind"] for d in docs),
+         sorted(["Cluster", "ClusterClass", "CloudnodeClusterTemplate", "KubeadmControlPlaneTemplate",
+                 "CloudnodeMachineTemplate", "CloudnodeMachineTemplate", "KubeadmConfigTemplate"]),
+         "the topology flavor's objects: the Cluster and the ClusterClass with its templates")
+    cluster = [d for d in docs if d["kind"] == "Cluster"]
+    rest = [d for d in docs if d["kind"] != "Cluster"]
+    a = subprocess.run(["kubectl", "--kubeconfig", mgmt.kubeconfig, "apply", "-f", "-"],
+                       input=yaml.safe_dump_all(rest), capture_output=True, text=True)
+    t.ok(a.returncode == 0, "the management cluster accepts the ClusterClass and its templates", a.stdout + a.stderr)
+
+    def reconciled():
+        st, cc = mgmt.api("GET", CAPI + "clusterclasses/cloudnode-hetzner")
+        conds = {c["type"]: c for c in ((cc or {}).get("status") or {}).get("conditions") or []}
+        ok = conds.get("RefVersionsUpToDate", {}).get("status") == "True" and \
+            conds.get("VariablesReady", {}).get("status") == "True"
+        return cc if ok else None
+    cc = wait_for(reconciled, 60)
+    t.ok(cc is not None, "Cluster API's ClusterClass controller finds every template the ClusterClass names",
+         (mgmt.api("GET", CAPI + "clusterclasses/cloudnode-hetzner")[1] or {}).get("status"))
+    a = subprocess.run(["kubectl", "--kubeconfig", mgmt.kubeconfig, "apply", "--dry-run=server", "-f", "-"],
+                       input=yaml.safe_dump_all(cluster), capture_output=True, text=True)
+    t.ok(a.returncode == 0, "the topology webhook accepts the Cluster: 3 control-plane machines, a "
+         "MachineDeployment of 3 (dry run)", a.stdout + a.stderr)
+
+
 def items(k, path):
     st, body = k.api("GET", path)
     return body.get("items", []) if st == 200 else []
@@ -168,7 +212,7 @@ def install(t, tmp, repo, mgmt, conf_b64, procs, who):
                         "--bootstrap", "kubeadm:" + realcapi.CAPI_VERSION,
                         "--control-plane", "kubeadm:" + realcapi.CAPI_VERSION,
                         "--infrastructure", "cloudnode:" + realcapi.CLOUDNODE_VERSION,
-                        env={"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64}, check=False)
+                        env={"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64, "CLUSTER_TOPOLOGY": "true"}, check=False)
     t.ok(r.returncode == 0, "%s: clusterctl init installs the four providers from the local repository" % who,
          r.stdout[-3000:] + r.stderr[-3000:])
     if r.returncode:
@@ -253,6 +297,7 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
     t.ok(a.returncode == 0, "kubectl apply of the generated cluster (through the providers' webhooks)",
          a.stdout + a.stderr)
     check_openstack_flavor(t, repo, mgmt)
+    check_topology_flavor(t, repo, mgmt)
 
     # --- the machines come up ----------------------------------------------------------------
     def log_tail(k=mgmt):

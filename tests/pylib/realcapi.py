@@ -110,8 +110,8 @@ class Repository:
         shutil.copyfile(build("manifests", "infrastructure-components.yaml"),
                         os.path.join(vdir, "infrastructure-components.yaml"))
         shutil.copyfile(build("manifests", "metadata.yaml"), os.path.join(vdir, "metadata.yaml"))
-        for flavor in ("", "-openstack"):
-            name = "cluster-template%s.yaml" % flavor
+        for name in ("cluster-template.yaml", "cluster-template-openstack.yaml", "cluster-template-topology.yaml",
+                     "clusterclass-cloudnode-hetzner.yaml"):
             shutil.copyfile(src("templates", name), os.path.join(vdir, name))
         providers.append({"name": "cloudnode", "type": "InfrastructureProvider",
                           "url": "file://" + os.path.join(vdir, "infrastructure-components.yaml")})
