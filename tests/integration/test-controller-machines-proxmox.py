@@ -6,7 +6,8 @@ and tags, the machine's UID in its description and tag, the bootstrap data in a 
 read back with isoinfo, started; deleted with purge, seed and all, nothing left), a clone onto a
 VMID another client took meanwhile, a template that does not exist as a terminal condition,
 malformed answers (a task id, a task status, a VM id) as one clear error each and then retried,
-SIGKILL pinned to every cloud request of a create and a delete (no second clone, no orphan), and a
+SIGKILL pinned to every cloud request of a create and a delete (no second clone, no orphan), two
+replicas whose leader is killed while its clone is held (one VM per machine), and a
 controller restarted after the clone without a second one, and a username and password (a ticket
 and CSRF tokens) instead of an API token; migrate_uid (clusterctl move) on its own; a Machine's failure domain (a node) is where its VM is cloned to.
 The provider-neutral scenarios are in tests/pylib/capimachines.py."""
@@ -24,7 +25,7 @@ from cntap import Tap, build  # noqa: E402
 
 from fakecloud import PVE_USER  # noqa: E402
 from capimachines import (UID_LABEL, test_invalid_spec, test_kill_points, test_lifecycle,  # noqa: E402
-                          test_placement, test_wait_for_bootstrap, machine_env, wait_for)
+                          test_placement, test_two_replicas, test_wait_for_bootstrap, machine_env, wait_for)
 
 TAG = "cloudnode-machine-"
 EADDRINUSE = 98
@@ -307,6 +308,7 @@ def main():
         t.run(test_wait_for_bootstrap, env)
         t.run(test_placement, env)
         t.run(test_kill_points, env)
+        t.run(test_two_replicas, env)
         t.run(test_nothing_left, env)
     return t.done()
 
