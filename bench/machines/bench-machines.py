@@ -9,7 +9,8 @@ BENCH_DETAIL=1 prints the calls by verb and resource.
 `--peer caph` (make bench-machines BENCH_MACHINES_PEER=caph) also runs the Hetzner Cluster API
 provider (CAPH) through the same lifecycles on the same fake Hetzner API (bench/machines/caph.py)
 and prints its rows and the ratios CAPH / cloudnode; both then run on the real kube-apiserver
-(CN_KUBE_SERVER=real) unless CN_KUBE_SERVER says otherwise."""
+(CN_KUBE_SERVER=real) unless CN_KUBE_SERVER says otherwise. `--capi-core` adds the real Cluster API
+core manager on CAPH's side (cloudnode's side runs without one, as always)."""
 import collections
 import os
 import re
@@ -93,22 +94,23 @@ def main():
         print("%9d %16s %18s %18.1f %16.1f" % r)
     sys.stdout.flush()
     if peer == "caph":
-        return peer_caph(sizes, rows)
+        return peer_caph(sizes, rows, "--capi-core" in sys.argv[1:])
     return 0
 
 
-def peer_caph(sizes, ours):
+def peer_caph(sizes, ours, core):
     import caph
     with tempfile.TemporaryDirectory() as tmp:
         prows, why = caph.bench(sizes, tmp, {"build_seconds": 0.5, "action_seconds": 0.3}, mt.wait_for,
-                                lambda n: 120 + 3 * n, detail if os.environ.get("BENCH_DETAIL") else None)
+                                lambda n: 120 + 3 * n, detail if os.environ.get("BENCH_DETAIL") else None, core)
     if prows is None:
         print("CAPH: not run: %s" % why)
         return 77
     heads = ("machines", "s/machine ready", "s/machine total", "cloud calls/mach", "kube calls/mach",
              "CPU ms/mach", "peak RSS MiB")
     widths = (9, 16, 18, 18, 16, 12, 14)
-    print("CAPH (cluster-api-provider-hetzner), same fake Hetzner API:")
+    print("CAPH (cluster-api-provider-hetzner)%s, same fake Hetzner API:" % (" and the Cluster API core manager"
+                                                                          if core else ""))
     print(" ".join("%*s" % (w, h) for w, h in zip(widths, heads)))
     for r in prows:
         print("%9d %16s %18s %18.1f %16.1f %12.1f %14.1f" % r)

@@ -16,6 +16,11 @@ its defaulting webhook would (spec.publicNetwork); CAPH's own CRDs are those of 
 clusterctl reads. The HetznerCluster has no control-plane load balancer, no private network and
 no placement groups (the bench measures machines, not the cluster).
 
+With core=True (bench-machines --peer caph --capi-core) the real Cluster API core manager
+(v1.11.7, tests/realcapi/build.sh, its own CRDs) runs beside CAPH: it adopts the HCloudMachine,
+copies its providerID to the Machine, and the bench deletes the Machine instead, which the core
+manager turns into the HCloudMachine's deletion; "gone" is then the Machine gone.
+
 Measured per size, as for cloudnode: wall time to every HCloudMachine ready (status.ready and a
 providerID) and to every one gone, cloud calls (every request the fake saw: CAPH is its only
 client), Kubernetes calls of CAPH's user (the audit log), and CAPH's CPU time and peak RSS
@@ -70,16 +75,26 @@ def peak_rss_mib(pid):
 
 
 class CaphEnv:
-    def __init__(self, k, c, tmp, capi_core_crd):
+    def __init__(self, k, c, tmp, capi_core_crd, core_src=None):
+        """core_src: the Cluster API module's directory, whose CRDs are installed (and whose core
+        manager runs); otherwise capi_core_crd(kind, plural) gives the Cluster and Machine CRDs."""
         self.k, self.c, self.tmp = k, c, tmp
         self.capi_core_crd = capi_core_crd
-        self.proc = None
+        self.core_src = core_src
+        self.proc = self.core = None
 
     def setup(self, crd_dir, token, wait_for):
         k = self.k
         crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        for kind, plural in (("Cluster", "clusters"), ("Machine", "machines")):
-            k.api("POST", crds, self.capi_core_crd(kind, plural))
+        if self.core_src:
+            # Too large for a client-side apply's annotation: applied server-side.
+            r = subprocess.run(["kubectl", "--kubeconfig", k.kubeconfig, "apply", "--server-side", "-f",
+                                os.path.join(self.core_src, "config", "crd", "bases")], capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError("Cluster API CRDs: %s" % r.stderr[-2000:])
+        else:
+            for kind, plural in (("Cluster", "clusters"), ("Machine", "machines")):
+                k.api("POST", crds, self.capi_core_crd(kind, plural))
         for f in sorted(glob.glob(os.path.join(crd_dir, "*.yaml"))):
             with open(f) as fh:
                 crd = yaml.safe_load(fh)
@@ -129,14 +144,27 @@ class CaphEnv:
              "--health-probe-bind-address=127.0.0.1:%d" % free_port()],
             env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT)
 
+    def start_core(self, binary, free_port, certs):
+        """The Cluster API core manager, as user capi, its webhooks served with a certificate of
+        a CA of the run (nothing calls them: no webhook configuration is installed)."""
+        d = os.path.join(self.tmp, "capi-webhook")
+        os.makedirs(d, exist_ok=True)
+        ca = certs.ensure_ca(d)
+        crt, key = certs.issue(d, "serving", ca, "capi-webhook", sans=["127.0.0.1"], server=True)
+        os.replace(crt, os.path.join(d, "tls.crt"))
+        os.replace(key, os.path.join(d, "tls.key"))
+        self.core_log = os.path.join(self.tmp, "capi-core.log")
+        self.core = subprocess.Popen(
+            [binary, "--leader-elect=false", "--webhook-port=%d" % free_port(), "--webhook-cert-dir=" + d,
+             "--health-addr=127.0.0.1:%d" % free_port(), "--diagnostics-address=127.0.0.1:%d" % free_port(),
+             "--insecure-diagnostics=true"],
+            env=dict(os.environ, KUBECONFIG=self.k.kubeconfig_for("capi", ["system:masters"]), HTTP_PROXY="",
+                     HTTPS_PROXY="", NO_PROXY=""),
+            stdout=open(self.core_log, "ab"), stderr=subprocess.STDOUT)
+
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        import realcapi
+        realcapi.stop([p for p in (self.proc, self.core) if p])
 
     def machine(self, name):
         k = self.k
@@ -172,9 +200,11 @@ class CaphEnv:
         return bool(o and (o.get("status") or {}).get("ready") is True and o["spec"].get("providerID"))
 
     def delete(self, name):
-        self.k.api("DELETE", HCM + "/" + name)
+        self.k.api("DELETE", (MACHINES + "/" if self.core else HCM + "/") + name)
 
     def gone(self, name):
+        if self.core:
+            return self.k.api("GET", MACHINES + "/" + name)[0] == 404
         return self.get(name) is None
 
 
@@ -201,13 +231,15 @@ def run(env, n, prefix, wait_for, timeout, detail=None):
             cloud / n, kube / n, cpu / n, peak_rss_mib(pid))
 
 
-def bench(sizes, tmp, settings, wait_for, timeout_for, detail=None):
+def bench(sizes, tmp, settings, wait_for, timeout_for, detail=None, core=False):
     """Rows (machines, s/ready, s/total, cloud calls, kube calls, CPU ms per machine, peak RSS MiB)
-    for each size, or (None, why) where CAPH cannot run here."""
+    for each size, or (None, why) where CAPH cannot run here. core: the real Cluster API core
+    manager runs too."""
     from fakecloud import HETZNER_TOKEN, FakeCloud  # before realkube, which puts tests/ on the path
     from capi import core_crd
     from egressproxy import EgressProxy
     import realkube
+    import realcapi
     from realcapi import free_port
 
     caph_bins, why = bindir()
@@ -216,20 +248,31 @@ def bench(sizes, tmp, settings, wait_for, timeout_for, detail=None):
     kube_bins, why = realkube.bindir()
     if kube_bins is None:
         return None, "no real kube-apiserver: %s" % why
+    core_src = None
+    if core:
+        capi_bins, why = realcapi.bins()
+        if capi_bins is None:
+            return None, "no Cluster API core manager: %s" % why
+        core_src = realcapi.module_src()
     rows = []
     with realkube.RealKube(os.path.join(tmp, "caph-kube")) as k, \
             FakeCloud(os.path.join(tmp, "caph-cloud"), tls_names=[HOST]) as c:
         c.settings(**settings)
         proxy = EgressProxy(int(c.url.rsplit(":", 1)[1]), [HOST])
-        env = CaphEnv(k, c, tmp, core_crd)
+        env = CaphEnv(k, c, tmp, core_crd, core_src)
         try:
             env.setup(os.path.join(os.path.dirname(caph_bins), "crds"), HETZNER_TOKEN, wait_for)
+            if core:
+                from fakekube import certs
+                env.start_core(os.path.join(capi_bins, "cluster-api-manager"), free_port, certs)
             env.start(os.path.join(caph_bins, NAME), proxy.url, c.ca_file, free_port)
             # The HetznerCluster's first reconciles (and their calls) happen before the first size.
             time.sleep(5.0)
             for n in sizes:
                 if env.proc.poll() is not None:
                     raise RuntimeError("CAPH exited %s; its log: %s" % (env.proc.returncode, env.log))
+                if env.core and env.core.poll() is not None:
+                    raise RuntimeError("the core manager exited %s; its log: %s" % (env.core.returncode, env.core_log))
                 rows.append(run(env, n, "p%d" % n, wait_for, timeout_for(n), detail))
         finally:
             env.stop()
