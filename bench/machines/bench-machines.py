@@ -7,7 +7,13 @@ controller's CPU time per machine and peak RSS (a fresh controller per row).
 Run with `make bench-machines` (not part of make check). BENCH_SIZES="1 10" to choose;
 BENCH_PROVIDERS="hetzner proxmoxve" the providers;
 BENCH_MACHINES_ARGS="--kube-api-qps=200 --kube-api-burst=300" passes flags to the controller;
-BENCH_DETAIL=1 prints the calls by verb and resource."""
+BENCH_DETAIL=1 prints the calls by verb and resource.
+
+`--peer caph` (make bench-machines BENCH_MACHINES_PEER=caph) also runs the Hetzner Cluster API
+provider (CAPH) through the same lifecycles on the same fake Hetzner API (bench/machines/caph.py)
+and prints its rows and the ratios CAPH / cloudnode; both then run on the real kube-apiserver
+(CN_KUBE_SERVER=real) unless CN_KUBE_SERVER says otherwise. `--capi-core` adds the real Cluster API
+core manager on CAPH's side (cloudnode's side runs without one, as always)."""
 import collections
 import os
 import re
@@ -19,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP_SRCDIR = os.environ.get("CN_TOP_SRCDIR") or os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(TOP_SRCDIR, "tests", "pylib"))
 sys.path.insert(0, os.path.join(TOP_SRCDIR, "tests", "integration"))
+sys.path.insert(0, HERE)
 
 sys.path.insert(0, os.path.join(HERE, "..", "initializer"))
 mt = __import__("test-controller-machines")  # the integration test's harness: one way to drive it
@@ -71,6 +78,16 @@ def detail(n, creqs, kreqs):
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100 1000").split()]
     providers = os.environ.get("BENCH_PROVIDERS", "hetzner proxmoxve").split()
+    peer = ""
+    if "--peer" in sys.argv[1:-1]:
+        peer = sys.argv[sys.argv.index("--peer") + 1]
+    if peer not in ("", "caph"):
+        print("bench-machines: unknown peer '%s' (known: caph)" % peer, file=sys.stderr)
+        return 2
+    if peer:
+        # CAPH is a Hetzner provider: the comparison is on Hetzner alone.
+        os.environ.setdefault("CN_KUBE_SERVER", "real")
+        providers = ["hetzner"]
     rows = []
     for provider in providers:
         with tempfile.TemporaryDirectory() as tmp, mt.machine_env(tmp, provider=provider) as env:
@@ -90,6 +107,40 @@ def main():
                                                        "peak RSS MiB"))
     for r in rows:
         print("%-10s %9d %16s %18s %18.1f %16.1f %14.2f %14d" % r)
+    sys.stdout.flush()
+    if peer == "caph":
+        return peer_caph(sizes, [r[1:] for r in rows if r[0] == "hetzner"], "--capi-core" in sys.argv[1:])
+    return 0
+
+
+def peer_caph(sizes, ours, core):
+    import caph
+    with tempfile.TemporaryDirectory() as tmp:
+        prows, why = caph.bench(sizes, tmp, {"build_seconds": 0.5, "action_seconds": 0.3}, mt.wait_for,
+                                lambda n: 120 + 3 * n, detail if os.environ.get("BENCH_DETAIL") else None, core)
+    if prows is None:
+        print("CAPH: not run: %s" % why)
+        return 77
+    heads = ("machines", "s/machine ready", "s/machine total", "cloud calls/mach", "kube calls/mach",
+             "CPU ms/mach", "peak RSS MiB")
+    widths = (9, 16, 18, 18, 16, 12, 14)
+    print("CAPH (cluster-api-provider-hetzner)%s, same fake Hetzner API:" % (" and the Cluster API core manager"
+                                                                          if core else ""))
+    print(" ".join("%*s" % (w, h) for w, h in zip(widths, heads)))
+    for r in prows:
+        print("%9d %16s %18s %18.1f %16.1f %12.1f %14.1f" % r)
+
+    def ratio(a, b):
+        try:
+            return "%.1fx" % (float(a) / float(b))
+        except (ValueError, ZeroDivisionError):
+            return "-"
+    # Every column both tables have, by position (cloudnode's may have fewer).
+    cols = min(len(ours[0]), len(prows[0])) if ours and prows else 1
+    print("ratios CAPH / cloudnode:")
+    print(" ".join("%*s" % (w, h) for w, h in list(zip(widths, heads))[:cols]))
+    for o, p in zip(ours, prows):
+        print(" ".join(["%9d" % o[0]] + ["%*s" % (widths[i], ratio(p[i], o[i])) for i in range(1, cols)]))
     return 0
 
 

@@ -8,12 +8,22 @@
 #
 #   build.sh [NAME...]   build what is missing (default: all), print the directory holding them
 #   build.sh --bindir    print that directory
+#   build.sh --bindir cluster-api-provider-hetzner   print the directory holding CAPH (and its CRDs
+#                        in ../crds) when it is built, exit 1 otherwise
 #
-# Names: hcloud-cloud-controller-manager, openstack-cloud-controller-manager.
+# Names: hcloud-cloud-controller-manager, openstack-cloud-controller-manager, and, built only
+# when named, cluster-api-provider-hetzner (CAPH, into a directory of its own, printed).
 #
 # The module proxy serves cloud-provider-openstack; where it does not serve the hcloud
 # cloud-controller-manager, CN_HCLOUD_CCM_GIT may name a git repository (a clone or a bare
 # mirror) holding its release tag, whose tree is used instead.
+#
+# CAPH: the module proxy refuses github.com/syself/cluster-api-provider-hetzner (403), so its tree
+# always comes from a git repository holding the release tag, CN_CAPH_GIT (default: the mirror
+# /work/.mirror/syself+cluster-api-provider-hetzner/repo when it is there). The release vendors
+# its whole module graph, which is built as it is (-mod=vendor: nothing is fetched). v1.1.8 needs
+# go 1.25.12 (Cluster API v1.13.4, k8s.io v0.35.5): the Go used is the newest of /usr/local/go
+# and the one tests/realkube/build.sh finds, exit 77 when it is older.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -26,14 +36,59 @@ OPENSTACK_CCM_VERSION=v1.32.0
 # hashes of the module the proxy served when it was pinned, so a later build verifies against them.
 OPENSTACK_CCM_SUM="k8s.io/cloud-provider-openstack v1.32.0 h1:OT6w6pdtw1vl27NITizdBUFw23ysiz+vPWFDxRtWeio=
 k8s.io/cloud-provider-openstack v1.32.0/go.mod h1:71BTtfZU/OTOevcITmgNDuXz9+quavzCU214KrRuVXc="
+CAPH_VERSION=v1.1.8
+CAPH_GO_MINOR_MIN=25
 KUBE_VERSION=v1.32.13
 KUBE_STAGING_VERSION=v0.32.13
 
 cache=${CN_PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cloudnode/peers}
 bindir=$cache/hcloud-ccm-$HCLOUD_CCM_VERSION-openstack-ccm-$OPENSTACK_CCM_VERSION/bin
 
+caph_dir=$cache/caph-$CAPH_VERSION
 if [ "${1:-}" = --bindir ]; then
+	if [ "${2:-}" = cluster-api-provider-hetzner ]; then
+		[ -x "$caph_dir/bin/cluster-api-provider-hetzner" ] || exit 1
+		echo "$caph_dir/bin"
+		exit 0
+	fi
 	echo "$bindir"
+	exit 0
+fi
+if [ "${1:-}" = cluster-api-provider-hetzner ] && [ $# -eq 1 ]; then
+	if [ -x "$caph_dir/bin/cluster-api-provider-hetzner" ]; then
+		echo "$caph_dir/bin"
+		exit 0
+	fi
+	git=${CN_CAPH_GIT:-/work/.mirror/syself+cluster-api-provider-hetzner/repo}
+	if ! git -C "$git" rev-parse -q --verify "$CAPH_VERSION^{commit}" >/dev/null 2>&1; then
+		echo "peers: no git repository holding CAPH $CAPH_VERSION (CN_CAPH_GIT=$git); the module proxy refuses it" >&2
+		exit 77
+	fi
+	go=""
+	for g in /usr/local/go/bin/go $("$here/../../tests/realkube/build.sh" --go 2>/dev/null || true); do
+		m=$(GOTOOLCHAIN=local "$g" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+		if [ -n "$m" ] && [ "$m" -ge "$CAPH_GO_MINOR_MIN" ]; then
+			go=$g
+			break
+		fi
+	done
+	if [ -z "$go" ]; then
+		echo "peers: CAPH $CAPH_VERSION needs go >= 1.$CAPH_GO_MINOR_MIN; none found" >&2
+		exit 77
+	fi
+	mkdir -p "$cache" "$caph_dir/bin" "$caph_dir/crds"
+	exec 9>"$cache/lock"
+	flock 9
+	w=$cache/build-caph-$CAPH_VERSION
+	rm -rf "$w"
+	mkdir -p "$w/src"
+	git -C "$git" archive "$CAPH_VERSION" | tar -x -C "$w/src"
+	echo "peers: building cluster-api-provider-hetzner $CAPH_VERSION with $(GOTOOLCHAIN=local "$go" env GOVERSION)" >&2
+	(cd "$w/src" && GOTOOLCHAIN=local GOFLAGS=-mod=vendor CGO_ENABLED=0 "$go" build -p 2 -trimpath -ldflags='-s -w' \
+		-o "$caph_dir/bin/cluster-api-provider-hetzner.tmp" .)
+	cp "$w/src"/config/crd/bases/*.yaml "$caph_dir/crds/"
+	mv "$caph_dir/bin/cluster-api-provider-hetzner.tmp" "$caph_dir/bin/cluster-api-provider-hetzner"
+	echo "$caph_dir/bin"
 	exit 0
 fi
 names=${*:-hcloud-cloud-controller-manager openstack-cloud-controller-manager}

@@ -15,17 +15,14 @@ host): az reaches it through an egress proxy of the test's own that tunnels that
 that name, to the fake and refuses every other destination, and the test checks that az asked
 for no other. Skipped when az is not installed."""
 import os
-import select
 import shutil
-import socket
-import socketserver
 import sys
 import tempfile
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cliclient import Cli, wait_for  # noqa: E402
 from cntap import Tap  # noqa: E402
+from egressproxy import EgressProxy  # noqa: E402
 from fakecloud import FakeCloud  # noqa: E402
 
 # Debian's azure-cli; a user's own az on PATH (a pip install) is not what is judged.
@@ -42,51 +39,6 @@ NETWORK_API = "2018-11-01"
 # az's own version check, run once a day: a probe of this host, which the proxy refuses.
 VERSION_PROBE = "CONNECT azure.microsoft.com:443 HTTP/1.0"
 APP = {"client_id": "3f0b6c54-6b4e-4a43-9d36-1d8e4c0b5a11", "secret": "az-cli-test-secret"}
-
-
-class EgressProxy(socketserver.ThreadingTCPServer):
-    """An HTTP CONNECT proxy on loopback that tunnels AUTHORITY:443 to the fake's port and
-    answers 403 to anything else, keeping the refused destinations in self.refused."""
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, target_port):
-        self.target_port = target_port
-        self.refused = []
-        self.tunnels = 0
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class _ProxyHandler(socketserver.StreamRequestHandler):
-    def handle(self):
-        line = self.rfile.readline(65536).decode("latin-1").strip()
-        while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-            pass
-        method, _, rest = line.partition(" ")
-        target = rest.split(" ", 1)[0]
-        if method != "CONNECT" or target.lower() != AUTHORITY + ":443":
-            self.server.refused.append(line)
-            self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            return
-        with socket.create_connection(("127.0.0.1", self.server.target_port)) as up:
-            self.server.tunnels += 1
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
-            ends = [self.connection, up]
-            while True:
-                ready, _, _ = select.select(ends, [], [], 60)
-                if not ready:
-                    return
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    (up if s is self.connection else self.connection).sendall(data)
 
 
 def az(t, home, c, proxy):
@@ -252,7 +204,7 @@ def main():
         state = os.path.join(tmp, "cloud")
         with FakeCloud(state, tls_names=[AUTHORITY]) as c:
             c.settings(azure_service_principals=[APP])
-            proxy = EgressProxy(int(c.url.rsplit(":", 1)[1]))
+            proxy = EgressProxy(int(c.url.rsplit(":", 1)[1]), [AUTHORITY])
             try:
                 a = az(t, os.path.join(tmp, "home"), c, proxy)
                 t.run(login, a, c, proxy)
