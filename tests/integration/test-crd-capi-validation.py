@@ -6,7 +6,7 @@ and reports a skip where it cannot be built): a CloudnodeMachineTemplate's spec 
 (self == oldSelf) while its metadata is not, a machine spec names exactly one provider (of hetzner,
 openstack and proxmoxve), the proxmoxve spec's fields are kept, and a CloudnodeMachine's
 providerID cannot change once set; and the defaults and bounds of a CloudnodeCluster's
-control-plane load balancer."""
+control-plane load balancer; and examples/proxmoxve-cluster.yaml, applied as it is."""
 import os
 import sys
 import tempfile
@@ -97,6 +97,22 @@ def test_load_balancer_defaults(t, k):
     t.eq(code, 422, "an unknown algorithm and a port out of range are refused")
 
 
+def test_proxmox_example(t, k):
+    """examples/proxmoxve-cluster.yaml, applied as it is: every object accepted, the credentials
+    Secret labelled for clusterctl move, and the cluster and template naming it."""
+    r = k.kubectl("apply", "-f", src("examples", "proxmoxve-cluster.yaml"))
+    t.ok(r.returncode == 0, "kubectl apply -f examples/proxmoxve-cluster.yaml", r.stdout + r.stderr)
+    code, secret = k.api("GET", "/api/v1/namespaces/default/secrets/pve-credentials")
+    t.ok(code == 200 and "clusterctl.cluster.x-k8s.io/move" in secret["metadata"].get("labels", {}),
+         "the example's credentials Secret is labelled for clusterctl move")
+    code, cluster = k.api("GET", GROUP + "cloudnodeclusters/c1")
+    code2, tmpl = k.api("GET", TEMPLATES + "/c1-md-0")
+    t.eq((cluster.get("spec", {}).get("provider"), cluster.get("spec", {}).get("credentials"),
+          tmpl.get("spec", {}).get("template", {}).get("spec", {}).get("credentials")),
+         ("proxmoxve", {"secretRef": {"name": "pve-credentials"}}, {"secretRef": {"name": "pve-credentials"}}),
+         "the example's CloudnodeCluster (proxmoxve) and machine template name that Secret")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         with kube_server(os.path.join(tmp, "kube")) as k:
@@ -105,6 +121,7 @@ def main():
             t.run(test_template_immutable, k)
             t.run(test_machine_rules, k)
             t.run(test_load_balancer_defaults, k)
+            t.run(test_proxmox_example, k)
     return t.done()
 
 
