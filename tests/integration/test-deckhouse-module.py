@@ -57,6 +57,43 @@ def value_sets():
         {"name": "gpu", "replicas": 0, "instanceClass": {"openstack": {
             "flavor": "g1.xlarge", "image": "debian-12", "securityGroups": ["default", "gpu"]}}}]
     out.append(("openstack, password, node group", openstack))
+    pve = copy.deepcopy(examples[2])
+    creds = pve["internal"]["providerClusterConfiguration"]["provider"]["credentials"]
+    for k in ("tokenID", "tokenSecret", "fingerprint"):
+        creds.pop(k)
+    # A password that would add settings to a cloud.conf it were pasted into.
+    creds.update(username="root@pam", password='p"a\\ss\n[Global]\nurl = "https://evil.example.com"\t# {{ .Values }}')
+    pve["internal"]["providerClusterConfiguration"]["masterNodeGroup"]["replicas"] = 1
+    out.append(("proxmoxve, password, no fingerprint", pve))
+    return out
+
+
+def cloud_conf(text):
+    """The [Global] settings of a cloud.conf as cloudnode's reader (lib/provider/cloud-config.c) reads
+    it: one setting per line, a quoted value with the escapes \\\\ \\" \\n \\t; None when it is not
+    one [Global] section of such lines."""
+    lines = text.split("\n")
+    if lines[0] != "[Global]" or lines[-1] != "":
+        return None
+    out = {}
+    for line in lines[1:-1]:
+        key, sep, value = line.partition(" = ")
+        if not sep or not value.startswith('"') or not value.endswith('"') or key in out:
+            return None
+        v, i, body = [], 0, value[1:-1]
+        while i < len(body):
+            c = body[i]
+            if c == '"':
+                return None
+            if c == "\\":
+                i += 1
+                esc = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}.get(body[i:i + 1])
+                if esc is None:
+                    return None
+                c = esc
+            v.append(c)
+            i += 1
+        out[key] = "".join(v)
     return out
 
 
@@ -103,6 +140,14 @@ def check_objects(t, name, values, objs):
         want = {"HCLOUD_TOKEN": c["token"]}
         if "endpoint" in pcc["provider"]:
             want["HCLOUD_ENDPOINT"] = pcc["provider"]["endpoint"]
+    elif pcc["provider"]["name"] == "proxmoxve":
+        want = {"url": pcc["provider"]["endpoint"], "region": pcc["provider"]["region"]}
+        for k, setting in (("tokenID", "token-id"), ("tokenSecret", "token-secret"), ("username", "username"),
+                           ("password", "password"), ("fingerprint", "fingerprint")):
+            if k in c:
+                want[setting] = c[k]
+        t.eq(sorted(env), ["cloud.conf"], "%s: the credentials Secret holds a cloud.conf only" % name)
+        env = cloud_conf(env.get("cloud.conf", ""))
     else:
         want = {"OS_AUTH_URL": pcc["provider"]["endpoint"], "OS_PROJECT_ID": c["projectID"],
                 "OS_REGION_NAME": pcc["provider"]["region"]}
@@ -161,6 +206,22 @@ def check_objects(t, name, values, objs):
              "%s: %s image by digest" % (name, d))
         t.ok("--cloud-provider=%s" % pcc["provider"]["name"] in ctr["args"]
              or "--machine-provider=%s" % pcc["provider"]["name"] in ctr["args"], "%s: %s for the cloud" % (name, d))
+        # Proxmox VE reads its settings from cloud.conf only: the Secret's is mounted and named;
+        # the other clouds take the Secret's keys as their environment.
+        if pcc["provider"]["name"] == "proxmoxve":
+            flag = "--cloud-config=" if d == "cloud-controller-manager" else "--machine-cloud-config="
+            t.eq(([a for a in ctr["args"] if a.startswith(flag)], ctr.get("envFrom"), ctr.get("volumeMounts"),
+                  pod.get("volumes")),
+                 ([flag + "/etc/cloudnode/cloud-config/cloud.conf"], None,
+                  [{"name": "cloud-config", "mountPath": "/etc/cloudnode/cloud-config", "readOnly": True}],
+                  [{"name": "cloud-config", "secret": {"secretName": "cloudnode-credentials",
+                                                       "items": [{"key": "cloud.conf", "path": "cloud.conf"}]}}]),
+                 "%s: %s reads the Secret's cloud.conf, mounted" % (name, d))
+        else:
+            t.eq((ctr.get("envFrom"), ctr.get("volumeMounts"), pod.get("volumes"),
+                  [a for a in ctr["args"] if "cloud-config" in a]),
+                 ([{"secretRef": {"name": "cloudnode-credentials"}}], None, None, []),
+                 "%s: %s has the Secret's keys as its environment" % (name, d))
     for o in objs:
         if o["kind"] == "Role":
             for r in o["rules"]:
@@ -508,6 +569,14 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
         # Server-side apply reports a field its schema lacks as an error of the typed patch (500).
         t.ok(st >= 400 and "flavour" in json.dumps(r), "the real server refuses an unknown InstanceClass field",
              "%s %s" % (st, r))
+        for what, spec, field in [
+                ("a Proxmox VE InstanceClass without templateID", {"sourceNode": "pve1"}, "templateID"),
+                ("a Proxmox VE tag cloudnode gives its machines", {"sourceNode": "pve1", "templateID": 9000,
+                                                                    "tags": ["cloudnode-machine-x"]}, "tags"),
+                ("a Proxmox VE node name with a slash", {"sourceNode": "pve/1", "templateID": 9000}, "sourceNode")]:
+            bad["spec"] = {"proxmoxve": spec}
+            st, r = apply(k, bad)
+            t.ok(st == 422 and field in json.dumps(r), "the real server refuses %s" % what, "%s %s" % (st, r))
 
 
 def main():
