@@ -8,7 +8,8 @@ the CRDs' OpenAPI schemas. The capi/ templates are rendered as node-manager rend
 the Secrets the module publishes. crds/ and crds/external are laid out as Deckhouse's
 cloud-provider modules lay them out; the Cluster API core CRDs pinned in deckhouse/capi-core-crds
 are valid, name their source, are that release's files unchanged, and are served by the fake and
-the real API server."""
+the real API server. The Proxmox VE cloud.conf of the credentials Secret is read by
+cloudnode-initializer against the fake Proxmox VE API."""
 import base64
 import copy
 import json
@@ -22,6 +23,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 import yaml  # noqa: E402
 import d8module  # noqa: E402
+# Before realkube, which puts tests/ (and so the fake cloud's server package) first on the path.
+import cninit  # noqa: E402
+import fakecloud  # noqa: E402
 import fakekubeclient  # noqa: E402
 import realkube  # noqa: E402
 from cntap import Tap, src, wait_for  # noqa: E402
@@ -579,6 +583,53 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
             t.ok(st == 422 and field in json.dumps(r), "the real server refuses %s" % what, "%s %s" % (st, r))
 
 
+def test_pve_cloud_conf(t, helm, tmp, chart):
+    """The cloud.conf the credentials Secret holds for Proxmox VE, as the cloud-controller-manager
+    reads it (--cloud-config): cloudnode-initializer initializes a Node from the fake Proxmox VE
+    API over HTTPS, trusted through the rendered fingerprint, with the API token and with the
+    password."""
+    import hashlib
+    import ssl
+    from urllib.parse import urlsplit
+    token, user = fakecloud.PVE_TOKEN, fakecloud.PVE_USER
+    d = os.path.join(tmp, "pve")
+    os.makedirs(d)
+    tls, _ = fakecloud.tls_args(d)
+    with fakekubeclient.kube_server(os.path.join(d, "kube"), rbac=cninit.RBAC) as k, \
+            fakecloud.FakeCloud(os.path.join(d, "cloud"), extra_args=tls) as c:
+        u = urlsplit(c.tls_url)
+        der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((u.hostname, u.port)))
+        fingerprint = ":".join("%02X" % b for b in hashlib.sha256(der).digest())
+        for how, creds in (("token", {"tokenID": "%s!%s" % (token["user"], token["name"]),
+                                      "tokenSecret": token["secret"]}),
+                           ("password", {"username": user["user"], "password": user["password"]})):
+            values = copy.deepcopy(d8module.load("values.yaml")["x-examples"][2])
+            provider = values["internal"]["providerClusterConfiguration"]["provider"]
+            provider.update(endpoint=c.tls_url + "/api2/json", region="pve",
+                            credentials=dict(creds, fingerprint=fingerprint))
+            t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", values)), [],
+                 "proxmoxve (%s) against the fake API: the values are valid" % how)
+            vf = write_values(tmp, "pve " + how, full_values(values))
+            r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", vf, "--namespace", NS,
+                         "-s", "templates/credentials-secret.yaml")
+            secret = yaml.safe_load(r.stdout) if r.returncode == 0 else None
+            conf = os.path.join(d, "cloud-%s.conf" % how)
+            with open(conf, "wb") as f:
+                f.write(base64.b64decode(((secret or {}).get("data") or {}).get("cloud.conf", "")))
+            vm = c.add_instance({"platform": "proxmoxve", "name": "d8-pve-" + how})
+            cninit.make_node(k, vm["name"])
+            args = ["--kubeconfig=" + k.kubeconfig_for(cninit.CLUSTER_SA), "--cloud-provider=proxmoxve",
+                    "--cloud-config=" + conf, "--controllers=cloud-node", "--leader-elect=false",
+                    "--bind-address=127.0.0.1", "-v", "4"]
+            with cninit.Initializer(args, state_dir=d, name="d8-pve-" + how) as i:
+                node = wait_for(lambda: cninit.initialized(k, vm["name"]), 30)
+                t.ok(node and node["spec"].get("providerID", "").startswith("proxmox://pve/"),
+                     "proxmoxve (%s): the initializer reads the rendered cloud.conf and initializes a Node" % how,
+                     i.log()[-2000:])
+                t.ok(all(v not in i.log() for v in (token["secret"], user["password"])),
+                     "proxmoxve (%s): no secret in its log" % how)
+
+
 def main():
     t = Tap()
     try:
@@ -638,6 +689,7 @@ def main():
         r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", write_values(tmp, "broken", broken))
         t.ok(r.returncode != 0 and "no image digest for cloudnodeInitializer" in r.stderr and not r.stdout.strip(),
              "a missing image digest is one clear error", r.stderr)
+        t.run(test_pve_cloud_conf, helm, tmp, chart)
         t.run(test_crds_layout)
         t.run(test_capi_core_crds, tmp)
         t.run(test_real_server, rendered, capi_objs, instance_classes, tmp)
