@@ -229,6 +229,58 @@ def test_discovery_data(t, k):
          and "storageClasses" not in values[KEY]["internal"], "Event Deleted removes the discovery data and classes")
 
 
+def test_every_cloud(t, k):
+    """The installer's Secret of each cloud (the x-examples of values.yaml: Hetzner, OpenStack,
+    Proxmox VE, whose zones are the cluster's nodes) becomes the values as it is: valid, no
+    credential in the log; the InstanceClass of each cloud's node groups is served and gets its
+    NodeGroups registered."""
+    cc_hook, dd_hook, ic_hook = hook(k, "cluster_configuration"), hook(k, "discovery_data"), hook(k, "instance_class")
+    put(k, NODEGROUP_CRD)
+    wait_for(lambda: k.api("GET", "/apis/deckhouse.io/v1/nodegroups")[0] == 200, timeout=10)
+    for ex in d8module.load("values.yaml")["x-examples"]:
+        internal = ex["internal"]
+        pcc = internal["providerClusterConfiguration"]
+        cloud = pcc["provider"]["name"]
+        s = put(k, secret("d8-provider-cluster-configuration", {
+            "cloud-provider-cluster-configuration.yaml": yaml.safe_dump(pcc),
+            "cloud-provider-discovery-data.json": json.dumps(internal["providerDiscoveryData"])}))
+        put(k, secret("d8-cluster-configuration", {
+            "cluster-configuration.yaml": yaml.safe_dump(internal["clusterConfiguration"])}))
+        values, log = values_with(), ""
+        for what, h, bindings in (("cluster_configuration", cc_hook, ("provider_cluster_configuration",
+                                                                      "cluster_configuration")),
+                                  ("discovery_data", dd_hook, ("provider_cluster_configuration",))):
+            rc, err, vp, ops = h.run([h.synchronization(b) for b in bindings], values)
+            t.ok(rc == 0, "%s: %s Synchronization succeeds" % (cloud, what), err)
+            values = shelloperator.apply_values_patch(values, vp or [])
+            log += err
+        got = values[KEY]["internal"]
+        t.eq((got.get("providerClusterConfiguration"), got.get("providerDiscoveryData"),
+              got.get("clusterConfiguration")),
+             (pcc, internal["providerDiscoveryData"], internal["clusterConfiguration"]),
+             "%s: the provider cluster configuration, discovery data (zones %s) and cluster configuration are "
+             "stored as they are" % (cloud, internal["providerDiscoveryData"].get("zones")))
+        check_values(t, cloud, values)
+        secrets = [v for v in pcc["provider"]["credentials"].values() if len(v) > 8]
+        t.ok(not any(v in log for v in secrets), "%s: the credentials are not logged" % cloud, log)
+        delete(k, s)
+        name = "every-cloud-" + cloud
+        ic = {"apiVersion": "deckhouse.io/v1", "kind": "CloudnodeInstanceClass", "metadata": {"name": name},
+              "spec": pcc["masterNodeGroup"]["instanceClass"]}
+        st, r = k.api("POST", "/apis/deckhouse.io/v1/cloudnodeinstanceclasses", ic)
+        t.ok(st == 201, "%s: an InstanceClass of the cloud is created" % cloud, r)
+        ng = put(k, {"apiVersion": "deckhouse.io/v1", "kind": "NodeGroup", "metadata": {"name": name + "-ng"},
+                     "spec": {"nodeType": "CloudEphemeral", "cloudInstances": {"classReference": {
+                         "kind": "CloudnodeInstanceClass", "name": name}}}})
+        rc, err, vp, ops = ic_hook.run([ic_hook.event("node_groups", "Added", ng)])
+        t.eq([(o["name"], o["mergePatch"]) for o in ops or []],
+             [(name, {"status": {"nodeGroupConsumers": [name + "-ng"]}})],
+             "%s: its NodeGroup is registered in the InstanceClass's status" % cloud)
+        ic_hook.apply_kubernetes(ops)
+        delete(k, ng)
+        delete(k, ic)
+
+
 def test_instance_class(t, k):
     h = hook(k, "instance_class")
     put(k, NODEGROUP_CRD)
@@ -344,7 +396,8 @@ def main():
         t.skip_all("python3-jsonschema is not installed")
     with tempfile.TemporaryDirectory(prefix="cn-d8-hooks-") as d:
         with FakeKube(os.path.join(d, "kube")) as k:
-            for fn in (test_ensure_crds, test_ensure_external_crds, test_cluster_configuration, test_discovery_data, test_instance_class,
+            for fn in (test_ensure_crds, test_ensure_external_crds, test_cluster_configuration, test_discovery_data, test_every_cloud,
+                       test_instance_class,
                        test_wait_for_masters, test_command_line):
                 t.run(fn, k)
     sys.exit(t.done())

@@ -8,7 +8,8 @@ the CRDs' OpenAPI schemas. The capi/ templates are rendered as node-manager rend
 the Secrets the module publishes. crds/ and crds/external are laid out as Deckhouse's
 cloud-provider modules lay them out; the Cluster API core CRDs pinned in deckhouse/capi-core-crds
 are valid, name their source, are that release's files unchanged, and are served by the fake and
-the real API server."""
+the real API server. The Proxmox VE cloud.conf of the credentials Secret is read by
+cloudnode-initializer against the fake Proxmox VE API."""
 import base64
 import copy
 import json
@@ -22,6 +23,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 import yaml  # noqa: E402
 import d8module  # noqa: E402
+# Before realkube, which puts tests/ (and so the fake cloud's server package) first on the path.
+import cninit  # noqa: E402
+import fakecloud  # noqa: E402
 import fakekubeclient  # noqa: E402
 import realkube  # noqa: E402
 from cntap import Tap, src, wait_for  # noqa: E402
@@ -57,6 +61,43 @@ def value_sets():
         {"name": "gpu", "replicas": 0, "instanceClass": {"openstack": {
             "flavor": "g1.xlarge", "image": "debian-12", "securityGroups": ["default", "gpu"]}}}]
     out.append(("openstack, password, node group", openstack))
+    pve = copy.deepcopy(examples[2])
+    creds = pve["internal"]["providerClusterConfiguration"]["provider"]["credentials"]
+    for k in ("tokenID", "tokenSecret", "fingerprint"):
+        creds.pop(k)
+    # A password that would add settings to a cloud.conf it were pasted into.
+    creds.update(username="root@pam", password='p"a\\ss\n[Global]\nurl = "https://evil.example.com"\t# {{ .Values }}')
+    pve["internal"]["providerClusterConfiguration"]["masterNodeGroup"]["replicas"] = 1
+    out.append(("proxmoxve, password, no fingerprint", pve))
+    return out
+
+
+def cloud_conf(text):
+    """The [Global] settings of a cloud.conf as cloudnode's reader (lib/provider/cloud-config.c) reads
+    it: one setting per line, a quoted value with the escapes \\\\ \\" \\n \\t; None when it is not
+    one [Global] section of such lines."""
+    lines = text.split("\n")
+    if lines[0] != "[Global]" or lines[-1] != "":
+        return None
+    out = {}
+    for line in lines[1:-1]:
+        key, sep, value = line.partition(" = ")
+        if not sep or not value.startswith('"') or not value.endswith('"') or key in out:
+            return None
+        v, i, body = [], 0, value[1:-1]
+        while i < len(body):
+            c = body[i]
+            if c == '"':
+                return None
+            if c == "\\":
+                i += 1
+                esc = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}.get(body[i:i + 1])
+                if esc is None:
+                    return None
+                c = esc
+            v.append(c)
+            i += 1
+        out[key] = "".join(v)
     return out
 
 
@@ -103,6 +144,14 @@ def check_objects(t, name, values, objs):
         want = {"HCLOUD_TOKEN": c["token"]}
         if "endpoint" in pcc["provider"]:
             want["HCLOUD_ENDPOINT"] = pcc["provider"]["endpoint"]
+    elif pcc["provider"]["name"] == "proxmoxve":
+        want = {"url": pcc["provider"]["endpoint"], "region": pcc["provider"]["region"]}
+        for k, setting in (("tokenID", "token-id"), ("tokenSecret", "token-secret"), ("username", "username"),
+                           ("password", "password"), ("fingerprint", "fingerprint")):
+            if k in c:
+                want[setting] = c[k]
+        t.eq(sorted(env), ["cloud.conf"], "%s: the credentials Secret holds a cloud.conf only" % name)
+        env = cloud_conf(env.get("cloud.conf", ""))
     else:
         want = {"OS_AUTH_URL": pcc["provider"]["endpoint"], "OS_PROJECT_ID": c["projectID"],
                 "OS_REGION_NAME": pcc["provider"]["region"]}
@@ -161,6 +210,22 @@ def check_objects(t, name, values, objs):
              "%s: %s image by digest" % (name, d))
         t.ok("--cloud-provider=%s" % pcc["provider"]["name"] in ctr["args"]
              or "--machine-provider=%s" % pcc["provider"]["name"] in ctr["args"], "%s: %s for the cloud" % (name, d))
+        # Proxmox VE reads its settings from cloud.conf only: the Secret's is mounted and named;
+        # the other clouds take the Secret's keys as their environment.
+        if pcc["provider"]["name"] == "proxmoxve":
+            flag = "--cloud-config=" if d == "cloud-controller-manager" else "--machine-cloud-config="
+            t.eq(([a for a in ctr["args"] if a.startswith(flag)], ctr.get("envFrom"), ctr.get("volumeMounts"),
+                  pod.get("volumes")),
+                 ([flag + "/etc/cloudnode/cloud-config/cloud.conf"], None,
+                  [{"name": "cloud-config", "mountPath": "/etc/cloudnode/cloud-config", "readOnly": True}],
+                  [{"name": "cloud-config", "secret": {"secretName": "cloudnode-credentials",
+                                                       "items": [{"key": "cloud.conf", "path": "cloud.conf"}]}}]),
+                 "%s: %s reads the Secret's cloud.conf, mounted" % (name, d))
+        else:
+            t.eq((ctr.get("envFrom"), ctr.get("volumeMounts"), pod.get("volumes"),
+                  [a for a in ctr["args"] if "cloud-config" in a]),
+                 ([{"secretRef": {"name": "cloudnode-credentials"}}], None, None, []),
+                 "%s: %s has the Secret's keys as its environment" % (name, d))
     for o in objs:
         if o["kind"] == "Role":
             for r in o["rules"]:
@@ -508,6 +573,61 @@ def test_real_server(t, rendered, capi_objs, instance_classes, tmp):
         # Server-side apply reports a field its schema lacks as an error of the typed patch (500).
         t.ok(st >= 400 and "flavour" in json.dumps(r), "the real server refuses an unknown InstanceClass field",
              "%s %s" % (st, r))
+        for what, spec, field in [
+                ("a Proxmox VE InstanceClass without templateID", {"sourceNode": "pve1"}, "templateID"),
+                ("a Proxmox VE tag cloudnode gives its machines", {"sourceNode": "pve1", "templateID": 9000,
+                                                                    "tags": ["cloudnode-machine-x"]}, "tags"),
+                ("a Proxmox VE node name with a slash", {"sourceNode": "pve/1", "templateID": 9000}, "sourceNode")]:
+            bad["spec"] = {"proxmoxve": spec}
+            st, r = apply(k, bad)
+            t.ok(st == 422 and field in json.dumps(r), "the real server refuses %s" % what, "%s %s" % (st, r))
+
+
+def test_pve_cloud_conf(t, helm, tmp, chart):
+    """The cloud.conf the credentials Secret holds for Proxmox VE, as the cloud-controller-manager
+    reads it (--cloud-config): cloudnode-initializer initializes a Node from the fake Proxmox VE
+    API over HTTPS, trusted through the rendered fingerprint, with the API token and with the
+    password."""
+    import hashlib
+    import ssl
+    from urllib.parse import urlsplit
+    token, user = fakecloud.PVE_TOKEN, fakecloud.PVE_USER
+    d = os.path.join(tmp, "pve")
+    os.makedirs(d)
+    tls, _ = fakecloud.tls_args(d)
+    with fakekubeclient.kube_server(os.path.join(d, "kube"), rbac=cninit.RBAC) as k, \
+            fakecloud.FakeCloud(os.path.join(d, "cloud"), extra_args=tls) as c:
+        u = urlsplit(c.tls_url)
+        der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate((u.hostname, u.port)))
+        fingerprint = ":".join("%02X" % b for b in hashlib.sha256(der).digest())
+        for how, creds in (("token", {"tokenID": "%s!%s" % (token["user"], token["name"]),
+                                      "tokenSecret": token["secret"]}),
+                           ("password", {"username": user["user"], "password": user["password"]})):
+            values = copy.deepcopy(d8module.load("values.yaml")["x-examples"][2])
+            provider = values["internal"]["providerClusterConfiguration"]["provider"]
+            provider.update(endpoint=c.tls_url + "/api2/json", region="pve",
+                            credentials=dict(creds, fingerprint=fingerprint))
+            t.eq(d8module.errors("values.yaml", d8module.with_defaults("values.yaml", values)), [],
+                 "proxmoxve (%s) against the fake API: the values are valid" % how)
+            vf = write_values(tmp, "pve " + how, full_values(values))
+            r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", vf, "--namespace", NS,
+                         "-s", "templates/credentials-secret.yaml")
+            secret = yaml.safe_load(r.stdout) if r.returncode == 0 else None
+            conf = os.path.join(d, "cloud-%s.conf" % how)
+            with open(conf, "wb") as f:
+                f.write(base64.b64decode(((secret or {}).get("data") or {}).get("cloud.conf", "")))
+            vm = c.add_instance({"platform": "proxmoxve", "name": "d8-pve-" + how})
+            cninit.make_node(k, vm["name"])
+            args = ["--kubeconfig=" + k.kubeconfig_for(cninit.CLUSTER_SA), "--cloud-provider=proxmoxve",
+                    "--cloud-config=" + conf, "--controllers=cloud-node", "--leader-elect=false",
+                    "--bind-address=127.0.0.1", "-v", "4"]
+            with cninit.Initializer(args, state_dir=d, name="d8-pve-" + how) as i:
+                node = wait_for(lambda: cninit.initialized(k, vm["name"]), 30)
+                t.ok(node and node["spec"].get("providerID", "").startswith("proxmox://pve/"),
+                     "proxmoxve (%s): the initializer reads the rendered cloud.conf and initializes a Node" % how,
+                     i.log()[-2000:])
+                t.ok(all(v not in i.log() for v in (token["secret"], user["password"])),
+                     "proxmoxve (%s): no secret in its log" % how)
 
 
 def main():
@@ -569,6 +689,7 @@ def main():
         r = helm_run(t, helm, tmp, "template", RELEASE, chart, "-f", write_values(tmp, "broken", broken))
         t.ok(r.returncode != 0 and "no image digest for cloudnodeInitializer" in r.stderr and not r.stdout.strip(),
              "a missing image digest is one clear error", r.stderr)
+        t.run(test_pve_cloud_conf, helm, tmp, chart)
         t.run(test_crds_layout)
         t.run(test_capi_core_crds, tmp)
         t.run(test_real_server, rendered, capi_objs, instance_classes, tmp)

@@ -19,17 +19,22 @@ def test_examples(t):
                  "%s x-examples[%d] is valid" % (name, i))
 
 
-def broken(mutate):
-    v = copy.deepcopy(d8module.load("values.yaml")["x-examples"][0])
+def broken(mutate, example=0):
+    v = copy.deepcopy(d8module.load("values.yaml")["x-examples"][example])
     mutate(v["internal"]["providerClusterConfiguration"])
     return v
+
+
+def pve(mutate):
+    """The Proxmox VE example (x-examples[2]) broken by mutate."""
+    return broken(mutate, 2)
 
 
 def test_rejected(t):
     # (what is wrong, the values, a fragment of the schema's message)
     cases = [
         ("an unknown cloud", broken(lambda p: p["provider"].update(name="gce")),
-         "'gce' is not one of ['hetzner', 'openstack']"),
+         "'gce' is not one of ['hetzner', 'openstack', 'proxmoxve']"),
         ("hetzner without a token", broken(lambda p: p["provider"]["credentials"].pop("token")
                                            or p["provider"]["credentials"].update(username="u")),
          "is not valid under any of the given schemas"),
@@ -47,6 +52,37 @@ def test_rejected(t):
         ("zero masters", broken(lambda p: p["masterNodeGroup"].update(replicas=0)), "is less than the minimum of 1"),
         ("an oversized token", broken(lambda p: p["provider"]["credentials"].update(token="x" * 100000)),
          "is too long"),
+        ("proxmoxve without a region", pve(lambda p: p["provider"].pop("region")),
+         "is not valid under any of the given schemas"),
+        ("proxmoxve without an endpoint", pve(lambda p: p["provider"].pop("endpoint")),
+         "is not valid under any of the given schemas"),
+        ("proxmoxve with a token id but no secret", pve(lambda p: p["provider"]["credentials"].pop("tokenSecret")),
+         "is not valid under any of the given schemas"),
+        ("proxmoxve with both a token and a password", pve(lambda p: p["provider"]["credentials"].update(
+            username="root@pam", password="pw")), "is not valid under any of the given schemas"),
+        ("proxmoxve with a user without a realm", pve(lambda p: [p["provider"]["credentials"].pop(k) for k in (
+            "tokenID", "tokenSecret")] and p["provider"]["credentials"].update(username="root", password="pw")),
+         "is not valid under any of the given schemas"),
+        ("a Proxmox VE token id without a token name", pve(lambda p: p["provider"]["credentials"].update(
+            tokenID="deckhouse@pve")), "does not match"),
+        ("a token secret of two lines", pve(lambda p: p["provider"]["credentials"].update(tokenSecret="a\nb")),
+         "does not match"),
+        ("a short fingerprint", pve(lambda p: p["provider"]["credentials"].update(fingerprint="AA:BB")),
+         "does not match"),
+        ("a Proxmox VE instance class without templateID", pve(
+            lambda p: p["masterNodeGroup"]["instanceClass"]["proxmoxve"].pop("templateID")),
+         "'templateID' is a required property"),
+        ("a template VMID below 100", pve(
+            lambda p: p["masterNodeGroup"]["instanceClass"]["proxmoxve"].update(templateID=99)),
+         "99 is less than the minimum of 100"),
+        ("a node name with a slash", pve(
+            lambda p: p["nodeGroups"][0]["instanceClass"]["proxmoxve"].update(target="pve/2")), "does not match"),
+        ("a tag cloudnode gives its machines", pve(
+            lambda p: p["nodeGroups"][0]["instanceClass"]["proxmoxve"].update(tags=["cloudnode-machine-x"])),
+         "should not be valid under"),
+        ("an unknown Proxmox VE field", pve(
+            lambda p: p["nodeGroups"][0]["instanceClass"]["proxmoxve"].update(cores=2)),
+         "Additional properties are not allowed ('cores' was unexpected)"),
     ]
     for what, values, message in cases:
         errs = d8module.errors("values.yaml", values)

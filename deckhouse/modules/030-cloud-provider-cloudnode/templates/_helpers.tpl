@@ -62,6 +62,53 @@ securityContext:
     type: RuntimeDefault
 {{- end -}}
 
+{{- /* A cloud.conf of one [Global] section from (list (list KEY VALUE) ...). Every value is quoted
+with the escapes cloudnode's cloud.conf reader knows (\\ \" \n \t), so that none can end its
+line, its quotes or add a setting. */ -}}
+{{- define "cloudnode.cloudConf" -}}
+[Global]
+{{- range . }}
+{{ index . 0 }} = "{{ index . 1 | toString | replace "\\" "\\\\" | replace "\"" "\\\"" | replace "\n" "\\n" | replace "\t" "\\t" }}"
+{{- end }}
+{{ end -}}
+
+{{- /* The path a provider that reads its settings from cloud.conf (Proxmox VE) finds the module's
+one at, mounted from the credentials Secret; empty for the providers that read environment
+variables. */ -}}
+{{- define "cloudnode.cloudConfigFile" -}}
+{{- if eq .Values.internal.providerClusterConfiguration.provider.name "proxmoxve" -}}
+/etc/cloudnode/cloud-config/cloud.conf
+{{- end -}}
+{{- end -}}
+
+{{- /* A container's side of the credentials Secret: its cloud.conf mounted, or its keys as the
+environment. */ -}}
+{{- define "cloudnode.credentials" -}}
+{{- if include "cloudnode.cloudConfigFile" . -}}
+volumeMounts:
+  - name: cloud-config
+    mountPath: {{ include "cloudnode.cloudConfigFile" . | dir }}
+    readOnly: true
+{{- else -}}
+envFrom:
+  - secretRef:
+      name: cloudnode-credentials
+{{- end -}}
+{{- end -}}
+
+{{- /* The pod's side: the volume of the cloud.conf, when there is one. */ -}}
+{{- define "cloudnode.credentialsVolumes" -}}
+{{- if include "cloudnode.cloudConfigFile" . -}}
+volumes:
+  - name: cloud-config
+    secret:
+      secretName: cloudnode-credentials
+      items:
+        - key: cloud.conf
+          path: {{ include "cloudnode.cloudConfigFile" . | base }}
+{{- end -}}
+{{- end -}}
+
 {{- define "cloudnode.containerSecurity" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
