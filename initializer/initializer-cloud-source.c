@@ -78,7 +78,7 @@ static void on_reconcile_instance(CnProvider *p, const CnProviderResult *res, Cn
                                   void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         _cleanup_(cn_provider_instance_freep) CnProviderInstance *owned = instance;
-        json_object *node = cn_kube_informer_lookup(s->manager->nodes, NULL, s->name);
+        _cleanup_json_ json_object *node = cn_kube_informer_get(s->manager->nodes, NULL, s->name);
         int r;
 
         s->call = cn_provider_call_free(s->call);
@@ -95,7 +95,7 @@ static void on_reconcile_instance(CnProvider *p, const CnProviderResult *res, Cn
 
 static void get_instance(NodeState *s) {
         Manager *m = s->manager;
-        json_object *node = cn_kube_informer_lookup(m->nodes, NULL, s->name);
+        _cleanup_json_ json_object *node = cn_kube_informer_get(m->nodes, NULL, s->name);
         CnProviderNodeRef ref = {
                 .name = s->name,
                 .provider_id = node ? cn_node_get_provider_id(node) : NULL,

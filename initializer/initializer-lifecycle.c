@@ -121,7 +121,7 @@ static void delete_node(Manager *m, json_object *node) {
 static void on_shutdown(CnProvider *prov, const CnProviderResult *res, bool shutdown, void *userdata) {
         LifecyclePass *p = ASSERT_PTR(userdata);
         Manager *m = p->manager;
-        json_object *node = cn_kube_informer_lookup(m->nodes, NULL, p->current);
+        _cleanup_json_ json_object *node = cn_kube_informer_get(m->nodes, NULL, p->current);
 
         p->call = cn_provider_call_free(p->call);
         if (!node || !m->leading) {
@@ -151,7 +151,7 @@ static void pass_step(LifecyclePass *p) {
 
         while (p->names && p->names[p->next]) {
                 const char *name = p->names[p->next++];
-                json_object *node = cn_kube_informer_lookup(m->nodes, NULL, name);
+                _cleanup_json_ json_object *node = cn_kube_informer_get(m->nodes, NULL, name);
                 CnProviderNodeRef ref = { .name = name };
                 int r;
 

@@ -12,6 +12,7 @@
 #include "backoff.h"
 #include "initializer-config.h"
 #include "initializer-metrics.h"
+#include "initializer-node-filter.h"
 #include "initializer-source.h"
 #include "json-filter.h"
 #include "kube-daemon.h"
@@ -37,10 +38,6 @@ typedef struct CnNodeConfig CnNodeConfig;
 typedef struct CnWorkQueue CnWorkQueue;
 typedef struct CnWorkItem CnWorkItem;
 typedef struct Manager Manager;
-
-/* The members of a Node the initializer reads (initializer-manager.c): the Node informer's
- * transform, and the filter of the Nodes our PATCHes return. */
-extern const CnJsonFilter initializer_node_filter[];
 
 struct Manager {
         Config *config;

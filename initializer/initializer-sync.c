@@ -48,8 +48,10 @@ void manager_normal_event(Manager *m, json_object *node, const char *reason, con
         va_end(ap);
 }
 
+/* A new reference: the queue may sync many Nodes in one pass of the event loop, and the cache
+ * builds a tree per lookup (store_text). */
 static json_object *cached_node(Manager *m, const char *name) {
-        return m->nodes ? cn_kube_informer_lookup(m->nodes, NULL, name) : NULL;
+        return m->nodes ? cn_kube_informer_get(m->nodes, NULL, name) : NULL;
 }
 
 /* A failure that leaves the Node tainted: a Warning Event (once per distinct message, so that a
@@ -82,7 +84,7 @@ static void fail(NodeState *s, json_object *node, const char *reason, usec_t ret
 
 void sync_node(NodeState *s) {
         Manager *m = s->manager;
-        json_object *node = cached_node(m, s->name);
+        _cleanup_json_ json_object *node = cached_node(m, s->name);
 
         /* Right after our own initializing PATCH, the watch may still deliver older versions of the
          * Node (e.g. the one our status PATCH made), which still carry the taint. Acting on them
@@ -150,6 +152,7 @@ static int send_patch(NodeState *s, const char *subresource, CnKubePatchType typ
 static void on_condition_written(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         _cleanup_free_ char *msg = TAKE_PTR(s->condition_message);
+        _cleanup_json_ json_object *node = NULL;
 
         s->request = cn_kube_request_free(s->request);
         if (res->error == -ENOENT) {
@@ -162,7 +165,8 @@ static void on_condition_written(CnKubeClient *c, const CnKubeResult *res, void 
                             CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, s->name, res->message ?: strerror(-res->error));
         else
                 s->condition_false = true;
-        fail(s, cached_node(s->manager, s->name), s->condition_reason, 0, "%s", strna(msg));
+        node = cached_node(s->manager, s->name);
+        fail(s, node, s->condition_reason, 0, "%s", strna(msg));
 }
 
 /* A provided-node-ip that does not fit the instance is for the cluster's owner to fix, and
@@ -204,7 +208,8 @@ static void fail_with_condition(NodeState *s, json_object *node, const char *rea
 static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         Manager *m = s->manager;
-        json_object *node = res->object && res->error >= 0 ? res->object : cached_node(m, s->name);
+        _cleanup_json_ json_object *cached = NULL;
+        json_object *node = res->object && res->error >= 0 ? res->object : (cached = cached_node(m, s->name));
         const char *pid;
         usec_t latency;
 
@@ -296,7 +301,7 @@ static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *us
                 return;
         }
         if (res->error < 0 || !res->object) {
-                json_object *cached = cached_node(s->manager, s->name);
+                _cleanup_json_ json_object *cached = cached_node(s->manager, s->name);
 
                 s->request = cn_kube_request_free(s->request);
                 fail(s, cached, "FailedToUpdateNodeAddresses", 0, "patching the Node's addresses failed: %s",
@@ -318,7 +323,7 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         _cleanup_node_address_list_ CnNodeAddressList addrs = {};
         _cleanup_json_ json_object *patch = NULL;
         _cleanup_free_ char *bad_ip = NULL;
-        json_object *node = cached_node(m, s->name);
+        _cleanup_json_ json_object *node = cached_node(m, s->name);
         CnKubePatchType type = CN_KUBE_PATCH_MERGE;
         bool differ;
         int r;

@@ -16,7 +16,8 @@
  *   watch RESOURCE NS RV N                    until N events or the end of the watch
  *   get-each-line RESOURCE NS NAME            one GET per line read on stdin (token rotation)
  *   informer RESOURCE NS [FIELDSELECTOR]      prints callbacks until stdin closes (server-side watch
- *                                             timeout from $CN_TEST_WATCH_TIMEOUT, default 30 s)
+ *                                             timeout from $CN_TEST_WATCH_TIMEOUT, default 30 s; the
+ *                                             cache keeps JSON text with $CN_TEST_INFORMER_TEXT set)
  *   leader NS NAME IDENTITY LEASE RENEW RETRY (seconds, may be fractional) until SIGTERM, then releases
  *   event RESOURCE NS NAME TYPE REASON MESSAGE [COUNT]   record COUNT times, wait until written
  *   cert-check                                 cn_kube_config_check_client_cert() now */
@@ -157,9 +158,10 @@ static void inf_added(CnKubeInformer *i, json_object *obj, void *userdata) {
 
         /* What the cache answers for the object just announced. */
         json_object_object_add(o, "cached",
-                               json_object_new_boolean(cn_kube_informer_lookup(
-                                                               i, cn_json_string(obj, "metadata", "namespace", NULL),
-                                                               cn_json_string(obj, "metadata", "name", NULL)) == obj));
+                               json_object_new_boolean(json_object_equal(
+                                       cn_kube_informer_lookup(i, cn_json_string(obj, "metadata", "namespace", NULL),
+                                                               cn_json_string(obj, "metadata", "name", NULL)),
+                                       obj)));
         json_object_object_add(o, "watchRestarts",
                                json_object_new_int64((int64_t) cn_kube_informer_get_watch_restarts(i)));
         print_line("added", o);
@@ -400,6 +402,7 @@ int main(int argc, char *argv[]) {
                         o.watch_timeout_sec = (unsigned) atoi(getenv("CN_TEST_WATCH_TIMEOUT"));
                 o.namespace = ns_arg(argv[2]);
                 o.field_selector = argc > 3 ? argv[3] : NULL;
+                o.store_text = getenv("CN_TEST_INFORMER_TEXT") != NULL;
                 r = cn_kube_informer_get_shared(client, resource_by_name(argv[1]), &o, &informer);
                 if (r >= 0)
                         r = cn_kube_informer_add_handlers(informer, &h, NULL, NULL);

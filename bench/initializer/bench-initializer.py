@@ -5,7 +5,8 @@ digitalocean, proxmoxve), one initializer (the cluster-mode service account, RBA
 Nodes exist. Prints, per provider and N: time until every Node is initialized, Nodes per second,
 p50/p99 taint-removal latency (initializer start -> the audit time of the Node PATCH that removed
 the taint), API writes and all API requests per Node (audit log), cloud requests per Node (the
-fake cloud's request log: API and token requests), CPU seconds and peak RSS of the initializer.
+fake cloud's request log: API and token requests), CPU seconds and peak RSS (VmHWM) of the initializer, and its
+anonymous memory (RssAnon) when the last Node is initialized.
 
     make bench-initializer BENCH_INITIALIZER_ARGS="--nodes 100,1000 --flag=--concurrent-node-syncs=8"
     make bench-initializer BENCH_INITIALIZER_ARGS="--providers aws,gcp,azure,digitalocean,proxmoxve --nodes 100"
@@ -15,6 +16,7 @@ the Synced Event of each Node) bounds the rate; the fakes are Python and, far ab
 --kube-api-qps=200, they do. Compare the initializer's CPU seconds with the wall time to see
 which side waited."""
 import argparse
+import atexit
 import datetime
 import importlib
 import os
@@ -130,6 +132,7 @@ def run(provider, n, flags, workdir, objects):
                 raise SystemExit("not all nodes initialized; log:\n" + ini.log()[-3000:])
             elapsed = time.time() - t0
             cpu, rss = proc_stats(ini.proc.pid)
+            anon = rss_anon(ini.proc.pid)
         calls = [r for r in k.audit() if r.get("user") == CLUSTER_SA]
         audit = [r for r in calls if r.get("resource") == "nodes"]
         writes = [r for r in audit if r.get("verb") in ("patch", "update", "create", "delete")]
@@ -139,7 +142,17 @@ def run(provider, n, flags, workdir, objects):
         cloud = c.requests()
     return {"provider": provider, "n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
             "p99": percentile(removed, 99), "writes": len(writes) / n, "api": len(calls) / n,
-            "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss}
+            "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss, "anon": anon}
+
+
+def rss_anon(pid):
+    """RssAnon of a running process in MiB: its anonymous memory (heap, stacks) at this moment,
+    without the library pages that other processes share."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
 
 
 def wrap_initializer(command):
@@ -150,6 +163,7 @@ def wrap_initializer(command):
     with os.fdopen(fd, "w") as f:
         f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (command, shlex.quote(cninit.BINARY)))
     os.chmod(path, 0o755)
+    atexit.register(os.unlink, path)
     cninit.BINARY = path
 
 
@@ -183,16 +197,16 @@ def main():
               % nodegen.sizes())
     else:
         print("Nodes: small (name and taint only)")
-    print("%-12s %7s %9s %8s %7s %7s %11s %9s %10s %7s %11s %8s" % (
+    print("%-12s %7s %9s %8s %7s %7s %11s %9s %10s %7s %11s %8s %9s" % (
         "provider", "nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node", "API/node", "cloud/node",
-        "CPU s", "CPU ms/node", "RSS MiB"))
+        "CPU s", "CPU ms/node", "RSS MiB", "anon MiB"))
     with tempfile.TemporaryDirectory() as w:
         for provider in providers:
             for n in counts:
                 r = run(provider, n, opts.flag, w, opts.objects)
-                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8d" % (
+                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8d %9.1f" % (
                     r["provider"], r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["api"],
-                    r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"]))
+                    r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"], r["anon"]))
                 sys.stdout.flush()
         if opts.peers:
             import peers

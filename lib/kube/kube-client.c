@@ -89,6 +89,7 @@ struct CnKubeRequest {
         unsigned limit;
         json_object *accumulated, *items;
         size_t n_items_done;
+        bool items_as_text;
         bool restarted;
 };
 
@@ -283,13 +284,62 @@ static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *
         return k;
 }
 
+int cn_kube_object_to_text(json_object *object, json_object **ret) {
+        const char *s;
+        size_t len;
+
+        assert(ret);
+        if (!json_object_is_type(object, json_type_object))
+                return -EINVAL;
+        s = json_object_to_json_string_length(object, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!s)
+                return -ENOMEM;
+        if (len > INT32_MAX)
+                return -EFBIG;
+        *ret = json_object_new_string_len(s, (int) len);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int cn_kube_object_from_text(json_object *text, json_object **ret) {
+        _cleanup_json_ json_object *o = NULL;
+        int k;
+
+        assert(ret);
+        if (!json_object_is_type(text, json_type_string))
+                return -EBADMSG;
+        k = cn_json_parse(json_object_get_string(text), (size_t) json_object_get_string_len(text), SIZE_MAX, &o,
+                          NULL);
+        if (k < 0)
+                return k;
+        if (!json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
 static int on_list_item(json_object *item, void *userdata) {
         CnKubeRequest *r = ASSERT_PTR(userdata);
+        json_object *text = NULL;
+        int k;
 
-        /* Kept until the whole list is there, and by most callers long after: compacted now, so
-         * that the next item's parse reuses what this one's tables gave back. */
-        cn_json_compact(item);
-        return json_object_array_add(r->items, json_object_get(item)) < 0 ? -ENOMEM : 0;
+        if (!r->items_as_text) {
+                /* Kept until the whole list is there, and by most callers long after: compacted
+                 * now, so that the next item's parse reuses what this one's tables gave back. */
+                cn_json_compact(item);
+                return json_object_array_add(r->items, json_object_get(item)) < 0 ? -ENOMEM : 0;
+        }
+        k = cn_kube_object_to_text(item, &text);
+        if (k == -EINVAL) {
+                log_debug("Ignoring a list item that is not an object.");
+                return 0;
+        }
+        if (k < 0)
+                return k;
+        if (json_object_array_add(r->items, text) < 0) {
+                json_object_put(text);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 static int on_list_data(CnHttpRequest *h, const void *data, size_t size, void *userdata) {
@@ -746,6 +796,7 @@ int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, c
         req->list_base = TAKE_PTR(base);
         req->limit = o && o->limit > 0 ? o->limit : CN_KUBE_DEFAULT_PAGE_SIZE;
         req->item_filter = o ? o->filter : NULL;
+        req->items_as_text = o && o->items_as_text;
         if (o && ((k = strdup_opt(o->label_selector, &req->label_selector)) < 0 ||
                   (k = strdup_opt(o->field_selector, &req->field_selector)) < 0 ||
                   (k = strdup_opt(o->resource_version, &req->resource_version)) < 0 ||

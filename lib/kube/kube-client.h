@@ -167,7 +167,17 @@ typedef struct CnKubeListOptions {
          * objects, DELETED ones included), parsed with json-filter.h so that the rest is never
          * built; the List's and a watch ERROR's own members are kept. NULL: everything. */
         const CnJsonFilter *filter;
+        /* list_all: each item of the List is its JSON text (a json-c string, the filtered object
+         * serialized) instead of a tree: a cache that keeps objects as text (the informer's
+         * store_text) never holds the whole list as trees. */
+        bool items_as_text;
 } CnKubeListOptions;
+
+/* The text kept of an object (items_as_text, the informer's store_text): a json-c string, the
+ * object serialized without whitespace (-EINVAL if it is not an object); and the tree built from
+ * such a text. Anything but a string holding one JSON object is -EBADMSG. */
+int cn_kube_object_to_text(json_object *object, json_object **ret);
+int cn_kube_object_from_text(json_object *text, json_object **ret);
 
 /* Query string for the options, "?a=b&c=d" (escaped) or "" when none apply. watch adds watch=1
  * and the watch-only parameters. */
@@ -178,7 +188,8 @@ int cn_kube_list(CnKubeClient *c, const CnKubeResource *r, const char *ns, const
                  CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 
 /* All pages, following metadata.continue with page size o->limit (0: CN_KUBE_DEFAULT_PAGE_SIZE).
- * The result object is one List whose items are all pages' items (compacted, cn_json_compact()) and
+ * The result object is one List whose items are all pages' items (compacted, cn_json_compact(), or
+ * their text with o->items_as_text) and
  * whose metadata.resourceVersion is the consistent snapshot's (the first page's). A continue token that
  * expired (410) restarts the list from the beginning once. */
 int cn_kube_list_all(CnKubeClient *c, const CnKubeResource *r, const char *ns, const CnKubeListOptions *o,

@@ -25,7 +25,10 @@ typedef struct EventEntry {
         bool creating;       /* the write in flight is the create */
         usec_t last_mono;
         char first_timestamp[CN_FORMAT_TIMESTAMP_MAX];
-        json_object *create_body; /* kept to re-create when the Event expired server-side */
+        /* The create's body as text (cn_kube_object_to_text()), kept to re-create the Event
+         * when it expired server-side: up to EVENT_CACHE_MAX entries stay, and a json-c tree of
+         * a body takes several times its text. */
+        json_object *create_body;
         CnKubeRequest *req;
         bool dirty; /* repeats arrived while a write was in flight */
 } EventEntry;
@@ -208,11 +211,13 @@ static int entry_send(EventEntry *e) {
         now_timestamp(ts);
 
         if (!e->created) {
-                if ((k = cn_json_set_string(e->create_body, ts, "lastTimestamp", NULL)) < 0 ||
-                    (k = cn_json_set(e->create_body, count_value(e), "count", NULL)) < 0)
+                _cleanup_json_ json_object *body = NULL;
+
+                if ((k = cn_kube_object_from_text(e->create_body, &body)) < 0 ||
+                    (k = cn_json_set_string(body, ts, "lastTimestamp", NULL)) < 0 ||
+                    (k = cn_json_set(body, count_value(e), "count", NULL)) < 0)
                         return k;
-                k = cn_kube_create(r->client, &cn_kube_resource_events, e->namespace, e->create_body, on_written, e,
-                                   &e->req);
+                k = cn_kube_create(r->client, &cn_kube_resource_events, e->namespace, body, on_written, e, &e->req);
         } else {
                 patch = json_object_new_object();
                 if (!patch)
@@ -271,8 +276,7 @@ static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKube
                 if (k < 0)
                         return k;
         }
-        e->create_body = TAKE_PTR(ev);
-        return 0;
+        return cn_kube_object_to_text(ev, &e->create_body);
 }
 
 /* Room for one more entry: drop the least recently used idle entry when full. */

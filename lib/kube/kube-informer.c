@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Informer (see kube-informer.h): list, then watch from the list's resourceVersion; keep a cache
  * keyed "namespace/name" in a json-c object (a hash table), each object compacted
- * (cn_json_compact()) since it is kept until it changes; tell handlers what changed. */
+ * (cn_json_compact()) since it is kept until it changes, or with store_text its JSON text in a
+ * json-c string; tell handlers what changed. */
 #include "backoff.h"
 #include "hash-util.h"
 #include "json-util.h"
@@ -32,8 +33,11 @@ struct CnKubeInformer {
         unsigned page_size, watch_timeout_sec;
         const CnJsonFilter *filter;
         bool shared;
+        bool store_text;
 
-        json_object *cache;
+        json_object *cache; /* key -> the object (a tree, or with store_text a string of its text) */
+        json_object *scratch; /* store_text: the trees lookups handed out, until the next iteration */
+        sd_event_source *scratch_defer;
         char *resource_version;
         bool started, synced;
         bool not_served; /* the last list or watch answered 404 */
@@ -118,6 +122,8 @@ static CnKubeInformer *informer_free(CnKubeInformer *i) {
                 free(h);
         }
         json_object_put(i->cache);
+        i->scratch_defer = sd_event_source_disable_unref(i->scratch_defer);
+        json_object_put(i->scratch);
         free(i->resource_version);
         free(i->group);
         free(i->version);
@@ -181,6 +187,7 @@ int cn_kube_informer_new(CnKubeClient *c, const CnKubeResource *r, const CnKubeI
                 i->page_size = o->page_size;
                 i->watch_timeout_sec = o->watch_timeout_sec;
                 i->filter = o->filter;
+                i->store_text = o->store_text;
         }
         if (i->watch_timeout_sec == 0) {
                 uint64_t rnd = 0;
@@ -208,7 +215,7 @@ int cn_kube_informer_get_shared(CnKubeClient *c, const CnKubeResource *r, const 
                     streq_opt(i->resource_name, r->resource) && streq_opt(i->namespace, o ? o->namespace : NULL) &&
                     streq_opt(i->label_selector, o ? o->label_selector : NULL) &&
                     streq_opt(i->field_selector, o ? o->field_selector : NULL) &&
-                    i->filter == (o ? o->filter : NULL)) {
+                    i->filter == (o ? o->filter : NULL) && i->store_text == (o && o->store_text)) {
                         *ret = cn_kube_informer_ref(i);
                         return 0;
                 }
@@ -248,7 +255,83 @@ const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i) {
         return &i->resource;
 }
 
-json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const char *name) {
+/* What the cache keeps of an object: the tree itself (compacted), or its text. NULL when out of
+ * memory. */
+static json_object *value_new(CnKubeInformer *i, json_object *object) {
+        json_object *text = NULL;
+
+        if (!i->store_text) {
+                cn_json_compact(object);
+                return json_object_get(object);
+        }
+        return cn_kube_object_to_text(object, &text) < 0 ? NULL : text;
+}
+
+/* A new reference to the tree of a cached value: the value itself, or its text parsed. NULL
+ * only when out of memory (the text is our own serialization). */
+static json_object *value_tree(CnKubeInformer *i, json_object *value) {
+        json_object *o = NULL;
+        int k;
+
+        if (!i->store_text)
+                return json_object_get(value);
+        k = cn_kube_object_from_text(value, &o);
+        if (k < 0) {
+                log_debug_errno(k, "Cannot parse a cached %s object: %m", i->resource_name);
+                return NULL;
+        }
+        return o;
+}
+
+/* store_text: whether two cached values are the same text (then nothing changed). */
+static bool value_same_text(CnKubeInformer *i, json_object *a, json_object *b) {
+        return i->store_text && json_object_is_type(a, json_type_string) && json_object_is_type(b, json_type_string) &&
+               json_object_get_string_len(a) == json_object_get_string_len(b) &&
+               streq(json_object_get_string(a), json_object_get_string(b));
+}
+
+static bool same_version(json_object *a, json_object *b) {
+        return streq_opt(cn_json_string(a, "metadata", "resourceVersion", NULL),
+                         cn_json_string(b, "metadata", "resourceVersion", NULL));
+}
+
+static int on_scratch_release(sd_event_source *s, void *userdata) {
+        CnKubeInformer *i = ASSERT_PTR(userdata);
+        size_t n = i->scratch ? json_object_array_length(i->scratch) : 0;
+
+        if (n > 0)
+                (void) json_object_array_del_idx(i->scratch, 0, n);
+        return 0;
+}
+
+/* Keeps a tree a lookup hands out until the event loop's next iteration. */
+static int scratch_keep(CnKubeInformer *i, json_object *tree) {
+        int k;
+
+        if (!i->scratch) {
+                i->scratch = json_object_new_array();
+                if (!i->scratch)
+                        return -ENOMEM;
+        }
+        if (!i->scratch_defer) {
+                k = sd_event_add_defer(cn_kube_client_get_event(i->client), &i->scratch_defer, on_scratch_release, i);
+                if (k < 0)
+                        return k;
+                /* Before anything else: a defer source that stays on (a work queue with work)
+                 * would otherwise be dispatched first on every iteration, and the trees pile up. */
+                k = sd_event_source_set_priority(i->scratch_defer, SD_EVENT_PRIORITY_IMPORTANT);
+                if (k < 0)
+                        return k;
+                (void) sd_event_source_set_description(i->scratch_defer, "kube-informer-scratch");
+        }
+        if (json_object_array_add(i->scratch, json_object_get(tree)) < 0) {
+                json_object_put(tree);
+                return -ENOMEM;
+        }
+        return sd_event_source_set_enabled(i->scratch_defer, SD_EVENT_ONESHOT);
+}
+
+json_object *cn_kube_informer_get(CnKubeInformer *i, const char *ns, const char *name) {
         _cleanup_free_ char *key = NULL;
         json_object *o;
 
@@ -258,7 +341,21 @@ json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const ch
         key = isempty(ns) ? strdup(name) : cn_strjoin(ns, "/", name, NULL);
         if (!key)
                 return NULL;
-        return json_object_object_get_ex(i->cache, key, &o) ? o : NULL;
+        if (!json_object_object_get_ex(i->cache, key, &o))
+                return NULL;
+        return value_tree(i, o);
+}
+
+json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const char *name) {
+        _cleanup_json_ json_object *tree = cn_kube_informer_get(i, ns, name);
+
+        if (!tree || !i->store_text)
+                return tree; /* the cache's own reference keeps it */
+        if (scratch_keep(i, tree) < 0) {
+                log_debug("Out of memory looking up %s %s.", i->resource_name, name);
+                return NULL;
+        }
+        return tree; /* the scratch array holds it */
 }
 
 uint64_t cn_kube_informer_get_watch_restarts(CnKubeInformer *i) {
@@ -275,10 +372,13 @@ int cn_kube_informer_foreach(CnKubeInformer *i, CnKubeInformerForeachFn fn, void
         assert(i);
         assert(fn);
         json_object_object_foreach(i->cache, key, val) {
+                _cleanup_json_ json_object *tree = value_tree(i, val);
                 int k;
 
                 (void) key;
-                k = fn(val, userdata);
+                if (!tree)
+                        return -ENOMEM;
+                k = fn(tree, userdata);
                 if (k < 0)
                         return k;
         }
@@ -366,14 +466,22 @@ static int informer_replace(CnKubeInformer *i, json_object *list) {
         (void) cn_json_get_array(list, &items, "items", NULL);
         for (size_t n = 0, len = items ? json_object_array_length(items) : 0; n < len; n++) {
                 json_object *item = json_object_array_get_idx(items, n);
+                _cleanup_json_ json_object *tree = NULL, *value = NULL;
                 _cleanup_free_ char *key = NULL;
 
-                if (cn_kube_object_key(item, &key) < 0) {
+                /* Compacted already by list_all as each item arrived, or its text. */
+                if (i->store_text && !json_object_is_type(item, json_type_string))
+                        value = value_new(i, item);
+                else
+                        value = json_object_get(item);
+                if (!value)
+                        return -ENOMEM;
+                tree = value_tree(i, value);
+                if (!tree || cn_kube_object_key(tree, &key) < 0) {
                         log_debug("Ignoring %s list item without a name.", i->resource_name);
                         continue;
                 }
-                /* Compacted already by list_all, as each item arrived. */
-                if (json_object_object_add(fresh, key, json_object_get(item)) < 0)
+                if (json_object_object_add(fresh, key, TAKE_PTR(value)) < 0)
                         return -ENOMEM;
         }
 
@@ -386,18 +494,30 @@ static int informer_replace(CnKubeInformer *i, json_object *list) {
         i->synced = true;
 
         /* The cache already shows the new state while handlers run. */
-        json_object_object_foreach(fresh, key, obj) {
+        json_object_object_foreach(fresh, key, val) {
+                _cleanup_json_ json_object *obj = NULL, *prev_tree = NULL;
                 json_object *prev;
 
-                if (!json_object_object_get_ex(old, key, &prev))
-                        notify(i, NOTIFY_ADDED, NULL, obj);
-                else if (!streq_opt(cn_json_string(prev, "metadata", "resourceVersion", NULL),
-                                    cn_json_string(obj, "metadata", "resourceVersion", NULL)))
-                        notify(i, NOTIFY_UPDATED, prev, obj);
+                if (!json_object_object_get_ex(old, key, &prev)) {
+                        obj = value_tree(i, val);
+                        if (obj)
+                                notify(i, NOTIFY_ADDED, NULL, obj);
+                        continue;
+                }
+                if (value_same_text(i, prev, val))
+                        continue;
+                obj = value_tree(i, val);
+                prev_tree = value_tree(i, prev);
+                if (obj && prev_tree && !same_version(prev_tree, obj))
+                        notify(i, NOTIFY_UPDATED, prev_tree, obj);
         }
-        json_object_object_foreach(old, okey, oobj)
-                if (!json_object_object_get_ex(fresh, okey, NULL))
-                        notify(i, NOTIFY_DELETED, NULL, oobj);
+        json_object_object_foreach(old, okey, oval)
+                if (!json_object_object_get_ex(fresh, okey, NULL)) {
+                        _cleanup_json_ json_object *oobj = value_tree(i, oval);
+
+                        if (oobj)
+                                notify(i, NOTIFY_DELETED, NULL, oobj);
+                }
 
         if (first)
                 notify(i, NOTIFY_SYNCED, NULL, NULL);
@@ -439,7 +559,7 @@ static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *user
 
 static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_object *object, void *userdata) {
         CnKubeInformer *i = ASSERT_PTR(userdata);
-        _cleanup_json_ json_object *prev = NULL;
+        _cleanup_json_ json_object *prev = NULL, *prev_tree = NULL, *value = NULL;
         _cleanup_free_ char *key = NULL;
         json_object *p;
 
@@ -459,16 +579,26 @@ static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_obje
                 return;
         }
 
-        cn_json_compact(object);
-        if (json_object_object_add(i->cache, key, json_object_get(object)) < 0) {
+        value = value_new(i, object);
+        if (!value) {
                 log_oom();
                 return;
         }
-        if (!prev)
+        if (prev && value_same_text(i, prev, value))
+                return;
+        if (json_object_object_add(i->cache, key, TAKE_PTR(value)) < 0) {
+                log_oom();
+                return;
+        }
+        if (!prev) {
                 notify(i, NOTIFY_ADDED, NULL, object);
-        else if (!streq_opt(cn_json_string(prev, "metadata", "resourceVersion", NULL),
-                            cn_json_string(object, "metadata", "resourceVersion", NULL)))
-                notify(i, NOTIFY_UPDATED, prev, object);
+                return;
+        }
+        prev_tree = value_tree(i, prev);
+        if (!prev_tree)
+                log_oom();
+        else if (!same_version(prev_tree, object))
+                notify(i, NOTIFY_UPDATED, prev_tree, object);
 }
 
 static void on_watch_end(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
@@ -511,6 +641,7 @@ static int informer_list(CnKubeInformer *i) {
                 .field_selector = i->field_selector,
                 .limit = i->page_size,
                 .filter = i->filter,
+                .items_as_text = i->store_text,
         };
 
         i->list_req = cn_kube_request_free(i->list_req);
@@ -595,8 +726,14 @@ static int on_replay(sd_event_source *s, void *userdata) {
                         continue;
                 h->replay_pending = false;
                 if (h->h.added) {
-                        json_object_object_foreach(i->cache, key, obj) {
+                        json_object_object_foreach(i->cache, key, val) {
+                                _cleanup_json_ json_object *obj = value_tree(i, val);
+
                                 (void) key;
+                                if (!obj) {
+                                        log_oom();
+                                        continue;
+                                }
                                 h->h.added(i, obj, h->userdata);
                                 if (h->removed)
                                         break;

@@ -13,7 +13,14 @@
  * is keyed and compared by them).
  *
  * Objects in the cache are json-c trees owned by the informer; callbacks and lookups hand out
- * borrowed references (json_object_get() to keep one beyond the call). Never modify them. */
+ * borrowed references (json_object_get() to keep one beyond the call). Never modify them.
+ *
+ * With store_text the cache keeps each object as its JSON text (after the filter: a filtered
+ * Node is some 800 bytes of text against 6 KB or more as a json-c tree) and builds a tree when one
+ * is asked for: the object a callback or foreach function gets lives for that call, the one
+ * cn_kube_informer_lookup() returns until the event loop's next iteration; json_object_get() keeps
+ * either longer. Each lookup parses anew, so a caller that reads one object many times keeps
+ * the tree it got. */
 #pragma once
 
 #include <stdbool.h>
@@ -34,6 +41,7 @@ typedef struct CnKubeInformerOptions {
         unsigned watch_timeout_sec; /* server-side watch timeout; 0: random 300..600 like client-go */
         const CnJsonFilter *filter; /* optional: the members kept of each object (see above);
                                      * static storage, shared informers match on it too */
+        bool store_text;            /* cache objects as JSON text (see above) */
 } CnKubeInformerOptions;
 
 typedef struct CnKubeInformerHandlers {
@@ -93,6 +101,10 @@ const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i);
 
 /* Borrowed object from the cache or NULL. ns NULL for cluster-scoped resources. */
 json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const char *name);
+/* The same as a new reference (json_object_put() it): with store_text, what a caller that looks
+ * up many objects in one pass of the event loop uses, so that their trees do not all stay until
+ * the next iteration. */
+json_object *cn_kube_informer_get(CnKubeInformer *i, const char *ns, const char *name);
 
 size_t cn_kube_informer_size(CnKubeInformer *i);
 

@@ -413,12 +413,17 @@ def test_watch(t, k):
     t.ok(r and r["errno"] == "EIDRM", "410 ERROR event ends the watch with EGONE (EIDRM)", lines)
 
 
-def test_informer(t, k):
-    ensure_ns(k, "inf")
-    base = "/api/v1/namespaces/inf/configmaps"
+def test_informer(t, k, text=False):
+    """text: the cache keeps each object as JSON text (store_text) and builds trees on use."""
+    ns = "inft" if text else "inf"
+    ensure_ns(k, ns)
+    base = "/api/v1/namespaces/%s/configmaps" % ns
     for n in ("a", "b", "c"):
         k.api("POST", base, cm(n))
-    p = Proc(k, "informer", "configmaps", "inf", env={"CN_TEST_WATCH_TIMEOUT": "2"})
+    env = {"CN_TEST_WATCH_TIMEOUT": "2"}
+    if text:
+        env["CN_TEST_INFORMER_TEXT"] = "1"
+    p = Proc(k, "informer", "configmaps", ns, env=env)
     try:
         synced = p.wait_for(lambda x: x["what"] == "synced")
         added = sorted(x["name"] for x in p.lines if x["what"] == "added")
@@ -438,10 +443,10 @@ def test_informer(t, k):
 
         # Server-side timeouts end watches every 2 s: the informer watches again from where it was.
         time.sleep(4.5)
-        watches = [a for a in audit(k) if a["verb"] == "watch" and a["namespace"] == "inf"]
+        watches = [a for a in audit(k) if a["verb"] == "watch" and a["namespace"] == ns]
         t.ok(len(watches) >= 2 and all("resourceVersion=" in a["query"] for a in watches),
              "re-watch after the server's timeout resumes from a resourceVersion", [a["query"] for a in watches])
-        lists = len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == "inf"])
+        lists = len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == ns])
         t.eq(lists, 2, "no re-list on normal watch ends (one list of two pages)")
         k.api("POST", base, cm("e"))
         e = p.wait_for(lambda x: x["what"] == "added" and x["name"] == "e")
@@ -449,18 +454,18 @@ def test_informer(t, k):
         t.ok(e and e["watchRestarts"] >= 1, "normal watch ends count as restarts", e)
 
         # 410 Gone on the next watch: re-list, and the difference is delivered.
-        k.inject({"action": "gone", "verb": "watch", "namespace": "inf"})
+        k.inject({"action": "gone", "verb": "watch", "namespace": ns})
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and \
-                len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == "inf"]) < 3:
+                len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == ns]) < 3:
             time.sleep(0.2)
-        lists = len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == "inf"])
+        lists = len([a for a in audit(k) if a["verb"] == "list" and a["namespace"] == ns])
         t.ok(lists >= 3, "410 Gone makes the informer list again (%d list requests)" % lists)
         k.api("DELETE", base + "/c")
         t.ok(p.wait_for(lambda x: x["what"] == "deleted" and x["name"] == "c"), "watch works after the re-list")
 
         # A connection dropped mid-stream: events are neither lost nor duplicated.
-        k.inject({"action": "abort-watch", "afterEvents": 1, "verb": "watch", "namespace": "inf"})
+        k.inject({"action": "abort-watch", "afterEvents": 1, "verb": "watch", "namespace": ns})
         time.sleep(2.5)  # the current watch ends by timeout; the next one is cut after one event
         for n in ("f", "g", "h"):
             k.api("POST", base, cm(n))
@@ -468,7 +473,7 @@ def test_informer(t, k):
             t.ok(p.wait_for(lambda x, n=n: x["what"] == "added" and x["name"] == n, timeout=20),
                  "object %s added across a dropped watch" % n)
         h = next((x for x in p.lines if x["what"] == "added" and x["name"] == "h"), None)
-        watches = [a for a in audit(k) if a["verb"] == "watch" and a["namespace"] == "inf"]
+        watches = [a for a in audit(k) if a["verb"] == "watch" and a["namespace"] == ns]
         # The 410 and the dropped connection add to the timeouts; every restart is a new watch
         # request, and the one that delivered h was still open.
         t.ok(e and h and h["watchRestarts"] >= e["watchRestarts"] + 2 and h["watchRestarts"] < len(watches),
@@ -481,6 +486,10 @@ def test_informer(t, k):
     adds = [x["name"] for x in p.lines if x["what"] == "added"]
     t.eq(sorted(adds), sorted(set(adds)), "no object was reported added twice")
     t.ok(not [x for x in p.lines if x["what"] == "synced"][1:], "synced is reported once")
+
+
+def test_informer_text(t, k):
+    test_informer(t, k, text=True)
 
 
 def test_informer_field_selector(t, k):
@@ -617,6 +626,39 @@ def test_events(t, k):
          "repeats are PATCHes of the existing Event, not new Events", [(a["verb"], a["code"]) for a in writes])
 
 
+def test_event_recreated(t, k):
+    """An Event that expired server-side while cached is created again from the body the recorder
+    kept (as text): the same Event, with the count it has reached."""
+    k.inject({"latency": 1.5, "verb": "patch", "resource": "events"})
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=drive(k, "event", "nodes", "-", "ev2-node", "Warning",
+                                                           "Expiring", "it expired", "3")))
+    th.start()
+    try:
+        deadline = time.monotonic() + 10
+        mine = []
+        while time.monotonic() < deadline and not mine:
+            st, evs = k.api("GET", "/api/v1/namespaces/default/events")
+            mine = [e for e in evs["items"] if e["involvedObject"].get("name") == "ev2-node"]
+            time.sleep(0.05)
+        t.ok(len(mine) == 1, "the Event is created", mine)
+        for e in mine:  # expires while the repeat's PATCH is delayed
+            k.api("DELETE", "/api/v1/namespaces/default/events/" + e["metadata"]["name"])
+        th.join(30)
+    finally:
+        k.clear_faults()
+    rc = out.get("r", (None,))[0]
+    st, evs = k.api("GET", "/api/v1/namespaces/default/events")
+    again = [e for e in evs["items"] if e["involvedObject"].get("name") == "ev2-node"]
+    e = again[0] if len(again) == 1 else {}
+    t.ok(rc == 0 and mine and e.get("metadata", {}).get("name") == mine[0]["metadata"]["name"] and
+         e.get("count") == 3 and e.get("reason") == "Expiring" and e.get("message") == "it expired" and
+         e.get("type") == "Warning" and e["involvedObject"].get("uid") == "uid-1" and
+         e.get("source") == {"component": "test-driver", "host": "test-host"} and
+         e.get("firstTimestamp") == mine[0].get("firstTimestamp"),
+         "after a 404 on the repeat, the same Event is created again with count 3", again)
+
+
 def test_continue_expired(t, d):
     """A continue token whose snapshot is gone (410 Expired) restarts list_all once."""
     with FakeKube(os.path.join(d, "short-history"), extra_args=["--watch-history", "5"]) as k:
@@ -653,8 +695,8 @@ def main():
         with FakeKube(d) as k:
             for fn in (test_get_auth_and_errors, test_transport_errors, test_list_pagination, test_list_bad_pages,
                        test_writes, test_retry_after, test_watch,
-                       test_informer, test_informer_field_selector, test_token_file_rotation,
-                       test_leader_election, test_leader_loses_lease, test_events):
+                       test_informer, test_informer_text, test_informer_field_selector, test_token_file_rotation,
+                       test_leader_election, test_leader_loses_lease, test_events, test_event_recreated):
                 t.run(fn, k)
         t.run(test_continue_expired, d)
     finally:

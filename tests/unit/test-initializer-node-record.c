@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The record the initializer's Node cache keeps: a kubelet's Node through the initializer's
+ * filter (initializer-node-filter.c) and the informer's text codec (cn_kube_object_to_text(),
+ * cn_kube_object_from_text()) reads, for every member the initializer reads, what the whole
+ * Node reads, and the patches built from either are the same; what it drops is gone. Text that
+ * is not such a record is one error, never a crash or a partial tree. */
+#include "initializer-node-filter.h"
+#include "json-util.h"
+#include "kube-client.h"
+#include "node-addresses.h"
+#include "node-patch.h"
+#include "tap.h"
+
+/* A Node as a kubelet registers it and the API server stores it, shortened (two images, one
+ * managedFields entry), with a label value and a condition message that need escaping. */
+static const char node_json[] =
+        "{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"worker-1\","
+        "\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7f\",\"resourceVersion\":\"123456\","
+        "\"creationTimestamp\":\"2026-11-24T10:00:00Z\",\"labels\":{\"kubernetes.io/hostname\":\"worker-1.example\","
+        "\"kubernetes.io/os\":\"linux\",\"kubernetes.io/arch\":\"amd64\",\"node.kubernetes.io/instance-type\":\"cx22\","
+        "\"example.com/quoted\":\"a\\\"b\\\\c/d \\u00e9\"},"
+        "\"annotations\":{\"alpha.kubernetes.io/provided-node-ip\":\"10.0.0.5\","
+        "\"node.alpha.kubernetes.io/ttl\":\"0\",\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"},"
+        "\"managedFields\":[{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+        "\"time\":\"2026-11-24T10:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{}}}}]},"
+        "\"spec\":{\"providerID\":\"hcloud://4711\",\"podCIDR\":\"10.244.1.0/24\",\"podCIDRs\":[\"10.244.1.0/24\"],"
+        "\"taints\":[{\"key\":\"node.cloudprovider.kubernetes.io/uninitialized\",\"value\":\"true\","
+        "\"effect\":\"NoSchedule\"},{\"key\":\"example.com/dedicated\",\"value\":\"db\",\"effect\":\"NoExecute\"}]},"
+        "\"status\":{\"capacity\":{\"cpu\":\"2\",\"memory\":\"3902420Ki\",\"pods\":\"110\"},"
+        "\"allocatable\":{\"cpu\":\"2\",\"memory\":\"3800020Ki\",\"pods\":\"110\"},"
+        "\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\",\"reason\":\"KubeletHasSufficientMemory\","
+        "\"message\":\"kubelet has sufficient memory available\",\"lastHeartbeatTime\":\"2026-11-24T10:05:00Z\"},"
+        "{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"message\":\"kubelet is posting "
+        "ready status \\\"ok\\\"\",\"lastHeartbeatTime\":\"2026-11-24T10:05:00Z\","
+        "\"lastTransitionTime\":\"2026-11-24T10:00:10Z\"},"
+        "{\"type\":\"CloudProviderInitialized\",\"status\":\"False\",\"reason\":\"InstanceNotFound\","
+        "\"message\":\"no server named worker-1\",\"lastTransitionTime\":\"2026-11-24T10:00:20Z\"}],"
+        "\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.5\"},{\"type\":\"Hostname\","
+        "\"address\":\"worker-1\"}],\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":10250}},"
+        "\"nodeInfo\":{\"machineID\":\"abc\",\"kubeletVersion\":\"v1.31.2\",\"osImage\":\"Debian GNU/Linux 12\"},"
+        "\"images\":[{\"names\":[\"registry.k8s.io/kube-proxy@sha256:0123\",\"registry.k8s.io/kube-proxy:v1.31.2\"],"
+        "\"sizeBytes\":30000000},{\"names\":[\"docker.io/library/nginx:1.27\"],\"sizeBytes\":70000000}]}}";
+
+static json_object *parse_whole(void) {
+        json_object *o = NULL;
+
+        assert(cn_json_parse(node_json, strlen(node_json), SIZE_MAX, &o, NULL) == 0);
+        return o;
+}
+
+/* The record as the informer keeps it, and the tree it gives back. */
+static int record_round_trip(const char *data, size_t size, json_object **ret_text, json_object **ret_tree) {
+        _cleanup_json_ json_object *filtered = NULL, *text = NULL;
+        int r;
+
+        r = cn_json_parse_filtered(data, size, SIZE_MAX, initializer_node_filter, &filtered, NULL);
+        if (r < 0)
+                return r;
+        r = cn_kube_object_to_text(filtered, &text);
+        if (r < 0)
+                return r;
+        r = cn_kube_object_from_text(text, ret_tree);
+        if (r < 0)
+                return r;
+        *ret_text = TAKE_PTR(text);
+        return 0;
+}
+
+static bool same_member(json_object *a, json_object *b, const char *k1, const char *k2, const char *k3) {
+        json_object *x = cn_json_get(a, k1, k2, k3, NULL), *y = cn_json_get(b, k1, k2, k3, NULL);
+
+        return x && y && json_object_equal(x, y);
+}
+
+static bool same_condition(json_object *a, json_object *b, const char *type) {
+        json_object *x = cn_node_get_condition(a, type), *y = cn_node_get_condition(b, type);
+        static const char *const members[] = { "type", "status", "reason", "message" };
+
+        if (!x || !y)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(members); i++)
+                if (!same_member(x, y, members[i], NULL, NULL))
+                        return false;
+        return true;
+}
+
+static bool same_patch(json_object *whole, json_object *record, int (*build)(json_object *, const void *, json_object **),
+                       const void *arg) {
+        _cleanup_json_ json_object *a = NULL, *b = NULL;
+
+        return build(whole, arg, &a) == 0 && build(record, arg, &b) == 0 && json_object_equal(a, b);
+}
+
+static int build_initialize(json_object *node, const void *arg, json_object **ret) {
+        return cn_node_patch_initialize(node, arg, ret);
+}
+
+static int build_untaint(json_object *node, const void *arg, json_object **ret) {
+        return cn_node_patch_taint(node, arg, false, ret);
+}
+
+static int build_taint(json_object *node, const void *arg, json_object **ret) {
+        return cn_node_patch_taint(node, arg, true, ret);
+}
+
+static int build_condition(json_object *node, const void *arg, json_object **ret) {
+        return cn_node_patch_status_condition(node, arg, NULL, 1764000000 * USEC_PER_SEC, ret);
+}
+
+static void test_round_trip(void) {
+        _cleanup_json_ json_object *whole = parse_whole(), *text = NULL, *rec = NULL;
+        char *const extra[] = { (char *) "example.com/pool=a", NULL };
+        CnNodeInitData d = { "hcloud://4711", "cx22", "fsn1", "fsn1-dc14", extra };
+        CnNodeCondition ok = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "True", "Initialized", "ok" };
+        const char *t;
+
+        TAP_OK(record_round_trip(node_json, strlen(node_json), &text, &rec) == 0, "a kubelet's Node becomes a record");
+        if (!rec)
+                return;
+        t = json_object_get_string(text);
+        TAP_OK(json_object_get_string_len(text) * 2 < (int) strlen(node_json),
+               "the record's text (%d bytes) is under half the shortened Node's (%zu)", json_object_get_string_len(text),
+               strlen(node_json));
+        TAP_OK(!strstr(t, "managedFields") && !strstr(t, "images") && !strstr(t, "nodeInfo") &&
+                       !strstr(t, "MemoryPressure") && !strstr(t, "lastHeartbeatTime") && !strstr(t, "podCIDR"),
+               "members the initializer does not read are not in it");
+
+        TAP_EQ_STR(cn_node_get_name(rec), "worker-1", "name");
+        TAP_EQ_STR(cn_node_get_uid(rec), cn_node_get_uid(whole), "uid");
+        TAP_EQ_STR(cn_node_get_resource_version(rec), "123456", "resourceVersion");
+        TAP_EQ_STR(cn_json_string(rec, "metadata", "creationTimestamp", NULL), "2026-11-24T10:00:00Z",
+                   "creationTimestamp");
+        TAP_OK(json_object_equal(cn_node_get_labels(rec), cn_node_get_labels(whole)),
+               "every label, escapes and non-ASCII included");
+        TAP_EQ_STR(cn_json_string(rec, "metadata", "labels", "example.com/quoted", NULL), "a\"b\\c/d \xc3\xa9",
+                   "a label value with quotes, a backslash, a slash and UTF-8");
+        TAP_EQ_STR(cn_node_get_kubelet_hostname(rec), cn_node_get_kubelet_hostname(whole), "the kubelet's hostname");
+        TAP_EQ_STR(cn_node_get_provided_node_ip(rec), "10.0.0.5", "the provided-node-ip annotation");
+        TAP_OK(!cn_json_get(rec, "metadata", "annotations", "node.alpha.kubernetes.io/ttl", NULL),
+               "other annotations are dropped");
+        TAP_EQ_STR(cn_node_get_provider_id(rec), "hcloud://4711", "spec.providerID");
+        TAP_OK(same_member(rec, whole, "spec", "taints", NULL), "spec.taints, all of them");
+        TAP_OK(cn_node_has_taint(rec, CN_TAINT_UNINITIALIZED) && !cn_node_has_taint(rec, CN_TAINT_SHUTDOWN),
+               "the uninitialized taint is seen, the shutdown taint is not");
+        TAP_OK(same_member(rec, whole, "status", "addresses", NULL), "status.addresses");
+        TAP_OK(same_condition(rec, whole, "Ready"), "the Ready condition's type, status, reason, message");
+        TAP_OK(same_condition(rec, whole, CN_CONDITION_CLOUD_PROVIDER_INITIALIZED),
+               "the CloudProviderInitialized condition's type, status, reason, message");
+        TAP_OK(!cn_node_get_condition(rec, "MemoryPressure"), "other conditions are dropped");
+
+        TAP_OK(same_patch(whole, rec, build_initialize, &d), "the initializing PATCH is the same from the record");
+        TAP_OK(same_patch(whole, rec, build_untaint, CN_TAINT_UNINITIALIZED),
+               "the taint-removing PATCH is the same from the record");
+        TAP_OK(same_patch(whole, rec, build_taint, CN_TAINT_SHUTDOWN), "the shutdown-taint PATCH is the same");
+        TAP_OK(same_patch(whole, rec, build_condition, &ok), "the condition PATCH is the same");
+}
+
+/* The record of a record is itself: a Node the informer re-caches does not drift. */
+static void test_stable(void) {
+        _cleanup_json_ json_object *text = NULL, *rec = NULL, *text2 = NULL, *rec2 = NULL;
+
+        assert(record_round_trip(node_json, strlen(node_json), &text, &rec) == 0);
+        TAP_OK(record_round_trip(json_object_get_string(text), (size_t) json_object_get_string_len(text), &text2,
+                                 &rec2) == 0 &&
+                       streq(json_object_get_string(text), json_object_get_string(text2)) &&
+                       json_object_equal(rec, rec2),
+               "a record read back and recorded again is the same text");
+}
+
+static int from_text(const char *s, size_t len) {
+        _cleanup_json_ json_object *text = json_object_new_string_len(s, (int) len), *tree = NULL;
+        int r;
+
+        assert(text);
+        r = cn_kube_object_from_text(text, &tree);
+        assert(r < 0 || tree);
+        return r;
+}
+
+static void test_hostile(void) {
+        _cleanup_json_ json_object *num = json_object_new_int(7), *arr = json_object_new_array(), *tree = NULL,
+                                   *text = NULL, *rec = NULL;
+        _cleanup_free_ char *deep = malloc(20001);
+        static const char nul_inside[] = "{\"a\":\"x\0y\"}";
+
+        TAP_EQ_INT(cn_kube_object_from_text(num, &tree), -EBADMSG, "a number is not a record");
+        TAP_OK(!tree, "and gives no tree");
+        TAP_EQ_INT(cn_kube_object_to_text(arr, &text), -EINVAL, "an array is not recorded");
+        TAP_EQ_INT(from_text("", 0), -EBADMSG, "empty text is one error");
+        TAP_EQ_INT(from_text("{\"metadata\":{\"name\":\"x\"", 23), -EBADMSG, "truncated text is one error");
+        TAP_EQ_INT(from_text("[{\"metadata\":{}}]", 17), -EBADMSG, "a list is not a record");
+        TAP_EQ_INT(from_text("\"{}\"", 4), -EBADMSG, "a string is not a record");
+        TAP_EQ_INT(from_text("{} {}", 5), -EBADMSG, "two documents are one error");
+        TAP_EQ_INT(from_text("{\"a\":\"\xff\xfe\"}", 11), -EBADMSG, "invalid UTF-8 is one error");
+        TAP_EQ_INT(from_text(nul_inside, sizeof(nul_inside) - 1), -EBADMSG, "a NUL byte inside is one error");
+        assert(deep);
+        memset(deep, '[', 20000);
+        deep[20000] = 0;
+        deep[0] = '{';
+        TAP_EQ_INT(from_text(deep, 20000), -EBADMSG, "20000 levels of nesting are one error, not a crash");
+
+        /* What the filter is given from the API server: the same, before a record exists. */
+        TAP_OK(record_round_trip(node_json, strlen(node_json) - 1, &text, &rec) == -EBADMSG && !rec,
+               "a Node cut short by one byte gives no record");
+        TAP_OK(record_round_trip("{\"metadata\":[1,2],\"spec\":7}", 27, &text, &rec) == 0 && rec &&
+                       !cn_node_get_name(rec) && !cn_node_get_provider_id(rec) &&
+                       !cn_node_has_taint(rec, CN_TAINT_UNINITIALIZED),
+               "members of the wrong type read as absent");
+}
+
+int main(void) {
+        test_round_trip();
+        test_stable();
+        test_hostile();
+        return tap_done();
+}
