@@ -9,10 +9,18 @@
  * A cluster with spec.controlPlaneLoadBalancer gets its load balancer first, looked up (or created)
  * once per controller run by the CloudnodeCluster's UID, and its address as
  * spec.controlPlaneEndpoint when the user gave none; only then is it provisioned. Its deletion
- * deletes the load balancer before the finalizer goes. */
+ * deletes the load balancer before the finalizer goes.
+ *
+ * A provisioned cluster's cloud config for its workload cluster is published as the Secret of
+ * cluster-cloud-config.h (condition CloudConfigPublished): written when missing or different, the
+ * text last confirmed kept so that an idle cluster costs no API call; a Secret of that name not
+ * owned by the CloudnodeCluster is left alone, and without the namespace's RoleBinding to
+ * cloudnode:controller:capi-cloud-config (403) the condition says which role to bind, tried again
+ * every minute (PUBLISH_RETRY_USEC), as is a name taken by someone else's Secret. */
 #include <errno.h>
 
 #include "backoff.h"
+#include "cluster-cloud-config.h"
 #include "cluster-controller.h"
 #include "cluster-reconcile.h"
 #include "controller-waiting.h"
@@ -26,6 +34,9 @@
 
 #define RETRY_BASE_USEC (1 * USEC_PER_SEC)
 #define RETRY_CAP_USEC (60 * USEC_PER_SEC)
+#define PUBLISH_RETRY_USEC (60 * USEC_PER_SEC)
+/* The UID the control-plane load balancer is labelled with, kept where clusterctl move carries it. */
+#define LB_LABEL_UID_ANNOTATION "cloudnode.io/load-balancer-label-uid"
 
 static const CnKubeResource resource_cloudnodeclusters = {
         .group = "infrastructure.cluster.x-k8s.io", .version = "v1beta2", .resource = "cloudnodeclusters",
@@ -42,7 +53,7 @@ struct ClusterController {
         CnKubeInformer *infra_clusters, *clusters, *infra_machines;
         /* the Cluster and CloudnodeMachine informers are shared and outlive us */
         uint64_t infra_clusters_handlers, clusters_handlers, infra_machines_handlers;
-        sd_event_source *reconcile_source, *retry_source;
+        sd_event_source *reconcile_source, *retry_source, *publish_source;
         CnBackoff backoff;
         bool leading;
         ClusterState *states;
@@ -58,6 +69,9 @@ struct ClusterState {
         int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
         json_object *load_balancer;   /* {"id", "host", "port"}, found or created in this run */
         char **members;               /* the control-plane instances it was ensured for */
+        CnKubeRequest *secret_request;/* the cloud config Secret being read or written */
+        json_object *published;       /* the cloud config Secret as last confirmed on the server */
+        usec_t publish_after;         /* not before (CLOCK_MONOTONIC) after a refusal */
         bool seen;
 };
 
@@ -69,6 +83,8 @@ static ClusterState *state_free(ClusterState *s) {
         if (!s)
                 return NULL;
         cn_provider_call_free(s->call);
+        cn_kube_request_free(s->secret_request);
+        json_object_put(s->published);
         json_object_put(s->failure_domains);
         json_object_put(s->load_balancer);
         strv_free(s->members);
@@ -194,11 +210,15 @@ static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_
         s->generation = generation_of(cnc);
         cn_backoff_reset(&cc->backoff);
         (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+        /* Events that came while the call was in flight were passed over: a status that does not
+         * change (one copied by clusterctl move) brings no event of its own. */
+        schedule(cc);
 }
 
 static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_object *view, void *userdata) {
         ClusterState *s = ASSERT_PTR(userdata);
         json_object *cnc = call_done(s);
+        const char *uid;
 
         if (!cnc)
                 return;
@@ -208,13 +228,22 @@ static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_ob
         }
         log_info("CloudnodeCluster %s/%s: control-plane load balancer %s at %s", s->namespace, s->name,
                  strna(cn_json_string(view, "id", NULL)), strna(cn_json_string(view, "host", NULL)));
-        if (!cn_json_string_is(cn_json_get(cnc, "status", NULL), "loadBalancerLabelUID",
-                               cn_json_string(cnc, "metadata", "uid", NULL))) {
-                /* What it carries from now on: a recreated object (clusterctl move) finds it by that. */
+        uid = cn_json_string(cnc, "metadata", "uid", NULL);
+        /* What it carries from now on: a recreated object (clusterctl move) finds it by that. The
+         * annotation is what a move carries (clusterctl creates the objects anew, without their
+         * status); the status field reports it. */
+        if (!cn_json_string_is(cn_json_get(cnc, "metadata", "annotations", NULL), LB_LABEL_UID_ANNOTATION, uid)) {
                 _cleanup_json_ json_object *patch = json_object_new_object();
 
-                if (patch && cn_json_set_string(patch, cn_json_string(cnc, "metadata", "uid", NULL), "status",
-                                                "loadBalancerLabelUID", NULL) >= 0)
+                if (patch && cn_json_set_string(patch, uid, "metadata", "annotations", LB_LABEL_UID_ANNOTATION,
+                                                NULL) >= 0)
+                        (void) cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name, NULL,
+                                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+        }
+        if (!cn_json_string_is(cn_json_get(cnc, "status", NULL), "loadBalancerLabelUID", uid)) {
+                _cleanup_json_ json_object *patch = json_object_new_object();
+
+                if (patch && cn_json_set_string(patch, uid, "status", "loadBalancerLabelUID", NULL) >= 0)
                         (void) cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name,
                                              "status", CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
         }
@@ -271,7 +300,8 @@ static CnProviderLoadBalancer load_balancer_of(ClusterState *s, json_object *cnc
                 .name = s->name,
                 .namespace = s->namespace,
                 .uid = cn_json_string(cnc, "metadata", "uid", NULL),
-                .previous_uid = cn_json_string(cnc, "status", "loadBalancerLabelUID", NULL),
+                .previous_uid = cn_json_string(cnc, "metadata", "annotations", LB_LABEL_UID_ANNOTATION, NULL) ?:
+                                cn_json_string(cnc, "status", "loadBalancerLabelUID", NULL),
                 .targets_of = cn_json_string(cluster, "metadata", "uid", NULL),
                 .region = cn_json_string(cnc, "spec", "region", NULL),
                 .spec = cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL),
@@ -359,8 +389,10 @@ static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *
         CnProvider *p = NULL;
         int r;
 
-        /* The spec member, enabled or not: one made while it was enabled is still the cluster's. */
-        if (!cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL) || !lb.uid) {
+        /* The spec member, enabled or not, or a load balancer recorded in the annotation or the
+         * status (the member removed since; a move carries the annotation only): one made while it
+         * was enabled is still the cluster's. */
+        if ((!cn_json_get(cnc, "spec", "controlPlaneLoadBalancer", NULL) && isempty(lb.previous_uid)) || !lb.uid) {
                 log_info("CloudnodeCluster %s/%s: deleting, removing the finalizer", s->namespace, s->name);
                 (void) patch_finalizers(s, cnc, false);
                 return;
@@ -372,6 +404,174 @@ static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *
         if (r == -EOPNOTSUPP)
                 (void) patch_finalizers(s, cnc, false);
         else if (r < 0)
+                retry_later(cc, 0);
+}
+
+/* ---- the workload cluster's cloud config ---- */
+
+static int write_published_condition(ClusterState *s, json_object *cnc, bool ok, const char *reason,
+                                     const char *message) {
+        _cleanup_json_ json_object *conds = NULL, *patch = NULL;
+        json_object *live = cn_json_get(cnc, "status", "conditions", NULL), *was;
+        char now[64];
+        int r;
+
+        was = cn_json_array_find(live, "type", "CloudConfigPublished");
+        if (was && cn_json_string_is(was, "status", ok ? "True" : "False") && cn_json_string_is(was, "reason", reason) &&
+            streq(strempty(cn_json_string(was, "message", NULL)), strempty(message)))
+                return 0;
+        r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
+        if (r < 0)
+                return r;
+        r = cn_conditions_set(live, "CloudConfigPublished", ok, reason, message, now, &conds);
+        if (r < 0)
+                return r;
+        patch = json_object_new_object();
+        if (!patch)
+                return -ENOMEM;
+        /* Conditional: a list written from a stale copy would drop another writer's condition. */
+        if ((r = cn_json_set_string(patch, cn_json_string(cnc, "metadata", "resourceVersion", NULL), "metadata",
+                                    "resourceVersion", NULL)) < 0 ||
+            (r = cn_json_set(patch, TAKE_PTR(conds), "status", "conditions", NULL)) < 0)
+                return r;
+        return cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name, "status",
+                             CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+}
+
+/* A pass again after PUBLISH_RETRY_USEC, on a timer of its own: the shared retry timer would be
+ * pushed back for every cluster. */
+static void publish_later(ClusterState *s) {
+        s->publish_after = cn_now(CLOCK_MONOTONIC) + PUBLISH_RETRY_USEC;
+        (void) sd_event_source_set_time_relative(s->cc->publish_source, PUBLISH_RETRY_USEC);
+        (void) sd_event_source_set_enabled(s->cc->publish_source, SD_EVENT_ONESHOT);
+}
+
+static void publish_refused(ClusterState *s, const CnKubeResult *result, const char *what) {
+        json_object *cnc = cn_kube_informer_lookup(s->cc->infra_clusters, s->namespace, s->name);
+        _cleanup_free_ char *message = NULL;
+
+        if (result->error == -CN_KUBE_EFORBIDDEN) {
+                publish_later(s);
+                if (asprintf(&message, "cannot %s the cloud config Secret in %s: bind the ClusterRole %s to the "
+                             "controller's ServiceAccount there (a RoleBinding); tried again every minute", what,
+                             s->namespace, CN_CLOUD_CONFIG_CLUSTER_ROLE) < 0)
+                        return;
+                log_info("CloudnodeCluster %s/%s: %s", s->namespace, s->name, message);
+                if (cnc)
+                        (void) write_published_condition(s, cnc, false, "Forbidden", message);
+                return;
+        }
+        log_info("CloudnodeCluster %s/%s: cannot %s the cloud config Secret, retrying: %s", s->namespace, s->name,
+                 what, strna(result->message));
+        retry_later(s->cc, 0);
+}
+
+static void on_secret_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc;
+
+        s->secret_request = cn_kube_request_free(s->secret_request);
+        if (result->error < 0) {
+                publish_refused(s, result, "write");
+                return;
+        }
+        json_object_put(s->published);
+        s->published = json_object_get(result->object);
+        cnc = cn_kube_informer_lookup(s->cc->infra_clusters, s->namespace, s->name);
+        log_info("CloudnodeCluster %s/%s: cloud config published as Secret %s", s->namespace, s->name,
+                 strna(cn_json_string(result->object, "metadata", "name", NULL)));
+        if (cnc)
+                (void) write_published_condition(s, cnc, true, "Published", NULL);
+}
+
+static int desired_secret(ClusterState *s, json_object *cnc, CnProvider *p, json_object **ret) {
+        _cleanup_json_ json_object *cfg = NULL;
+        int r;
+
+        r = cn_provider_cloud_config(p, cn_json_get(cnc, "spec", NULL), &cfg);
+        if (r < 0)
+                return r;
+        return cn_cloud_config_secret(cnc, cn_cluster_owner_name(cnc), cfg, ret);
+}
+
+static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
+        ClusterState *s = ASSERT_PTR(userdata);
+        json_object *cnc = cn_kube_informer_lookup(s->cc->infra_clusters, s->namespace, s->name);
+        _cleanup_json_ json_object *want = NULL, *patch = NULL;
+        CnProvider *p = NULL;
+        _cleanup_free_ char *message = NULL;
+        int r;
+
+        s->secret_request = cn_kube_request_free(s->secret_request);
+        if (!cnc)
+                return;
+        if (result->error < 0 && result->error != -CN_KUBE_ENOTFOUND) {
+                publish_refused(s, result, "read");
+                return;
+        }
+        if (cluster_provider(s, cnc, &p) <= 0 || desired_secret(s, cnc, p, &want) < 0)
+                return;
+        if (result->error == -CN_KUBE_ENOTFOUND) {
+                r = cn_kube_create(s->cc->client, &cn_kube_resource_secrets, s->namespace, want, on_secret_written, s,
+                                   &s->secret_request);
+                if (r < 0)
+                        retry_later(s->cc, 0);
+                return;
+        }
+        if (!cn_cloud_config_secret_is_ours(result->object, cn_json_string(cnc, "metadata", "uid", NULL))) {
+                /* Someone else's: never changed; looked at again every minute. */
+                publish_later(s);
+                if (asprintf(&message, "a Secret %s that this CloudnodeCluster does not own is in the way; "
+                             "delete or rename it", cn_json_string(want, "metadata", "name", NULL)) < 0)
+                        return;
+                (void) write_published_condition(s, cnc, false, "NameTaken", message);
+                return;
+        }
+        r = cn_cloud_config_secret_patch(result->object, want, &patch);
+        if (r == 0 && !patch) {
+                on_secret_written(c, result, s);
+                return;
+        }
+        if (r >= 0)
+                r = cn_kube_patch(s->cc->client, &cn_kube_resource_secrets, s->namespace,
+                                  cn_json_string(want, "metadata", "name", NULL), NULL, CN_KUBE_PATCH_MERGE, patch,
+                                  on_secret_written, s, &s->secret_request);
+        if (r == -EMEDIUMTYPE)
+                (void) write_published_condition(s, cnc, false, "InvalidSecret",
+                                                 "the cloud config Secret has another type; delete it to have it "
+                                                 "made again");
+        else if (r < 0)
+                retry_later(s->cc, 0);
+}
+
+/* Once provisioned: the Secret, read and written only when what it should hold differs from what
+ * was last confirmed. */
+static void publish_cloud_config(ClusterController *cc, ClusterState *s, json_object *cnc) {
+        _cleanup_json_ json_object *want = NULL;
+        CnProvider *p = NULL;
+        int r;
+
+        if (s->secret_request || cn_now(CLOCK_MONOTONIC) < s->publish_after)
+                return;
+        if (cluster_provider(s, cnc, &p) <= 0)
+                return;
+        r = desired_secret(s, cnc, p, &want);
+        if (r == -EOPNOTSUPP)
+                return; /* a provider without a cloud config of its own */
+        if (r < 0) {
+                (void) write_published_condition(s, cnc, false, "InvalidConfiguration",
+                                                 r == -EINVAL ? "the Cluster's name makes no valid Secret name"
+                                                              : "the cloud config cannot be rendered");
+                return;
+        }
+        if (s->published &&
+            cn_json_string_is(cn_json_get(s->published, "metadata", NULL), "name",
+                              cn_json_string(want, "metadata", "name", NULL)) &&
+            cn_json_equal(cn_json_get(s->published, "data", NULL), cn_json_get(want, "data", NULL)))
+                return;
+        r = cn_kube_get(cc->client, &cn_kube_resource_secrets, s->namespace, cn_json_string(want, "metadata", "name", NULL),
+                        NULL, on_secret, s, &s->secret_request);
+        if (r < 0)
                 retry_later(cc, 0);
 }
 
@@ -394,6 +594,7 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, 
         if (s->failure_domains && s->generation == g) {
                 /* Known for this generation: only make sure the status says so. */
                 (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
+                publish_cloud_config(cc, s, cnc);
                 return;
         }
         if (s->failed_generation == g)
@@ -517,6 +718,11 @@ int cluster_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                 return r;
         (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(cc->retry_source, "cluster-retry");
+        r = sd_event_add_time_relative(e, &cc->publish_source, CLOCK_MONOTONIC, PUBLISH_RETRY_USEC, 0, on_retry, cc);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(cc->publish_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(cc->publish_source, "cluster-publish-retry");
         r = cn_credentials_add_listener(machine_controller_credentials(mc), on_credentials, cc);
         if (r < 0)
                 return r;
@@ -544,6 +750,7 @@ ClusterController *cluster_controller_free(ClusterController *cc) {
         cn_kube_informer_unref(cc->infra_machines);
         sd_event_source_disable_unref(cc->reconcile_source);
         sd_event_source_disable_unref(cc->retry_source);
+        sd_event_source_disable_unref(cc->publish_source);
         sd_event_unref(cc->event);
         free(cc);
         return NULL;

@@ -33,6 +33,8 @@
 #include "time-util.h"
 
 #define POLL_BASE_USEC (500 * USEC_PER_MSEC)
+/* The machine phase and spec gauges are recounted this long after a change at most. */
+#define PHASES_DELAY_USEC (1 * USEC_PER_SEC)
 #define POLL_CAP_USEC (30 * USEC_PER_SEC)
 #define USERDATA_MAX (32U * 1024U)
 
@@ -63,7 +65,7 @@ struct MachineController {
         CnMetric *m_specs;      /* by the provider's machine labels; NULL when it has none */
         size_t n_spec_labels;   /* label names of m_specs after "provider" */
         CnKubeInformer *infra_machines, *machines, *clusters;
-        sd_event_source *phases_source; /* the phase gauge, after events */
+        sd_event_source *phases_source; /* the phase gauges, PHASES_DELAY_USEC after events */
         bool leading;
         CnWorkQueue *queue;     /* of MachineStates, keyed "namespace/name" */
 };
@@ -85,7 +87,14 @@ struct MachineState {
         char *failed_uid;       /* a terminal failure of this object is written: nothing more */
 };
 
+/* The gauges count every CloudnodeMachine (and render each one's labels): recounted once per
+ * PHASES_DELAY_USEC at most, not after each event, which made a lifecycle cost O(machines). */
 static void schedule(MachineController *mc) {
+        int enabled = SD_EVENT_OFF;
+
+        if (sd_event_source_get_enabled(mc->phases_source, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return; /* due already */
+        (void) sd_event_source_set_time_relative(mc->phases_source, PHASES_DELAY_USEC);
         (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_ONESHOT);
 }
 
@@ -918,7 +927,7 @@ static int enqueue_all(json_object *cnm, void *userdata) {
         return 0;
 }
 
-static int on_phases(sd_event_source *es, void *userdata) {
+static int on_phases(sd_event_source *es, uint64_t usec, void *userdata) {
         MachineController *mc = ASSERT_PTR(userdata);
 
         if (machine_controller_synced(mc))
@@ -1113,7 +1122,7 @@ int machine_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
                               mc, &mc->queue);
         if (r < 0)
                 return r;
-        r = sd_event_add_defer(e, &mc->phases_source, on_phases, mc);
+        r = sd_event_add_time_relative(e, &mc->phases_source, CLOCK_MONOTONIC, PHASES_DELAY_USEC, 0, on_phases, mc);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(mc->phases_source, SD_EVENT_OFF);

@@ -65,6 +65,10 @@ def test_provisioned(t, env):
         t.eq(condition(o, "Paused", "status"), "False", "Paused=False")
         t.ok(FINALIZER in o["metadata"].get("finalizers", []), "finalizer added")
         t.eq(o["spec"].get("controlPlaneEndpoint"), endpoint, "spec.controlPlaneEndpoint as the user set it")
+        # Settled once the cloud config's condition is written too (Forbidden here: this
+        # namespace has no RoleBinding to cloudnode:controller:capi-cloud-config).
+        o = wait_for(lambda: condition(env.obj(CNC, "c1"), "CloudConfigPublished") and env.obj(CNC, "c1"), 30) or o
+        t.eq(condition(o, "CloudConfigPublished"), "Forbidden", "CloudConfigPublished says what is missing")
         rv = o["metadata"]["resourceVersion"]
         time.sleep(1.5)
         t.eq(env.obj(CNC, "c1")["metadata"]["resourceVersion"], rv, "an idle cluster is not written again")
