@@ -516,7 +516,19 @@ static void on_cleanup_list(CnProviderCall *call, const CnProviderHttpReply *rep
                 cn_provider_call_finish_cleanup(call, &res, false);
                 return;
         }
-        if (owned(list, s->uid, &first) == 0) {
+        if (owned(list, s->looking_back ? s->previous_uid : s->uid, &first) == 0) {
+                /* Recreated by clusterctl move and deleted before ensure relabelled it: the load
+                 * balancer still carries the UID this object's status recorded. */
+                if (s->previous_uid && !s->looking_back) {
+                        s->looking_back = true;
+                        r = list_request(call, s->previous_uid, "load_balancer_cleanup_list", on_cleanup_list);
+                        if (r < 0) {
+                                res = (CnProviderResult) { .error = r,
+                                                           .message = "could not issue the load balancer list request" };
+                                cn_provider_call_finish_cleanup(call, &res, false);
+                        }
+                        return;
+                }
                 cn_provider_call_finish_cleanup(call, &res, true);
                 return;
         }

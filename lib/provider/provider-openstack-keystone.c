@@ -13,6 +13,8 @@ void cn_provider_openstack_forget_token(OpenStack *o) {
         o->compute_url = NULL;
         free(o->network_url);
         o->network_url = NULL;
+        free(o->octavia_url);
+        o->octavia_url = NULL;
 }
 
 /* {"name": n} or {"id": i} for users, projects and domains. */
@@ -154,7 +156,7 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
         CnProvider *p = cn_provider_call_provider(call);
         OpenStack *o = cn_provider_data(p);
         CnOpenStackAuth *auth = ASSERT_PTR(userdata);
-        const char *compute, *network, *expires;
+        const char *compute, *network, *octavia, *expires;
         usec_t exp = 0;
         int r;
 
@@ -178,10 +180,12 @@ static void on_token(CnProviderCall *call, const CnProviderHttpReply *reply, voi
                 (void) cn_parse_rfc3339(expires, &exp);
 
         network = cn_provider_openstack_find_endpoint(reply->body, "network", "public", o->region);
+        octavia = cn_provider_openstack_find_endpoint(reply->body, "load-balancer", "public", o->region);
         cn_provider_openstack_forget_token(o);
         o->compute_url = cn_provider_endpoint_dup(compute);
         o->network_url = network ? cn_provider_endpoint_dup(network) : NULL;
-        if (!o->compute_url || (network && !o->network_url) ||
+        o->octavia_url = octavia ? cn_provider_endpoint_dup(octavia) : NULL;
+        if (!o->compute_url || (network && !o->network_url) || (octavia && !o->octavia_url) ||
             cn_provider_token_set(&o->token, reply->subject_token, exp) < 0) {
                 cn_provider_openstack_forget_token(o);
                 cn_provider_auth_fail(call, auth, -ENOMEM, 0, "out of memory");

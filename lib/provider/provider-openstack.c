@@ -122,7 +122,12 @@ static int openstack_init(CnProvider *p, json_object *config, char **ret_error) 
 }
 
 const char *cn_provider_openstack_error_message(json_object *body) {
-        /* Nova: {"itemNotFound": {"message": ..., "code": 404}}; Keystone: {"error": {"message": ...}}. */
+        /* Nova: {"itemNotFound": {"message": ..., "code": 404}}; Keystone: {"error": {"message": ...}};
+         * Octavia: {"faultcode": "Client", "faultstring": ...}. */
+        const char *fault = cn_json_string(body, "faultstring", NULL);
+
+        if (fault)
+                return fault;
         json_object_object_foreach(body, k, v) {
                 const char *m = cn_json_string(v, "message", NULL);
                 (void) k;

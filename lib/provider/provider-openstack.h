@@ -15,6 +15,7 @@ typedef struct OpenStack {
         CnProviderToken token;
         char *compute_url;     /* from the token's catalog */
         char *network_url;     /* Neutron's, from the token's catalog (NULL: the cloud has none) */
+        char *octavia_url;     /* Octavia's (service type load-balancer; NULL: none) */
         json_object *flavors;  /* flavor id -> name, for Novas older than microversion 2.47 */
         json_object *settings; /* the [Global] settings in effect (file or environment); holds the secret */
 } OpenStack;
@@ -81,7 +82,8 @@ int cn_provider_openstack_migrate_uid(CnProvider *p, const CnProviderMachine *m,
 /* {"Global": {auth-url, region, project and domain}}: never a user or a secret. */
 int cn_provider_openstack_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config);
 
-/* provider-openstack-lb.c: the control-plane endpoint (see CnProviderOps): a floating IP. */
+/* provider-openstack-lb.c: the control-plane endpoint (see CnProviderOps): an Octavia load balancer
+ * behind a floating IP, or without Octavia a floating IP. */
 int cn_provider_openstack_load_balancer_ensure(CnProvider *p, const CnProviderLoadBalancer *lb,
                                                CnProviderMachineCallback cb, void *userdata, CnProviderCall **ret,
                                                char **ret_reason);

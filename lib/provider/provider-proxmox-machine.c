@@ -30,7 +30,10 @@
 #define PVE_TAG_PREFIX "cloudnode-machine-"
 #define PVE_UID_MARK CN_PROVIDER_MACHINE_UID_LABEL ": "
 #define PVE_SEED_PREFIX "cloudnode-"
-#define PVE_TASK_POLL (500 * USEC_PER_MSEC)
+/* A task's status is asked at once, then after a delay that starts short (a configuration or a
+ * start ends within a second) and doubles up to a cap (a clone may take minutes). */
+#define PVE_TASK_POLL_FIRST (100 * USEC_PER_MSEC)
+#define PVE_TASK_POLL_CAP (2 * USEC_PER_SEC)
 /* A full clone copies the template's disks: minutes on slow storage. */
 #define PVE_TASK_TIMEOUT (20 * USEC_PER_MINUTE)
 #define PVE_NEXTID_TRIES 5
@@ -87,7 +90,7 @@ struct PveMachine {
         /* the task awaited */
         char *task_node;
         char *upid;
-        usec_t task_deadline;
+        usec_t task_deadline, task_poll;
         Step after_task;
         char *region; /* failure_domains: the one asked for */
         char *new_uid; /* migrate_uid */
@@ -374,6 +377,14 @@ static void poll_task(CnProviderCall *call) {
         check(call, request(call, "GET", path, NULL, "task_status", on_task_status));
 }
 
+/* The delay before the next look at a task; each is twice the one before, up to the cap. */
+static usec_t next_poll(PveMachine *m) {
+        usec_t d = m->task_poll ?: PVE_TASK_POLL_FIRST;
+
+        m->task_poll = MIN(d * 2, PVE_TASK_POLL_CAP);
+        return d;
+}
+
 /* Awaits the task whose UPID a reply's data is, then runs next. */
 static void await_task(CnProviderCall *call, const CnProviderHttpReply *reply, const char *node, Step next) {
         PveMachine *m = cn_provider_call_get_state(call);
@@ -389,6 +400,7 @@ static void await_task(CnProviderCall *call, const CnProviderHttpReply *reply, c
                 return check(call, -ENOMEM);
         m->after_task = next;
         m->task_deadline = cn_now(CLOCK_MONOTONIC) + PVE_TASK_TIMEOUT;
+        m->task_poll = PVE_TASK_POLL_FIRST;
         poll_task(call);
 }
 
@@ -402,7 +414,7 @@ static void on_task_status(CnProviderCall *call, const CnProviderHttpReply *repl
         if (str_is(status, "running")) {
                 if (cn_now(CLOCK_MONOTONIC) > m->task_deadline)
                         return finish(call, -ETIMEDOUT, 0, "a Proxmox VE task did not end in time", NULL);
-                return check(call, cn_provider_call_after(call, PVE_TASK_POLL, poll_task));
+                return check(call, cn_provider_call_after(call, next_poll(m), poll_task));
         }
         if (!str_is(status, "stopped") || !exit)
                 return finish(call, -EBADMSG, 0, "malformed task status from the Proxmox VE API", NULL);
@@ -739,9 +751,11 @@ static void on_resume_config(CnProviderCall *call, const CnProviderHttpReply *re
         if (lock && streq(lock, "clone")) {
                 if (cn_now(CLOCK_MONOTONIC) > m->task_deadline && m->task_deadline > 0)
                         return finish(call, -ETIMEDOUT, 0, "the VM's clone did not end in time", NULL);
-                if (m->task_deadline == 0)
+                if (m->task_deadline == 0) {
                         m->task_deadline = cn_now(CLOCK_MONOTONIC) + PVE_TASK_TIMEOUT;
-                return check(call, cn_provider_call_after(call, PVE_TASK_POLL, create_resume));
+                        m->task_poll = PVE_TASK_POLL_FIRST;
+                }
+                return check(call, cn_provider_call_after(call, next_poll(m), create_resume));
         }
         if (lock)
                 return finish(call, -EBUSY, 0, "the VM being created is locked", NULL);

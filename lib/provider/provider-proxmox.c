@@ -797,6 +797,31 @@ static int pve_instance_get(CnProvider *p, CnProviderCall *call, const CnProvide
         return request(call, STAGE_RESOURCES, strdup("/cluster/resources?type=vm"));
 }
 
+/* Where the workload cluster's cloudnode finds the Proxmox VE cluster and how it checks its
+ * certificate: url, region and a pinned fingerprint, never a token or password (it gets its own,
+ * as Hetzner's leaves out the token). A ca-file is a path on the management side, left out. */
+static int pve_cloud_config(CnProvider *p, json_object *spec, json_object **ret_cloud_config) {
+        Proxmox *o = cn_provider_data(p);
+        _cleanup_json_ json_object *cfg = json_object_new_object();
+        char fp[CN_HTTP_SHA256_SIZE * 3];
+        int r;
+
+        if (!cfg)
+                return -ENOMEM;
+        r = cn_json_set_string(cfg, o->endpoint, "Global", "url", NULL);
+        if (r >= 0)
+                r = cn_json_set_string(cfg, o->region, "Global", "region", NULL);
+        if (r >= 0 && o->pinned) {
+                for (size_t i = 0; i < CN_HTTP_SHA256_SIZE; i++)
+                        snprintf(fp + 3 * i, 4, "%02X%s", o->fingerprint[i], i + 1 < CN_HTTP_SHA256_SIZE ? ":" : "");
+                r = cn_json_set_string(cfg, fp, "Global", "fingerprint", NULL);
+        }
+        if (r < 0)
+                return r;
+        *ret_cloud_config = TAKE_PTR(cfg);
+        return 0;
+}
+
 const CnProviderOps cn_provider_proxmox_ops = {
         .name = "proxmoxve",
         .size = sizeof(Proxmox),
@@ -811,5 +836,6 @@ const CnProviderOps cn_provider_proxmox_ops = {
         .metrics_labels = cn_provider_proxmox_metrics_labels,
         .failure_domains = cn_provider_proxmox_failure_domains,
         .migrate_uid = cn_provider_proxmox_migrate_uid,
+        .cloud_config = pve_cloud_config,
         .failure_domain_field = "target",
 };

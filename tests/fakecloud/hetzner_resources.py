@@ -697,7 +697,8 @@ class Resources:
             lb = {"id": lid, "name": name, "type": t["id"], "location": loc["name"], "algorithm": algo,
                   "labels": labels, "protection": {"delete": False}, "created": now,
                   "public_enabled": body.get("public_interface", True) is not False,
-                  "public_ipv4": "198.51.100.%d" % n, "public_ipv6": "2001:db8:1::%x" % n,
+                  "public_ipv4": st["settings"].get("hetzner_lb_public_ipv4") or "198.51.100.%d" % n,
+                  "public_ipv6": "2001:db8:1::%x" % n,
                   "private_net": [], "targets": [], "services": []}
             tbl[str(lid)] = lb
             if body.get("network"):

@@ -127,7 +127,8 @@ class Keystone:
             tok["is_domain"] = False
             tok["roles"] = [{"id": _uuid_hex("member"), "name": "member"},
                             {"id": _uuid_hex("reader"), "name": "reader"}]
-            tok["catalog"] = self.catalog(req.base_url, settings["openstack_region"])
+            tok["catalog"] = self.catalog(req.base_url, settings["openstack_region"],
+                                          settings.get("openstack_octavia", False))
         if appcred:
             tok["application_credential"] = {"id": appcred["id"], "name": appcred["name"], "restricted": True}
         resp = json_response({"token": tok}, 201)
@@ -182,7 +183,7 @@ class Keystone:
                                         "methods": ["password"]}}).add("X-Subject-Token", req.header("X-Subject-Token"))
 
     @staticmethod
-    def catalog(base, region):
+    def catalog(base, region, octavia=False):
         def endpoints(url, seed):
             return [{"id": _uuid_hex(seed + iface), "interface": iface, "region": region,
                      "region_id": region, "url": url} for iface in ("admin", "internal", "public")]
@@ -195,7 +196,8 @@ class Keystone:
              "type": "network", "name": "neutron"},
             {"endpoints": endpoints(base + "/v3", "keystone"), "id": _uuid_hex("identity"),
              "type": "identity", "name": "keystone"},
-        ]
+        ] + ([{"endpoints": endpoints(base + "/load-balancer", "octavia"), "id": _uuid_hex("load-balancer"),
+               "type": "load-balancer", "name": "octavia"}] if octavia else [])
 
 
 def allocate_fixed_ips(st, inst):
@@ -227,14 +229,16 @@ def nova_error(status, message):
 
 
 # The compute availability zones of the fake region: "nova" (Nova's default) and two more, one of
-# them unavailable (a zone whose hosts are all disabled).
+# them unavailable (a zone whose hosts are all disabled). The setting nova_extra_zones adds
+# available ones after them.
 AVAILABILITY_ZONES = [("nova", True), ("az-2", True), ("az-maintenance", False)]
 
 
-def availability_zones():
+def availability_zones(settings):
     """GET /os-availability-zone as a project user sees it (hosts only for admins)."""
+    zones = AVAILABILITY_ZONES + [(name, True) for name in settings.get("nova_extra_zones") or []]
     return json_response({"availabilityZoneInfo": [
-        {"zoneName": name, "zoneState": {"available": up}, "hosts": None} for name, up in AVAILABILITY_ZONES]})
+        {"zoneName": name, "zoneState": {"available": up}, "hosts": None} for name, up in zones]})
 
 
 class Nova:
@@ -294,7 +298,9 @@ class Nova:
         m = req.method
         now = time.time()
         if parts == ["os-availability-zone"] and m == "GET":
-            return availability_zones()
+            with self.state.locked() as st:
+                settings = dict(st["settings"])
+            return availability_zones(settings)
         if parts == ["os-availability-zone", "detail"] and m == "GET":
             # Admin only under Nova's default policy; clients fall back to the plain list.
             return nova_error(403, "Policy doesn't allow os_compute_api:os-availability-zone:detail to be performed.")

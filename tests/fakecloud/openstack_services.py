@@ -380,8 +380,10 @@ class Neutron:
                     return err
                 fips = ns.setdefault("floatingips", {})
                 used = {f["floating_ip_address"] for f in fips.values()}
-                addr = next(str(a) for a in ipaddress.ip_network("203.0.113.0/24").hosts()
-                            if int(a) & 0xff >= 10 and str(a) not in used)
+                addr = st["settings"].get("neutron_floating_ip_address")
+                if not addr or addr in used:
+                    addr = next(str(a) for a in ipaddress.ip_network("203.0.113.0/24").hosts()
+                                if int(a) & 0xff >= 10 and str(a) not in used)
                 fid = str(uuid.uuid4())
                 fips[fid] = {"id": fid, "floating_network_id": net["id"], "floating_ip_address": addr,
                              "port_id": port["id"] if port else None, "description": desc, "created_at": now,
@@ -442,7 +444,8 @@ class Neutron:
                         "binding:vnic_type": "normal", "port_security_enabled": True, "allowed_address_pairs": [],
                         "extra_dhcp_opts": [], "description": "", "tags": [], "created_at": iso8601z(inst["created"]),
                         "updated_at": iso8601z(inst["created"]), "revision_number": 1})
-        return out
+        from .openstack_octavia import vip_ports
+        return out + vip_ports(st)
 
     @staticmethod
     def default_group(project):

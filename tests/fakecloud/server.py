@@ -11,6 +11,7 @@ Routing on the main port (in this order):
   /compute/v2.1/...               OpenStack Nova (the Keystone catalog points here)
   /image/...                      OpenStack Glance v2 (image catalog)
   /network/...                    OpenStack Neutron v2.0 (networks, subnets, ports, security groups)
+  /load-balancer/...              OpenStack Octavia v2 (in the catalog with the openstack_octavia setting)
   /compute/v1/..., /oauth2/token  Google Compute Engine and OAuth 2.0 token endpoint
   /arm/..., /aad/...              Azure Resource Manager and Entra ID token endpoint
   /api2/json/...                  Proxmox VE API (also on the --tls-listen port, as on port 8006)
@@ -406,7 +407,7 @@ def build_hosts(state):
 
 
 def build_apis(state):
-    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_services, proxmox
+    from . import aws_ec2, azure, digitalocean, gcp, hetzner, openstack, openstack_octavia, openstack_services, proxmox
     return [("/v1", "hetzner", "api", hetzner.Api(state).handle),
             ("/ec2", "aws", "api", aws_ec2.Api(state).handle),
             ("/v2", "digitalocean", "api", digitalocean.Api(state).handle),
@@ -418,6 +419,7 @@ def build_apis(state):
             ("/compute/v2.1", "openstack", "compute", openstack.Nova(state).handle),
             ("/image", "openstack", "image", openstack_services.Glance(state).handle),
             ("/network", "openstack", "network", openstack_services.Neutron(state).handle),
+            ("/load-balancer", "openstack", "load-balancer", openstack_octavia.Octavia(state).handle),
             ("/api2/json", "proxmoxve", "api", proxmox.Api(state).handle)]
 
 

@@ -46,10 +46,23 @@ DEFAULT_SETTINGS = {
          "user": "demo", "project": "demo", "project_id": "p-demo"},
     ],
     "openstack_region": "RegionOne",
+    # Nova: available compute availability zones beyond nova and az-2 (and the unavailable
+    # az-maintenance), e.g. ["az-3"] for a test that spreads machines over 3 zones.
+    "nova_extra_zones": [],
+    # Octavia (service type load-balancer) in the Keystone catalog, and how long its objects stay
+    # PENDING_* after a change.
+    "openstack_octavia": False,
+    "octavia_pending_seconds": 0.5,
     # Errors the next create actions (Hetzner) / builds (Nova) end with, consumed in order:
     # Hetzner {"code", "message"}; Nova {"code", "message", "details"}.
     "hetzner_action_errors": [],
     "nova_build_errors": [],
+    # Hetzner: the public IPv4 address every new load balancer gets (null: 198.51.100.N); a test
+    # whose load balancer must reach a loopback API server sets 127.0.0.1.
+    "hetzner_lb_public_ipv4": None,
+    # Neutron: the address the first floating IP gets (null or taken: 203.0.113.N); a test whose
+    # floating IP must reach a loopback API server sets a 127.x address.
+    "neutron_floating_ip_address": None,
     # Google: access token lifetime, the service account keys the OAuth endpoint knows
     # ({"client_email", "public_key" (PEM), "private_key_id", "project_id"}), and the Compute
     # API's request rate beyond which it answers 403 rateLimitExceeded (0: no limit).

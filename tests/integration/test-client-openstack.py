@@ -5,7 +5,8 @@ machine-controller user does with it every day: issue a token, read the catalog,
 flavors (with their extra specs) and availability zones, import a keypair, create a network and
 subnet, create a server from an image and flavor by name and wait for it, list and show it, set
 and unset properties, stop and start it, see its port, give it a floating IP and take it away,
-and delete everything again (waiting for the deletion). Every change is also checked in the fake's inventory. Skipped when the CLI is
+and delete everything again (waiting for the deletion); with Octavia in the catalog, `openstack
+loadbalancer` (python3-octaviaclient) makes, lists, shows and cascade-deletes a load balancer. Every change is also checked in the fake's inventory. Skipped when the CLI is
 not installed."""
 import json
 import os
@@ -45,6 +46,12 @@ def catalog(t, o, c):
              o.json("availability zone list --compute", "availability", "zone", "list", "--compute") or []}
     t.eq(zones, {"nova": "available", "az-2": "available", "az-maintenance": "not available"},
          "availability zones as a project member sees them")
+    c.settings(nova_extra_zones=["az-3"])
+    zones = {z["Zone Name"]: z["Zone Status"] for z in
+             o.json("availability zone list --compute", "availability", "zone", "list", "--compute") or []}
+    c.settings(nova_extra_zones=[])
+    t.eq(zones, {"nova": "available", "az-2": "available", "az-maintenance": "not available", "az-3": "available"},
+         "the setting nova_extra_zones adds an available zone")
     nets = {n["Name"] for n in o.json("network list", "network", "list") or []}
     t.ok({"private", "public"} <= nets, "networks private and public", nets)
 
@@ -133,6 +140,63 @@ def lifecycle(t, o, c, tmp):
     t.eq(o.json("server list (empty)", "server", "list"), [], "no server left")
 
 
+def octavia(t, o, c):
+    """python3-octaviaclient (`openstack loadbalancer ...`) against the fake Octavia: absent from
+    the catalog until the cloud has it; then a load balancer with listener, pool, member and health
+    monitor made and waited for, listed and shown, a change while it is PENDING_UPDATE refused with
+    409, and a cascade delete that leaves nothing."""
+    if not shutil.which("openstack") or o.run("loadbalancer", "list")[1].find("Unknown command") >= 0:
+        t.skip("octavia", "python3-octaviaclient is not installed")
+        return
+    types = {e["Type"] for e in o.json("catalog list", "catalog", "list") or []}
+    t.ok("load-balancer" not in types, "no load-balancer service while the cloud has no Octavia", types)
+    c.settings(openstack_octavia=True, octavia_pending_seconds=1.0)
+    types = {e["Type"] for e in o.json("catalog list", "catalog", "list") or []}
+    t.ok("load-balancer" in types, "the load-balancer service once it has", types)
+    lb = o.json("loadbalancer create --wait", "loadbalancer", "create", "--name", "cli-lb", "--vip-subnet-id",
+                "private-subnet", "--tag", "team=infra", "--wait") or {}
+    t.eq(lb.get("provisioning_status"), "ACTIVE", "the load balancer is ACTIVE when --wait returns")
+    t.ok(str(lb.get("vip_address", "")).startswith("10.0."), "its VIP is on the private subnet", lb.get("vip_address"))
+    o.ok("listener create", "loadbalancer", "listener", "create", "--name", "cli-l", "--protocol", "TCP",
+         "--protocol-port", "6443", "--wait", "cli-lb")
+    o.ok("pool create", "loadbalancer", "pool", "create", "--name", "cli-p", "--protocol", "TCP", "--listener",
+         "cli-l", "--lb-algorithm", "LEAST_CONNECTIONS", "--wait")
+    c.settings(octavia_pending_seconds=8.0)  # longer than the CLI takes to start again
+    o.ok("member create", "loadbalancer", "member", "create", "--address", "10.0.0.5", "--protocol-port", "6443",
+         "--name", "cli-m", "cli-p")
+    rc, out = o.run("loadbalancer", "member", "create", "--address", "10.0.0.6", "--protocol-port", "6443", "cli-p")
+    t.ok(rc != 0 and "409" in out and "immutable" in out, "a change while PENDING_UPDATE is refused with 409", out)
+    c.settings(octavia_pending_seconds=1.0)
+    t.ok(wait_for(lambda: (o.json("loadbalancer show", "loadbalancer", "show", "cli-lb") or {}).get(
+        "provisioning_status") == "ACTIVE", 30), "ACTIVE again after the pending time")
+    o.ok("healthmonitor create", "loadbalancer", "healthmonitor", "create", "--type", "TCP", "--delay", "5",
+         "--timeout", "5", "--max-retries", "3", "--wait", "cli-p")
+    listed = o.json("loadbalancer list", "loadbalancer", "list") or []
+    t.eq([(x.get("name"), x.get("provisioning_status")) for x in listed], [("cli-lb", "ACTIVE")], "loadbalancer list")
+    shown = o.json("loadbalancer show", "loadbalancer", "show", "cli-lb") or {}
+    t.eq((shown.get("vip_address"), shown.get("operating_status")), (lb.get("vip_address"), "ONLINE"),
+         "loadbalancer show")
+    t.eq([(x.get("name"), x.get("protocol"), x.get("protocol_port")) for x in
+          o.json("listener list", "loadbalancer", "listener", "list") or []], [("cli-l", "TCP", 6443)],
+         "listener list")
+    t.eq([(x.get("name"), x.get("lb_algorithm")) for x in o.json("pool list", "loadbalancer", "pool", "list") or []],
+         [("cli-p", "LEAST_CONNECTIONS")], "pool list")
+    t.eq([(x.get("address"), x.get("protocol_port")) for x in
+          o.json("member list", "loadbalancer", "member", "list", "cli-p") or []], [("10.0.0.5", 6443)],
+         "member list")
+    t.eq([x.get("type") for x in o.json("healthmonitor list", "loadbalancer", "healthmonitor", "list") or []],
+         ["TCP"], "healthmonitor list")
+    ports = [p for p in o.json("port list", "port", "list", "--device-owner", "Octavia") or []]
+    t.eq(len(ports), 1, "the VIP's Neutron port is listed")
+    rc, out = o.run("loadbalancer", "delete", "cli-lb")
+    t.ok(rc != 0 and "children" in out, "a delete without --cascade is refused while it has children", out)
+    o.ok("loadbalancer delete --cascade --wait", "loadbalancer", "delete", "--cascade", "--wait", "cli-lb")
+    t.eq((o.json("loadbalancer list", "loadbalancer", "list"), o.json("pool list", "loadbalancer", "pool", "list"),
+          o.json("port list", "port", "list", "--device-owner", "Octavia")), ([], [], []),
+         "the cascade delete leaves no load balancer, no pool and no VIP port")
+    c.settings(openstack_octavia=False)
+
+
 def main():
     t = Tap()
     if not shutil.which("openstack"):
@@ -142,6 +206,7 @@ def main():
         o = openstack(t, c.url, tmp)
         t.run(catalog, o, c)
         t.run(lifecycle, o, c, tmp)
+        t.run(octavia, o, c)
     return t.done()
 
 

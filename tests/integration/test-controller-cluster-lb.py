@@ -11,7 +11,15 @@ over the load balancer of its previous UID (relabelled, its target selector exte
 Cluster's servers) instead of making a second; two carrying the UID are left for a human. OpenStack without Octavia: a floating IP
 found by its description, associated with the first control-plane server and moved when that one
 goes, released with the cluster, another cluster's left alone, taken over after a move, a garbage
-list one clear condition."""
+list one clear condition. OpenStack with Octavia: one load balancer (none made twice by a
+controller killed while the create's answer was on its way, nor by a restarted one) with a TCP
+listener on the spec's port, a pool with its algorithm, a TCP health monitor and the control-plane
+servers as members (following them as machines come and go; a 409 from a busy Octavia asked again),
+a floating IP on its VIP as the endpoint, seen by `openstack loadbalancer`, and nothing of it left
+after the cluster's deletion (cascade) while another cluster's load balancer of the same name
+stays. For each cloud: a load balancer whose spec member was removed stays while the cluster lives
+and goes with it; one of a cluster moved by clusterctl and deleted before the controller relabelled
+it is deleted all the same."""
 import os
 import shutil
 import sys
@@ -24,11 +32,13 @@ from cntap import Tap  # noqa: E402
 
 from cncapi import CLUSTERS, CNC, MERGE, Controller, condition, make_cnc, provisioned, wait_for  # noqa: E402
 from capimachines import machine_env  # noqa: E402
+import fakecloud  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER  # noqa: E402
 
 FINALIZER = "cloudnodecluster.infrastructure.cluster.x-k8s.io"
 OWNER_LABEL = "cloudnode.io/cluster-uid"
 CP_LABEL = "cloudnode.io/control-plane-of"
+LB_UID = "cloudnode.io/load-balancer-label-uid"
 AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
 
 
@@ -84,6 +94,8 @@ def test_created_once(t, env):
         cnc = make_cnc(env, "lb1", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
         t.ok(wait_for(lambda: lb_creates(env, mark), 30), "the load balancer is created", ctl.output()[-1500:])
         t.ok(not provisioned(env, "lb1"), "not provisioned while the load balancer is being made")
+        # Written before the create is sent; its PATCH may land a moment after the create is seen.
+        wait_for(lambda: condition(env.obj(CNC, "lb1"), "Ready") == "LoadBalancerProvisioning", 10)
         t.eq(condition(env.obj(CNC, "lb1"), "Ready"), "LoadBalancerProvisioning", "Ready says why")
     finally:
         ctl.stop()
@@ -197,18 +209,17 @@ def test_user_endpoint(t, env):
         ctl.stop()
 
 
-def move(env, name, wait_status):
-    """What clusterctl move does to a CloudnodeCluster and its Cluster: the same objects, spec and
-    status again, under new UIDs (here in the same API server). Returns (old, new)."""
+def move(env, name):
+    """What clusterctl move does to a CloudnodeCluster and its Cluster: the same objects, metadata
+    (labels, annotations) and spec again, under new UIDs (here in the same API server), without
+    their status, which clusterctl does not carry. Returns (old, new)."""
     old = env.obj(CNC, name)
     env.k.api("PATCH", CNC + "/" + name, {"metadata": {"finalizers": None}}, MERGE)
     env.k.api("DELETE", CNC + "/" + name)
     env.k.api("DELETE", CLUSTERS + "/" + name)
     wait_for(lambda: env.obj(CNC, name) is None and env.obj(CLUSTERS, name) is None, 30)
     c = env.cluster(name)
-    new = make_cnc(env, name, c, old["spec"])
-    env.k.api("PATCH", CNC + "/" + name + "/status", {"status": old["status"]}, MERGE)
-    wait_for(lambda: (env.obj(CNC, name).get("status") or {}).get(wait_status), 30)
+    new = make_cnc(env, name, c, old["spec"], annotations=old["metadata"].get("annotations"))
     return old, new
 
 
@@ -221,7 +232,9 @@ def test_moved(t, env, owned_by, creates, name, spec):
         t.ok(wait_for(lambda: provisioned(env, name), 30), "%s: provisioned" % name, ctl.output()[-1500:])
     finally:
         ctl.stop()
-    old, new = move(env, name, "loadBalancerLabelUID")
+    t.eq((env.obj(CNC, name)["metadata"].get("annotations") or {}).get(LB_UID),
+         env.obj(CNC, name)["metadata"]["uid"], "%s: the UID its load balancer carries, in an annotation" % name)
+    old, new = move(env, name)
     t.eq(len(owned_by(env, old["metadata"]["uid"])), 1, "(its load balancer carries the old UID)")
     mark = len(env.c.requests())
     ctl = env.controller()
@@ -247,6 +260,61 @@ def test_moved(t, env, owned_by, creates, name, spec):
         env.k.api("DELETE", CNC + "/" + name)
         t.ok(wait_for(lambda: env.obj(CNC, name) is None, 30), "the moved cluster is deleted")
         t.eq(owned_by(env, new["metadata"]["uid"]), [], "with its load balancer")
+    finally:
+        ctl.stop()
+
+
+def test_spec_removed(t, env, owned_by, name, spec):
+    """spec.controlPlaneLoadBalancer removed from a cluster that has one: the load balancer stays
+    while the cluster lives (spec.controlPlaneEndpoint, in every kubeconfig, is its address) and
+    goes with the cluster, though the spec no longer names it."""
+    c = env.cluster(name)
+    ctl = env.controller()
+    try:
+        cnc = make_cnc(env, name, c, spec)
+        uid = cnc["metadata"]["uid"]
+        t.ok(wait_for(lambda: provisioned(env, name) and
+                      (env.obj(CNC, name).get("status") or {}).get("loadBalancerLabelUID") == uid, 30),
+             "%s: provisioned, the status records the UID its load balancer carries" % name, ctl.output()[-1500:])
+        env.k.api("PATCH", CNC + "/" + name, {"spec": {"controlPlaneLoadBalancer": None}}, MERGE)
+        t.ok(wait_for(lambda: "controlPlaneLoadBalancer" not in env.obj(CNC, name)["spec"], 10), "the member is removed")
+        time.sleep(1.0)
+        t.eq(len(owned_by(env, uid)), 1, "its load balancer stays while the cluster lives")
+        env.k.api("DELETE", CLUSTERS + "/" + name)
+        env.k.api("DELETE", CNC + "/" + name)
+        t.ok(wait_for(lambda: env.obj(CNC, name) is None, 30), "the cluster is deleted", ctl.output()[-1500:])
+        t.eq(owned_by(env, uid), [], "with the load balancer the spec no longer named")
+    finally:
+        ctl.stop()
+
+
+def test_moved_then_deleted(t, env, owned_by, name, spec, drop_spec=False):
+    """A cluster moved by clusterctl (new UID, its annotations and finalizer copied, not its
+    status) and deleted before any controller relabelled its load balancer: that one, carrying the
+    UID the annotation recorded, is deleted all the same."""
+    c = env.cluster(name)
+    ctl = env.controller()
+    try:
+        make_cnc(env, name, c, spec)
+        t.ok(wait_for(lambda: provisioned(env, name) and
+                      (env.obj(CNC, name)["metadata"].get("annotations") or {}).get(LB_UID), 30),
+             "%s: provisioned" % name, ctl.output()[-1500:])
+    finally:
+        ctl.stop()
+    old, new = move(env, name)
+    env.k.api("PATCH", CNC + "/" + name, {"metadata": {"finalizers": [FINALIZER]}}, MERGE)
+    if drop_spec:
+        # And spec.controlPlaneLoadBalancer removed since: only the annotation says there is one.
+        code, _ = env.k.api("PATCH", CNC + "/" + name, {"spec": {"controlPlaneLoadBalancer": None}}, MERGE)
+        t.eq(code, 200, "%s: spec.controlPlaneLoadBalancer removed after the move" % name)
+    t.eq(len(owned_by(env, old["metadata"]["uid"])), 1, "(its load balancer carries the old UID)")
+    env.k.api("DELETE", CLUSTERS + "/" + name)
+    env.k.api("DELETE", CNC + "/" + name)
+    ctl = env.controller()
+    try:
+        t.ok(wait_for(lambda: env.obj(CNC, name) is None, 30), "the moved cluster is deleted", ctl.output()[-1500:])
+        t.eq(owned_by(env, old["metadata"]["uid"]), [], "with the load balancer that still carried the old UID")
+        t.eq(owned_by(env, new["metadata"]["uid"]), [], "none carries the new one")
     finally:
         ctl.stop()
 
@@ -323,17 +391,9 @@ def test_garbage_answer(t, env):
         env.c.clear_faults()
 
 
-def neutron(env, method, path, body=None):
-    """One Neutron request as the test's own user (a token from the fake Keystone)."""
-    scoped = {"name": OPENSTACK_USER["project"], "domain": {"name": OPENSTACK_USER["domain"]}}
-    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": OPENSTACK_USER["name"], "password": OPENSTACK_USER["password"],
-        "domain": {"name": OPENSTACK_USER["domain"]}}}}, "scope": {"project": scoped}}}
-    code, headers, _ = env.c.api("POST", "/v3/auth/tokens", auth)
-    assert code == 201, code
-    code, _, out = env.c.api(method, "/network/v2.0" + path, body, headers={"X-Auth-Token": headers["X-Subject-Token"]})
-    assert code < 300, (code, out)
-    return out
+def neutron(env, method, path, body=None, base="/network/v2.0"):
+    """One Neutron (or, with base, Octavia) request as the test's own user."""
+    return fakecloud.neutron(env.c, method, path, body, base)
 
 
 def floating_ips(env, uid):
@@ -353,6 +413,16 @@ def attached_to(env, uid):
 
 def server_id(env, name):
     return (env.get(name) or {}).get("status", {}).get("instanceID")
+
+
+def looks_again(t, env, ctl):
+    """A restarted controller has looked at its clusters' load balancers; the request log's length
+    before it did."""
+    mark = len(env.c.requests())
+    t.ok(wait_for(lambda: "control-plane load balancer" in ctl.output(), 30), "a restarted controller looks",
+         ctl.output()[-1500:])
+    time.sleep(1.0)
+    return mark
 
 
 def test_openstack_floating_ip(t, tmp):
@@ -394,10 +464,7 @@ def test_openstack_floating_ip(t, tmp):
             ctl.stop()
         ctl = env.controller()
         try:
-            mark = len(env.c.requests())
-            t.ok(wait_for(lambda: "control-plane load balancer" in ctl.output(), 30), "a restarted controller looks",
-                 ctl.output()[-1500:])
-            time.sleep(1.0)
+            mark = looks_again(t, env, ctl)
             t.eq(fip_creates(env, mark), [], "and allocates nothing")
             for n in ("os1-cp-1", "os1-worker-0"):
                 env.delete(n)
@@ -426,6 +493,174 @@ def test_openstack_floating_ip(t, tmp):
             env.c.clear_faults()
 
 
+OCTAVIA = "/load-balancer/v2/lbaas"
+
+
+def lbaas(env, table, query=""):
+    return neutron(env, "GET", "/" + table + query, base=OCTAVIA)[table.split("/")[-1]]
+
+
+def octavia_lbs(env, uid):
+    desc = "cloudnode control-plane endpoint of cluster %s" % uid
+    return [lb for lb in lbaas(env, "loadbalancers") if lb["description"] == desc]
+
+
+def octavia_creates(env, mark):
+    return [r for r in env.c.requests()[mark:]
+            if r.get("method") == "POST" and r.get("path") == OCTAVIA + "/loadbalancers"]
+
+
+def pool_of(env, lb):
+    pools = lbaas(env, "pools", "?loadbalancer_id=" + lb["id"])
+    return pools[0] if len(pools) == 1 else None
+
+
+def members_of(env, uid):
+    lb = (octavia_lbs(env, uid) or [None])[0]
+    pool = pool_of(env, lb) if lb else None
+    return sorted((m["address"], m["protocol_port"]) for m in lbaas(env, "pools/%s/members" % pool["id"])) \
+        if pool else None
+
+
+def address_of(env, name):
+    ports = neutron(env, "GET", "/ports?device_id=%s" % server_id(env, name))["ports"]
+    return next((ip["ip_address"] for p in ports for ip in p["fixed_ips"] if "." in ip["ip_address"]), None)
+
+
+def seen_by_octaviaclient(t, env, lb):
+    """python3-octaviaclient (`openstack loadbalancer ...`) sees the load balancer the controller
+    made, its listener, pool and members."""
+    if not shutil.which("openstack") or not os.path.isdir("/usr/lib/python3/dist-packages/octaviaclient"):
+        t.skip("openstack loadbalancer sees it", "python3-octaviaclient is not installed")
+        return
+    with tempfile.TemporaryDirectory() as home:
+        e = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        e.update(HOME=home, OS_AUTH_URL=env.c.url + "/v3", OS_USERNAME=OPENSTACK_USER["name"],
+                 OS_PASSWORD=OPENSTACK_USER["password"], OS_PROJECT_NAME=OPENSTACK_USER["project"],
+                 OS_USER_DOMAIN_NAME=OPENSTACK_USER["domain"], OS_PROJECT_DOMAIN_NAME=OPENSTACK_USER["domain"],
+                 OS_IDENTITY_API_VERSION="3", OS_INTERFACE="public")
+        o = Cli(t, ["openstack"], e, ["-f", "json"], timeout=60)
+        listed = o.json("openstack loadbalancer list", "loadbalancer", "list") or []
+        t.ok(lb["id"] in [x.get("id") for x in listed], "openstack loadbalancer list shows it", listed)
+        d = o.json("openstack loadbalancer show", "loadbalancer", "show", lb["id"]) or {}
+        t.eq((d.get("vip_address"), d.get("provisioning_status"), d.get("description")),
+             (lb["vip_address"], "ACTIVE", lb["description"]), "openstack loadbalancer show describes it")
+        ls = o.json("openstack loadbalancer listener list", "loadbalancer", "listener", "list", "--loadbalancer",
+                    lb["id"]) or []
+        t.eq([(x.get("protocol"), x.get("protocol_port")) for x in ls], [("TCP", 443)], "its listener")
+        pools = o.json("openstack loadbalancer pool list", "loadbalancer", "pool", "list", "--loadbalancer",
+                       lb["id"]) or []
+        t.eq([x.get("lb_algorithm") for x in pools], ["LEAST_CONNECTIONS"], "its pool")
+        ms = o.json("openstack loadbalancer member list", "loadbalancer", "member", "list",
+                    (pools or [{}])[0].get("id", "-")) or []
+        t.eq(sorted((x.get("address"), x.get("protocol_port")) for x in ms), members_of(env, lb_uid(lb)),
+             "its members")
+
+
+def lb_uid(lb):
+    return lb["description"].rsplit(" ", 1)[-1]
+
+
+def test_openstack_octavia(t, tmp):
+    with machine_env(os.path.join(tmp, "octavia"), provider="openstack") as env:
+        env.c.settings(openstack_octavia=True, octavia_pending_seconds=0.5)
+        net = neutron(env, "GET", "/networks?router:external=false")["networks"][0]["id"]
+        foreign = neutron(env, "POST", "/loadbalancers", {"loadbalancer": {
+            "name": "oc1-kube-apiserver", "vip_network_id": net,
+            "description": "cloudnode control-plane endpoint of cluster someone-else"}}, base=OCTAVIA)["loadbalancer"]
+        mark = len(env.c.requests())
+        # The create is done by Octavia, and its answer held until the controller is gone.
+        env.c.fail({"method": "POST", "path": "^%s/loadbalancers$" % OCTAVIA, "after_commit": True, "reset": True,
+                    "latency": 30, "count": 1})
+        ctl = env.controller()
+        try:
+            c = env.cluster("oc1")
+            cnc = make_cnc(env, "oc1", c, {"provider": "openstack", "controlPlaneLoadBalancer": {
+                "port": 443, "algorithm": "least_connections"}})
+            uid = cnc["metadata"]["uid"]
+            t.ok(wait_for(lambda: octavia_creates(env, mark), 30), "the Octavia load balancer is created",
+                 ctl.output()[-1500:])
+            t.ok(not provisioned(env, "oc1"), "not provisioned while it is being made")
+        finally:
+            ctl.stop()
+        env.c.clear_faults()
+        ctl = env.controller()
+        try:
+            o = wait_for(lambda: provisioned(env, "oc1"), 60)
+            t.ok(o, "a new controller finishes: provisioned", ctl.output()[-1500:])
+            lbs = octavia_lbs(env, uid)
+            t.eq(len(lbs), 1, "one Octavia load balancer carries the cluster's UID")
+            t.eq(len(octavia_creates(env, mark)), 1, "created once: the answer lost with the controller made no second")
+            lb = lbs[0] if lbs else {}
+            t.eq((lb.get("name"), lb.get("provisioning_status"), lb.get("tags")),
+                 ("oc1-kube-apiserver-" + uid[:8], "ACTIVE", ["cloudnode.io/cluster-uid=" + uid]),
+                 "named after the cluster, tagged with its UID, ACTIVE")
+            listeners = lbaas(env, "listeners", "?loadbalancer_id=" + lb.get("id", "-"))
+            t.eq([(x["protocol"], x["protocol_port"]) for x in listeners], [("TCP", 443)],
+                 "a TCP listener on the spec's port")
+            pool = pool_of(env, lb) if lb else None
+            t.eq((pool or {}).get("lb_algorithm"), "LEAST_CONNECTIONS", "its pool balances as the spec asks")
+            mons = lbaas(env, "healthmonitors")
+            t.eq([(m["type"], m["pools"]) for m in mons if {"id": (pool or {}).get("id")} in m["pools"]],
+                 [("TCP", [{"id": (pool or {}).get("id")}])], "a TCP health monitor on the pool")
+            fips = floating_ips(env, uid)
+            t.eq([f.get("port_id") for f in fips], [lb.get("vip_port_id")], "one floating IP, on the VIP's port")
+            t.eq((o or {}).get("spec", {}).get("controlPlaneEndpoint"),
+                 {"host": (fips or [{}])[0].get("floating_ip_address"), "port": 443},
+                 "the endpoint is the floating IP and the listener's port")
+            t.eq(members_of(env, uid), [], "no member while there is no control-plane server")
+
+            # Octavia refuses the first member as it does while the load balancer is PENDING_*.
+            members_path = "%s/pools/%s/members" % (OCTAVIA, (pool or {}).get("id"))
+            env.c.fail({"method": "POST", "path": "^%s$" % members_path, "status": 409, "count": 1,
+                        "body": {"faultcode": "Client", "faultstring": "Load Balancer %s is immutable and cannot be "
+                                 "updated." % lb.get("id"), "debuginfo": None}})
+            env.machine("oc1-cp-0", cluster="oc1", labels={"cluster.x-k8s.io/control-plane": ""})
+            env.machine("oc1-worker-0", cluster="oc1")
+            t.ok(wait_for(lambda: env.ready("oc1-cp-0") and env.ready("oc1-worker-0"), 60), "machines run")
+            t.ok(wait_for(lambda: members_of(env, uid) == [(address_of(env, "oc1-cp-0"), 6443)], 30),
+                 "the control-plane server is the pool's member, on 6443", members_of(env, uid))
+            posts = [r.get("status") for r in env.c.requests() if r.get("method") == "POST" and
+                     r.get("path") == members_path]
+            t.eq(posts[:2], [409, 201], "a 409 while Octavia is busy is asked again, not a failure")
+            t.eq(condition(env.obj(CNC, "oc1"), "Ready", "status"), "True", "and the cluster stays Ready")
+            env.machine("oc1-cp-1", cluster="oc1", labels={"cluster.x-k8s.io/control-plane": ""})
+            t.ok(wait_for(lambda: env.ready("oc1-cp-1"), 60), "a second control-plane machine runs")
+            t.ok(wait_for(lambda: members_of(env, uid) == sorted([(address_of(env, "oc1-cp-0"), 6443),
+                                                                  (address_of(env, "oc1-cp-1"), 6443)]), 30),
+                 "it joins the pool, the worker does not", members_of(env, uid))
+            gone_addr = address_of(env, "oc1-cp-0")
+            env.delete("oc1-cp-0")
+            t.ok(wait_for(lambda: env.gone("oc1-cp-0"), 60), "the first control-plane machine is deleted")
+            t.ok(wait_for(lambda: members_of(env, uid) == [(address_of(env, "oc1-cp-1"), 6443)], 30),
+                 "and leaves the pool", (gone_addr, members_of(env, uid)))
+            seen_by_octaviaclient(t, env, (octavia_lbs(env, uid) or [{}])[0])
+        finally:
+            ctl.stop()
+        ctl = env.controller()
+        try:
+            mark = looks_again(t, env, ctl)
+            t.eq((octavia_creates(env, mark), fip_creates(env, mark)), ([], []), "and creates nothing")
+            for n in ("oc1-cp-1", "oc1-worker-0"):
+                env.delete(n)
+            t.ok(wait_for(lambda: env.gone("oc1-cp-1") and env.gone("oc1-worker-0"), 60), "machines deleted")
+            lb_id = (octavia_lbs(env, uid) or [{}])[0].get("id")
+            env.k.api("DELETE", CLUSTERS + "/oc1")
+            env.k.api("DELETE", CNC + "/oc1")
+            t.ok(wait_for(lambda: env.obj(CNC, "oc1") is None, 60), "the cluster is deleted", ctl.output()[-1500:])
+            t.ok(any(r.get("method") == "DELETE" and r.get("path") == "%s/loadbalancers/%s?cascade=true"
+                     % (OCTAVIA, lb_id) for r in env.c.requests()[mark:]),
+                 "its load balancer was deleted with cascade=true")
+            t.eq((octavia_lbs(env, uid), floating_ips(env, uid)), ([], []), "no load balancer, no floating IP is left")
+            t.eq(([x["id"] for x in lbaas(env, "loadbalancers")], lbaas(env, "listeners"), lbaas(env, "pools"),
+                  lbaas(env, "healthmonitors")), ([foreign["id"]], [], [], []),
+                 "no listener, pool (with its members) or health monitor either; another cluster's load balancer "
+                 "is left alone")
+        finally:
+            ctl.stop()
+            env.c.clear_faults()
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
@@ -435,6 +670,9 @@ def main():
             t.run(test_delete, env)
             t.run(test_user_endpoint, env)
             t.run(test_moved, env, owned, lb_creates, "lb6", {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
+            t.run(test_spec_removed, env, owned, "lb7", {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
+            t.run(test_moved_then_deleted, env, owned, "lb8", {"provider": "hetzner", "controlPlaneLoadBalancer": {}},
+                  True)
             t.run(test_refused_type, env)
             t.run(test_several_carry_the_uid, env)
             t.run(test_garbage_answer, env)
@@ -442,6 +680,18 @@ def main():
         with machine_env(os.path.join(tmp, "openstack-move"), provider="openstack") as env:
             t.run(test_moved, env, floating_ips, fip_creates, "os3",
                   {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+            t.run(test_spec_removed, env, floating_ips, "os4", {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+            t.run(test_moved_then_deleted, env, floating_ips, "os5",
+                  {"provider": "openstack", "controlPlaneLoadBalancer": {}})
+        t.run(test_openstack_octavia, tmp)
+        with machine_env(os.path.join(tmp, "octavia-move"), provider="openstack") as env:
+            env.c.settings(openstack_octavia=True, octavia_pending_seconds=0.3)
+            spec = {"provider": "openstack", "controlPlaneLoadBalancer": {}}
+            t.run(test_moved, env, octavia_lbs, octavia_creates, "oc3", spec)
+            t.run(test_spec_removed, env, octavia_lbs, "oc4", spec)
+            t.run(test_moved_then_deleted, env, octavia_lbs, "oc5", spec)
+            t.eq((lbaas(env, "loadbalancers"), neutron(env, "GET", "/floatingips")["floatingips"]), ([], []),
+                 "Octavia: those clusters left no load balancer and no floating IP")
     return t.done()
 
 

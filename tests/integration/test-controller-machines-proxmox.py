@@ -296,7 +296,7 @@ def main():
     if subprocess.run(["sh", "-c", "command -v isoinfo"], capture_output=True).returncode != 0:
         t.skip_all("isoinfo (genisoimage) is not installed")
     with tempfile.TemporaryDirectory() as tmp, machine_env(tmp, provider="proxmoxve") as env:
-        env.c.settings(pve_task_seconds=0.3)
+        env.c.settings(pve_task_seconds=0.15)
         t.run(test_lifecycle, env)
         t.run(test_pve_view, env)
         t.run(test_restart_after_clone, env)

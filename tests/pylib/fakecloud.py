@@ -293,6 +293,22 @@ class FakeCloud:
         return self._admin_ok("POST", "/instances/%s/config-drive" % iid, body)["files"]
 
 
+def neutron(cloud, method, path, body=None, base="/network/v2.0"):
+    """One Neutron (or, with base, Octavia) request to the fake as OPENSTACK_USER (a token from its
+    Keystone)."""
+    scoped = {"name": OPENSTACK_USER["project"], "domain": {"name": OPENSTACK_USER["domain"]}}
+    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": OPENSTACK_USER["name"], "password": OPENSTACK_USER["password"],
+        "domain": {"name": OPENSTACK_USER["domain"]}}}}, "scope": {"project": scoped}}}
+    code, headers, _ = cloud.api("POST", "/v3/auth/tokens", auth)
+    if code != 201:
+        raise FakeCloudError("POST /v3/auth/tokens: %s" % code)
+    code, _, out = cloud.api(method, base + path, body, headers={"X-Auth-Token": headers["X-Subject-Token"]})
+    if code >= 300:
+        raise FakeCloudError("%s %s: %s %s" % (method, path, code, out))
+    return out
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *a, **kw):
         return None

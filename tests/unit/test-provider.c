@@ -109,6 +109,21 @@ static void test_openstack(void) {
                    "openstack: identity endpoint without region filter");
 }
 
+static void test_openstack_error_messages(void) {
+        _cleanup_json_ json_object *nova = json_tokener_parse(
+                "{\"itemNotFound\":{\"code\":404,\"message\":\"Instance x could not be found.\"}}");
+        _cleanup_json_ json_object *octavia = json_tokener_parse(
+                "{\"faultcode\":\"Client\",\"faultstring\":\"Load Balancer x is immutable and cannot be "
+                "updated.\",\"debuginfo\":null}");
+        _cleanup_json_ json_object *other = json_tokener_parse("{\"x\":1}");
+
+        TAP_EQ_STR(cn_provider_openstack_error_message(nova), "Instance x could not be found.",
+                   "openstack: a Nova error's message");
+        TAP_EQ_STR(cn_provider_openstack_error_message(octavia), "Load Balancer x is immutable and cannot be updated.",
+                   "openstack: an Octavia error's faultstring");
+        TAP_OK(!cn_provider_openstack_error_message(other), "openstack: no message in another body");
+}
+
 static void test_openstack_shapes(void) {
         _cleanup_json_ json_object *s = json_tokener_parse(
                 "{\"id\":\"u1\",\"name\":\"n1\",\"status\":\"SHUTOFF\",\"flavor\":{\"original_name\":\"m1.small\"},"
@@ -227,6 +242,7 @@ int main(void) {
         test_hetzner();
         test_openstack();
         test_openstack_shapes();
+        test_openstack_error_messages();
         test_malformed();
         test_classes_and_lifecycle();
         test_migration_check();
