@@ -42,10 +42,8 @@ binaries are cached: 90 to 110 s of wall time on a loaded 2-core machine."""
 import base64
 import glob
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 
 import yaml
@@ -53,7 +51,7 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap, build, wait_for  # noqa: E402
 from cninit import CLUSTER_SA, RBAC as INIT_RBAC, TAINT, hetzner_conf  # noqa: E402
-from fakecloud import HETZNER_TOKEN, FakeCloud  # noqa: E402
+from fakecloud import HETZNER_TOKEN  # noqa: E402
 import realcapi  # noqa: E402
 import realkube  # noqa: E402
 
@@ -82,8 +80,14 @@ def check_openstack_flavor(t, repo, mgmt):
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     kinds = sorted(d["kind"] for d in docs)
     t.eq(kinds, sorted(["Cluster", "CloudnodeCluster", "Machine", "KubeadmConfig", "CloudnodeMachine",
-                        "MachineDeployment", "KubeadmConfigTemplate", "CloudnodeMachineTemplate", "Secret"]),
+                        "MachineDeployment", "KubeadmConfigTemplate", "CloudnodeMachineTemplate", "Secret",
+                        "ClusterResourceSet"]),
          "the OpenStack flavor's objects")
+    crs = next((d for d in docs if d["kind"] == "ClusterResourceSet"), {}).get("spec", {})
+    t.eq((crs.get("clusterSelector"), crs.get("resources")),
+         ({"matchLabels": {"cluster.x-k8s.io/cluster-name": "c2"}},
+          [{"kind": "Secret", "name": "c2-cloudnode-cloud-config"}]),
+         "its ClusterResourceSet applies the cloud config Secret the controller publishes for c2")
     secret = next((d for d in docs if d["kind"] == "Secret"), {})
     t.ok("clusterctl.cluster.x-k8s.io/move" in secret.get("metadata", {}).get("labels", {}),
          "its credentials Secret is labelled for clusterctl move")
@@ -140,11 +144,6 @@ def check_topology_flavor(t, repo, mgmt):
          "MachineDeployment of 3 (dry run)", a.stdout + a.stderr)
 
 
-def items(k, path):
-    st, body = k.api("GET", path)
-    return body.get("items", []) if st == 200 else []
-
-
 class Kubelets:
     """What each server's kubelet does on boot: registers its Node (named after the server, with
     the uninitialized taint, as a kubelet with --cloud-provider=external does), as the node."""
@@ -173,86 +172,19 @@ class Kubelets:
 
 
 def running(mgmt):
-    return [m for m in items(mgmt, CAPI + "machines") if (m.get("status") or {}).get("phase") == "Running"]
+    return [m for m in realcapi.items(mgmt, CAPI + "machines") if (m.get("status") or {}).get("phase") == "Running"]
 
 
 def main():
     t = Tap()
-    try:
-        bindir, why = realcapi.bins()
-        kube_bins, kube_why = realkube.bindir()
-    except RuntimeError as e:
-        t.bail_out(str(e))
-    if bindir is None or kube_bins is None:
-        t.skip_all(why or kube_why)
-    tmp = tempfile.mkdtemp(prefix="cn-realcapi-")
-    procs = []
-    with realkube.RealKube(os.path.join(tmp, "mgmt")) as mgmt, \
-            realkube.RealKube(os.path.join(tmp, "workload"), rbac=INIT_RBAC) as wl, \
-            FakeCloud(os.path.join(tmp, "cloud")) as cloud:
+    bindir = realcapi.bins_or_skip(t)
+
+    def run(tmp, mgmt, wl, cloud, procs):
         cloud.settings(build_seconds=0.3, action_seconds=0.2)
-        try:
-            scenario(t, tmp, bindir, mgmt, wl, cloud, procs)
-        finally:
-            realcapi.stop(procs)
+        scenario(t, tmp, bindir, mgmt, wl, cloud, procs)
     # Its servers' state and the managers' logs stay for a failed run only.
-    if t.failed:
-        t.diag("kept %s" % tmp)
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
+    realcapi.run_clusters(t, "cn-realcapi-", INIT_RBAC, run)
     t.done()
-
-
-def install(t, tmp, repo, mgmt, conf_b64, procs, who):
-    """clusterctl init on a management cluster, then its providers as processes; whether all
-    went well. who names the cluster in the test lines."""
-    d = os.path.join(tmp, "providers-" + who)
-    os.makedirs(d, exist_ok=True)
-    r = repo.clusterctl(mgmt.kubeconfig, "init", "--core", "cluster-api:" + realcapi.CAPI_VERSION,
-                        "--bootstrap", "kubeadm:" + realcapi.CAPI_VERSION,
-                        "--control-plane", "kubeadm:" + realcapi.CAPI_VERSION,
-                        "--infrastructure", "cloudnode:" + realcapi.CLOUDNODE_VERSION,
-                        env={"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64, "CLUSTER_TOPOLOGY": "true"}, check=False)
-    t.ok(r.returncode == 0, "%s: clusterctl init installs the four providers from the local repository" % who,
-         r.stdout[-3000:] + r.stderr[-3000:])
-    if r.returncode:
-        return False
-    provs = sorted((p["metadata"]["name"], p.get("type"), p.get("version")) for p in
-                   items(mgmt, "/apis/clusterctl.cluster.x-k8s.io/v1alpha3/providers"))
-    t.eq(provs, [("bootstrap-kubeadm", "BootstrapProvider", realcapi.CAPI_VERSION),
-                 ("cluster-api", "CoreProvider", realcapi.CAPI_VERSION),
-                 ("control-plane-kubeadm", "ControlPlaneProvider", realcapi.CAPI_VERSION),
-                 ("infrastructure-cloudnode", "InfrastructureProvider", realcapi.CLOUDNODE_VERSION)],
-         "%s: clusterctl's inventory: the four providers at their versions" % who)
-
-    # The providers, as processes.
-    agg = realcapi.aggregate_cluster_roles(mgmt)
-    t.ok("capi-aggregated-manager-role" in agg, "%s: the aggregated ClusterRoles get their rules" % who, agg)
-    cm = realcapi.CertManager(mgmt, d)
-    t.eq(cm.issue(), 3, "%s: cert-manager's part: a serving certificate for each Cluster API provider" % who)
-    ports = {}
-    for ns in realcapi.PROGRAMS:
-        p, port, log = realcapi.run_capi_manager(mgmt, ns, repo.bindir, d)
-        procs.append(p)
-        ports[ns] = port
-        ok = realcapi.wait_port(port, p)
-        t.ok(ok, "%s: %s: the manager serves its webhooks" % (who, ns),
-             None if ok else open(log, errors="replace").read()[-4000:])
-        if not ok:
-            return False
-    t.ok(cm.route(ports) >= 6, "%s: webhook configurations and conversion webhooks point at the managers" % who)
-    mgmt.api("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings" % NS, {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "cloudnode-controller-secrets"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "cloudnode:controller:capi-secrets"},
-        "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-controller", "namespace": "cloudnode-system"}]})
-    ctl_port = realcapi.free_port()
-    p, _, _ = realcapi.run_deployment(
-        mgmt, realcapi.deployment(mgmt, "cloudnode-system"), build("controller", "cloudnode-controller"), d,
-        lambda mounts: ["--port=%d" % ctl_port, "--bind-address=127.0.0.1", "-v", "4"])
-    procs.append(p)
-    return True
 
 
 def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
@@ -261,7 +193,7 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
     with open(conf, "rb") as f:
         conf_b64 = base64.b64encode(f.read()).decode()
 
-    if not install(t, tmp, repo, mgmt, conf_b64, procs, "mgmt"):
+    if not realcapi.install(t, tmp, repo, mgmt, conf_b64, procs, "mgmt"):
         return
     init = subprocess.Popen(
         [build("initializer", "cloudnode-initializer"), "--kubeconfig=" + wl.kubeconfig_for(CLUSTER_SA),
@@ -307,13 +239,13 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
                            [os.path.join(tmp, "initializer.log")]):
             out.append("== %s\n%s" % (path, open(path, errors="replace").read()[-2000:]))
         out.append("== machines\n%s" % realcapi.dump([(m["metadata"]["name"], m.get("status")) for m in
-                                                      items(k, CAPI + "machines")]))
+                                                      realcapi.items(k, CAPI + "machines")]))
         return "\n".join(out)
 
     ok = wait_for(lambda: len(running(mgmt)) == 3, 180, 1)
     t.ok(ok, "the control-plane Machine and both workers reach Running", None if ok else log_tail())
     servers = {"hcloud://%s" % i["id"]: i for i in cloud.instances()}
-    nodes = {n["spec"].get("providerID"): n for n in items(wl, "/api/v1/nodes")}
+    nodes = {n["spec"].get("providerID"): n for n in realcapi.items(wl, "/api/v1/nodes")}
     for m in running(mgmt):
         pid = m["spec"].get("providerID")
         node = nodes.get(pid) or {}
@@ -324,6 +256,13 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
         t.ok(("kubeadm init" if cp else "kubeadm join") in ud,
              "%s: the server's user data is the kubeadm bootstrap data (%s)" % (
                  m["metadata"]["name"], "init" if cp else "join"))
+    def workload_cloud_config():
+        st, cm = wl.api("GET", "/api/v1/namespaces/cloudnode/configmaps/cloud-provider-config")
+        return cm.get("data", {}).get("config") if st == 200 else None
+    conf_text = wait_for(workload_cloud_config, 60, 1)
+    t.ok(conf_text and ("endpoint = %s/v1" % cloud.url) in conf_text and HETZNER_TOKEN not in conf_text,
+         "Cluster API's ClusterResourceSet put the published cloud config (without the token) into the "
+         "workload cluster as cloudnode/cloud-provider-config", conf_text or log_tail())
     st, c1 = mgmt.api("GET", CAPI + "clusters/c1")
     t.eq(((c1.get("status") or {}).get("initialization") or {}).get("infrastructureProvisioned"), True,
          "the Cluster's infrastructure is provisioned (CloudnodeCluster)")
@@ -339,20 +278,20 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
 
     # --- clusterctl move ----------------------------------------------------------------------
     with realkube.RealKube(os.path.join(tmp, "mgmt2-kube")) as mgmt2:
-        if not install(t, tmp, repo, mgmt2, conf_b64, procs, "mgmt2"):
+        if not realcapi.install(t, tmp, repo, mgmt2, conf_b64, procs, "mgmt2"):
             return
         before = sorted(i["id"] for i in cloud.instances())
         r = repo.clusterctl(mgmt.kubeconfig, "move", "--to-kubeconfig", mgmt2.kubeconfig, "--namespace", NS,
                             check=False)
         t.ok(r.returncode == 0, "clusterctl move to the second management cluster", r.stdout[-3000:] + r.stderr[-3000:])
-        t.eq((items(mgmt, CAPI + "clusters"), len(items(mgmt, INFRA + "cloudnodemachines"))), ([], 0),
+        t.eq((realcapi.items(mgmt, CAPI + "clusters"), len(realcapi.items(mgmt, INFRA + "cloudnodemachines"))), ([], 0),
              "nothing of the cluster is left in the first management cluster")
         ok = wait_for(lambda: len(running(mgmt2)) == 4 and
-                      not (items(mgmt2, CAPI + "clusters")[0]["spec"].get("paused")), 60, 1)
+                      not (realcapi.items(mgmt2, CAPI + "clusters")[0]["spec"].get("paused")), 60, 1)
         t.ok(ok, "in the second, the Cluster is unpaused and its four Machines are Running", None if ok else log_tail(mgmt2))
         def relabeled():
             servers = {"hcloud://%s" % i["id"]: i for i in cloud.instances()}
-            cnms = items(mgmt2, INFRA + "cloudnodemachines")
+            cnms = realcapi.items(mgmt2, INFRA + "cloudnodemachines")
             return len(cnms) == 4 and all(
                 (servers.get(m["spec"].get("providerID")) or {}).get("labels", {}).get(UID_LABEL) == m["metadata"]["uid"]
                 for m in cnms)
@@ -366,8 +305,8 @@ def scenario(t, tmp, bindir, mgmt, wl, cloud, procs):
         t.eq(st, 200, "the Cluster deleted")
         ok = wait_for(lambda: mgmt2.api("GET", CAPI + "clusters/c1")[0] == 404, 120, 1)
         t.ok(ok, "the Cluster goes", None if ok else log_tail(mgmt2))
-        t.eq((len(items(mgmt2, CAPI + "machines")), len(items(mgmt2, INFRA + "cloudnodemachines")),
-              len(items(mgmt2, INFRA + "cloudnodeclusters")), len(cloud.instances())), (0, 0, 0, 0),
+        t.eq((len(realcapi.items(mgmt2, CAPI + "machines")), len(realcapi.items(mgmt2, INFRA + "cloudnodemachines")),
+              len(realcapi.items(mgmt2, INFRA + "cloudnodeclusters")), len(cloud.instances())), (0, 0, 0, 0),
              "no Machine, CloudnodeMachine, CloudnodeCluster or server is left")
     kubelets.stop.set()
 

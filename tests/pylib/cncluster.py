@@ -102,8 +102,19 @@ class Cluster:
     def __enter__(self):
         os.makedirs(self.dir, exist_ok=True)
         # One host address for the API server and the cloud API, reached from every namespace
-        # through its default route.
-        run(["ip", "addr", "add", self.host + "/32", "dev", "lo"])
+        # through its default route. Its /16 follows the pid; one in use (another run, or one
+        # that was killed before it could remove its address) moves it to the next free one.
+        first = int(self.net.split(".")[1]) - 64
+        for i in range(64):
+            self.net = "10.%d" % (64 + (first + i) % 64)
+            self.host = "%s.0.1" % self.net
+            r = run(["ip", "addr", "add", self.host + "/32", "dev", "lo"], check=False)
+            if r.returncode == 0:
+                break
+            if "File exists" not in r.stderr and "already assigned" not in r.stderr:
+                raise RuntimeError("ip addr add %s/32 dev lo: %s" % (self.host, r.stderr.strip()))
+        else:
+            raise RuntimeError("no free 10.64.0.0/10 network for the cluster's host address")
         self.kube = FakeKube(os.path.join(self.dir, "kube"), rbac=self.rbac, listen=self.host + ":0",
                              extra_args=["--san", self.host]).start()
         self.cloud = FakeCloud(os.path.join(self.dir, "cloud"), listen=self.host + ":0").start_server()

@@ -246,14 +246,22 @@ class FakeKube:
     def clear_faults(self):
         self.api("DELETE", "/fakekube/faults")
 
-    def watch(self, path, timeout=10, token=None):
-        """Yields (type, object) for each event of a watch stream until it ends or times out."""
+    def open_watch(self, path, timeout=10, token=None):
+        """Sends the watch request path; returns (connection, response), the body unread."""
         c = self._conn_as(token, timeout)
         h = {"Accept": "application/json"}
         h.update(self._authorization(token or self._admin_token))
         try:
             c.request("GET", path, headers=h)
-            r = c.getresponse()
+            return c, c.getresponse()
+        except BaseException:
+            c.close()
+            raise
+
+    def watch(self, path, timeout=10, token=None):
+        """Yields (type, object) for each event of a watch stream until it ends or times out."""
+        c, r = self.open_watch(path, timeout, token)
+        try:
             if r.status != 200:
                 raise RuntimeError("watch %s: %s %s" % (path, r.status, r.read()))
             while True:

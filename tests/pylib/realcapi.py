@@ -24,6 +24,7 @@ What is real and what stands in (see docs/design.md, "Cluster API, for real"):
   clientConfigs name the Service, which the API server cannot reach; they are pointed at
   https://127.0.0.1:PORT with the same path and CA bundle."""
 import base64
+import copy
 import json
 import os
 import shlex
@@ -31,6 +32,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import yaml
@@ -72,6 +74,42 @@ def bins():
     raise RuntimeError("the real Cluster API is not built: run make real-capi")
 
 
+def bins_or_skip(t):
+    """The directory of the Cluster API programs, with the real kube-apiserver built too; a bail
+    out (t) when the tree lacks them, a skip of the whole test when they cannot be built here."""
+    import realkube
+    try:
+        bindir, why = bins()
+        kube_bins, kube_why = realkube.bindir()
+    except RuntimeError as e:
+        t.bail_out(str(e))
+    if bindir is None or kube_bins is None:
+        t.skip_all(why or kube_why)
+    return bindir
+
+
+def run_clusters(t, prefix, workload_rbac, scenario, workload_listen="127.0.0.1:0"):
+    """scenario(tmp, mgmt, workload, cloud, procs) with a management and a workload API server (on
+    workload_listen) and the fake cloud under a new directory tmp; the processes it adds to procs
+    are stopped after it.
+    The directory (the cloud's state, the managers' logs) stays for a failed run only."""
+    import realkube
+    from fakecloud import FakeCloud
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    procs = []
+    with realkube.RealKube(os.path.join(tmp, "mgmt")) as mgmt, \
+            realkube.RealKube(os.path.join(tmp, "workload"), rbac=workload_rbac, listen=workload_listen) as wl, \
+            FakeCloud(os.path.join(tmp, "cloud")) as cloud:
+        try:
+            scenario(tmp, mgmt, wl, cloud, procs)
+        finally:
+            stop(procs)
+    if t.failed:
+        t.diag("kept %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def module_src():
     return subprocess.run([BUILD, "--src"], check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
 
@@ -111,7 +149,8 @@ class Repository:
                         os.path.join(vdir, "infrastructure-components.yaml"))
         shutil.copyfile(build("manifests", "metadata.yaml"), os.path.join(vdir, "metadata.yaml"))
         for name in ("cluster-template.yaml", "cluster-template-openstack.yaml", "cluster-template-topology.yaml",
-                     "clusterclass-cloudnode-hetzner.yaml"):
+                     "clusterclass-cloudnode-hetzner.yaml", "cluster-template-ha.yaml",
+                     "cluster-template-openstack-ha.yaml"):
             shutil.copyfile(src("templates", name), os.path.join(vdir, name))
         providers.append({"name": "cloudnode", "type": "InfrastructureProvider",
                           "url": "file://" + os.path.join(vdir, "infrastructure-components.yaml")})
@@ -210,14 +249,70 @@ class CertManager:
             for o in self.k.api("GET", path)[1].get("items", []):
                 n += update(path + "/" + o["metadata"]["name"], lambda o: any(
                     [client_config(w["clientConfig"]) for w in o.get("webhooks") or [] if ours(w["clientConfig"])]))
+        # A CRD's new conversion settings make the API server rebuild its storage, a moment
+        # later, and end every watch on its objects; a manager whose watch ends re-lists, and until
+        # then its cache misses what was created meanwhile (a MachineDeployment that finds no
+        # MachineSet creates one). So each CRD is changed under a watch of ours, and the route is
+        # done when all those watches have ended: the managers started afterwards watch the new
+        # storage. Names of CRDs whose watch did not end within timeout are in self.unsettled.
         path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-        for o in self.k.api("GET", path)[1].get("items", []):
-            def change(o):
-                conv = o["spec"].get("conversion") or {}
-                cc = (conv.get("webhook") or {}).get("clientConfig") or {}
-                return conv.get("strategy") == "Webhook" and ours(cc) and client_config(cc)
-            n += update(path + "/" + o["metadata"]["name"], change)
+
+        def change(o):
+            conv = o["spec"].get("conversion") or {}
+            cc = (conv.get("webhook") or {}).get("clientConfig") or {}
+            return conv.get("strategy") == "Webhook" and ours(cc) and client_config(cc)
+        crds = [o for o in self.k.api("GET", path)[1].get("items", []) if change(copy.deepcopy(o))]
+        watches = self._watch_objects(crds)
+        changed = []
+        for o in crds:
+            name = o["metadata"]["name"]
+            if update(path + "/" + name, change):
+                n += 1
+                changed.append(name)
+        self.unsettled = [name for name in changed if not _drain(*watches.pop(name))]
+        for c, _ in watches.values():
+            c.close()
         return n
+
+    def _watch_objects(self, crds, timeout=30):
+        """An open watch on the objects of each of crds (at its storage version), by CRD name. A
+        CRD's storage answers 429 while it is being set up (a moment, the first time its objects
+        are asked for); those are asked again together."""
+        watches, pending = {}, list(crds)
+        end = time.monotonic() + timeout
+        while pending:
+            waiting = []
+            for crd in pending:
+                spec = crd["spec"]
+                version = [v["name"] for v in spec["versions"] if v.get("storage")][0]
+                c, r = self.k.open_watch("/apis/%s/%s/%s?watch=1&timeoutSeconds=%d" % (
+                    spec["group"], version, spec["names"]["plural"], timeout * 2), timeout)
+                if r.status == 200:
+                    watches[crd["metadata"]["name"]] = (c, r)
+                    continue
+                body = r.read()
+                c.close()
+                if r.status != 429 or time.monotonic() > end:
+                    for wc, _ in watches.values():
+                        wc.close()
+                    raise RuntimeError("watch %s: %s %s" % (crd["metadata"]["name"], r.status, body))
+                waiting.append(crd)
+            pending = waiting
+            if pending:
+                time.sleep(0.2)
+        return watches
+
+
+def _drain(conn, response):
+    """Reads a watch to its end; whether it ended before the connection's timeout."""
+    try:
+        while response.readline():
+            pass
+        return True
+    except (TimeoutError, OSError):
+        return False
+    finally:
+        conn.close()
 
 
 def aggregate_cluster_roles(k):
@@ -301,15 +396,14 @@ def run_deployment(k, dep, program, d, args=lambda mounts: [], log_name=None):
     return p, mounts, log
 
 
-def run_capi_manager(k, namespace, bindir, d):
-    """A Cluster API provider's manager from its Deployment, its webhook on a free loopback port;
-    returns (Popen, webhook port, log path). Leader election is off: controller-runtime finds its
+def run_capi_manager(k, namespace, bindir, d, port):
+    """A Cluster API provider's manager from its Deployment, its webhook on loopback port;
+    returns (Popen, log path). Leader election is off: controller-runtime finds its
     lease's namespace only in a Pod (the managers take no flag for it). The resync period is 15 s
     instead of 10 min: without a KubeadmControlPlane the core manager watches a workload cluster's
     Nodes only once its control plane is initialized, so the first control-plane Machine whose Node
     registers after its last reconcile learns its nodeRef only from a resync."""
     dep = deployment(k, namespace)
-    port = free_port()
 
     def args(mounts):
         # The serving certificate's Secret volume (cert-manager's Secret) is the webhook's cert dir.
@@ -318,7 +412,7 @@ def run_capi_manager(k, namespace, bindir, d):
                 "--health-addr=127.0.0.1:%d" % free_port(), "--diagnostics-address=127.0.0.1:%d" % free_port(),
                 "--insecure-diagnostics=true", "--sync-period=15s"]
     p, _, log = run_deployment(k, dep, os.path.join(bindir, PROGRAMS[namespace]), d, args)
-    return p, port, log
+    return p, log
 
 
 def wait_port(port, proc, timeout=120):
@@ -344,6 +438,73 @@ def stop(procs):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def items(k, path):
+    st, body = k.api("GET", path)
+    return body.get("items", []) if st == 200 else []
+
+
+def install(t, tmp, repo, mgmt, conf_b64, procs, who, ns="default", env=None):
+    """clusterctl init on a management cluster, then its providers as processes, with the TAP
+    lines of each step; whether all went well. who names the cluster in the test lines, ns the
+    namespace of the workload clusters (cloudnode-controller's Secrets there), env more variables
+    of clusterctl init (CLOUDNODE_PROVIDER)."""
+    d = os.path.join(tmp, "providers-" + who)
+    os.makedirs(d, exist_ok=True)
+    r = repo.clusterctl(mgmt.kubeconfig, "init", "--core", "cluster-api:" + CAPI_VERSION,
+                        "--bootstrap", "kubeadm:" + CAPI_VERSION,
+                        "--control-plane", "kubeadm:" + CAPI_VERSION,
+                        "--infrastructure", "cloudnode:" + CLOUDNODE_VERSION,
+                        env=dict({"CLOUDNODE_B64ENCODED_CLOUD_CONF": conf_b64, "CLUSTER_TOPOLOGY": "true"}, **(env or {})),
+                        check=False)
+    t.ok(r.returncode == 0, "%s: clusterctl init installs the four providers from the local repository" % who,
+         r.stdout[-3000:] + r.stderr[-3000:])
+    if r.returncode:
+        return False
+    provs = sorted((p["metadata"]["name"], p.get("type"), p.get("version")) for p in
+                   items(mgmt, "/apis/clusterctl.cluster.x-k8s.io/v1alpha3/providers"))
+    t.eq(provs, [("bootstrap-kubeadm", "BootstrapProvider", CAPI_VERSION),
+                 ("cluster-api", "CoreProvider", CAPI_VERSION),
+                 ("control-plane-kubeadm", "ControlPlaneProvider", CAPI_VERSION),
+                 ("infrastructure-cloudnode", "InfrastructureProvider", CLOUDNODE_VERSION)],
+         "%s: clusterctl's inventory: the four providers at their versions" % who)
+
+    # The providers, as processes.
+    agg = aggregate_cluster_roles(mgmt)
+    t.ok("capi-aggregated-manager-role" in agg, "%s: the aggregated ClusterRoles get their rules" % who, agg)
+    cm = CertManager(mgmt, d)
+    t.eq(cm.issue(), 3, "%s: cert-manager's part: a serving certificate for each Cluster API provider" % who)
+    # The webhooks are routed before the managers start (see CertManager.route).
+    ports = {system: free_port() for system in PROGRAMS}
+    t.ok(cm.route(ports) >= 6 and not cm.unsettled,
+         "%s: webhook configurations and conversion webhooks point at the managers" % who,
+         "the API server did not end the watches on %s" % cm.unsettled if cm.unsettled else None)
+    for system in PROGRAMS:
+        p, log = run_capi_manager(mgmt, system, repo.bindir, d, ports[system])
+        procs.append(p)
+        ok = wait_port(ports[system], p)
+        t.ok(ok, "%s: %s: the manager serves its webhooks" % (who, system),
+             None if ok else open(log, errors="replace").read()[-4000:])
+        if not ok:
+            return False
+    # The namespace owner's grants: reading the Secrets of the cluster's objects, and publishing
+    # the cloud config Secret the templates' ClusterResourceSet applies.
+    for binding, role in (("cloudnode-controller-secrets", "capi-secrets"),
+                          ("cloudnode-controller-cloud-config", "capi-cloud-config")):
+        mgmt.api("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings" % ns, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cloudnode:controller:" + role},
+            "subjects": [{"kind": "ServiceAccount", "name": "cloudnode-controller",
+                          "namespace": "cloudnode-system"}]})
+    ctl_port = free_port()
+    p, _, _ = run_deployment(
+        mgmt, deployment(mgmt, "cloudnode-system"), build("controller", "cloudnode-controller"), d,
+        lambda mounts: ["--port=%d" % ctl_port, "--bind-address=127.0.0.1", "-v", "4"])
+    procs.append(p)
+    return True
 
 
 def dump(obj):

@@ -109,10 +109,11 @@ class RealKube(FakeKube):
         if extra_args:
             raise ValueError("extra_args are options of the fake API server, not of the real one: %r" % extra_args)
         host, _, port = listen.rpartition(":")
-        if port != "0":
-            raise ValueError("the real API server listens on a free port of an address (ADDRESS:0), not %r" % listen)
+        if not port.isdigit():
+            raise ValueError("the real API server listens on ADDRESS:PORT (PORT 0: a free one), not %r" % listen)
         super().__init__(state_dir, rbac=rbac, load=load, timeout=timeout)
         self.listen_host = host
+        self.listen_port = int(port)
         self.etcd = None
         self.gc = None
         self.garbage_collector = garbage_collector
@@ -149,7 +150,8 @@ class RealKube(FakeKube):
             self._stderr = open(p("server.log"), "ab")
             # A free port found here may be taken by another test before the server binds it:
             # then the server exits, and another set of ports is tried.
-            etcd_port, peer_port, port = _free_port(), _free_port(), _free_port(self.listen_host)
+            etcd_port, peer_port = _free_port(), _free_port()
+            port = self.listen_port or _free_port(self.listen_host)
             etcd_url = "http://127.0.0.1:%d" % etcd_port
             peer_url = "http://127.0.0.1:%d" % peer_port
             data = os.path.join(d, "etcd")
