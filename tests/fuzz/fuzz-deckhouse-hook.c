@@ -3,17 +3,25 @@
  * first byte picks the hook, the rest is BINDING_CONTEXT_PATH's content. Whatever it holds, the
  * hook returns 0 or 1 and never crashes. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "fuzz.h"
 #include "../../controller/deckhouse-hooks.c"
 
+static char dir[] = "/tmp/cn-fuzz-hook-XXXXXX";
+static char contexts[64], values[64];
+
+static void remove_dir(void) {
+        (void) unlink(contexts);
+        (void) unlink(values);
+        (void) rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const char *const names[] = { "cluster-configuration", "discovery-data", "instance-class",
                                               "wait-for-masters" };
-        static char dir[] = "/tmp/cn-fuzz-hook-XXXXXX";
-        static char contexts[64], values[64];
         char *argv[] = { NULL, NULL };
         FILE *f;
         int r;
@@ -23,6 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         if (!contexts[0]) {
                 if (!mkdtemp(dir))
+                        abort();
+                if (atexit(remove_dir) != 0)
                         abort();
                 snprintf(contexts, sizeof(contexts), "%s/contexts", dir);
                 snprintf(values, sizeof(values), "%s/values", dir);

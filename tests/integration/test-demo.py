@@ -4,6 +4,7 @@ told step by step (manifests applied, the bootstrap static pod, the operand inst
 controller, the hand-off), every Node initialized with no container restart, and nothing left
 behind (processes, network namespaces, host links, the host address)."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,10 @@ def main():
     t.eq(set(n for n in netns() - before if n.startswith("cne")), set(), "no network namespace left behind")
     r = subprocess.run(["pgrep", "-f", os.path.join(tmp, "run")], capture_output=True, text=True)
     t.eq(r.stdout.strip(), "", "no process of the demo left running")
+    if t.failed:
+        t.diag("kept %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return t.done()
 
 

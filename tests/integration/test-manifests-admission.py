@@ -28,8 +28,8 @@ def node(name, **spec):
 
 def main():
     t = Tap()
-    d = tempfile.mkdtemp(prefix="cn-vap-")
-    with kube_server(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
+    with tempfile.TemporaryDirectory(prefix="cn-vap-") as d, \
+            kube_server(os.path.join(d, "kube"), rbac=[src("manifests", "operand", "node-initializer-rbac.yaml")]) as k:
         r = k.kubectl("apply", "-f", src("manifests", "operand", "node-initializer-admission-policy.yaml"))
         t.eq(r.returncode, 0, "the policy and its binding apply") or t.diag(r.stderr)
         tokens = {}

@@ -254,9 +254,9 @@ def test_credentials(t, k):
 
 def main():
     t = Tap()
-    d = tempfile.mkdtemp(prefix="cn-nodeid-")
     load = [POLICY] + ([NODE_NS] if os.path.exists(NODE_NS) else [])
-    with FakeKube(os.path.join(d, "kube"), rbac=[RBAC], load=load) as k:
+    with tempfile.TemporaryDirectory(prefix="cn-nodeid-") as d, \
+            FakeKube(os.path.join(d, "kube"), rbac=[RBAC], load=load) as k:
         t.diag("node-mode subjects: %s" % json.dumps(node_subjects()))
         t.run(test_other_node, k)
         t.run(test_own_node, k)
