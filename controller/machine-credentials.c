@@ -26,6 +26,8 @@ struct Entry {
         char *reason;            /* why not usable */
         int error;
         usec_t fetched;          /* CLOCK_MONOTONIC of the last answer */
+        bool refused;            /* the cloud refused this resourceVersion's credential after a
+                                  * read forced by that refusal (cn_credentials_recheck()) */
         usec_t used;             /* CLOCK_MONOTONIC of the last lookup */
         CnKubeRequest *request;
 };
@@ -281,6 +283,7 @@ static void on_secret(CnKubeClient *client, const CnKubeResult *result, void *us
         free(e->reason);
         e->reason = NULL;
         e->error = 0;
+        e->refused = false;
         free(e->resource_version);
         e->resource_version = rv ? strdup(rv) : NULL;
         notify(c);
@@ -383,12 +386,20 @@ int cn_credentials_provider(CnCredentials *c, const char *ns, json_object *secre
 bool cn_credentials_recheck(CnCredentials *c, CnProvider *p) {
         for (Entry *e = c->entries; e; e = e->next)
                 if (e->provider == p) {
-                        if (cn_now(CLOCK_MONOTONIC) < e->fetched + CN_CREDENTIALS_FRESH)
+                        /* A recent read is trusted only once the refusal has made us read it
+                         * again: the Secret and the cloud's credential may both have been rotated
+                         * just after that read. One read per resourceVersion refused, then one per
+                         * CN_CREDENTIALS_FRESH. */
+                        if (e->refused && cn_now(CLOCK_MONOTONIC) < e->fetched + CN_CREDENTIALS_FRESH)
                                 return false;
+                        e->refused = true;
                         e->fetched = 0;
                         return true;
                 }
-        return false;
+        /* p is no Secret's provider any more: a newer read replaced it (or found the Secret
+         * unusable) while the call was under way. Try again with what the Secret gives now. The
+         * controller's own provider has no Secret to read again. */
+        return p && p != c->default_provider;
 }
 
 size_t cn_credentials_size(const CnCredentials *c) {

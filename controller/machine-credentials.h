@@ -69,9 +69,10 @@ int cn_credentials_add_listener(CnCredentials *c, CnCredentialsNotify fn, void *
 int cn_credentials_provider(CnCredentials *c, const char *ns, json_object *secret_ref, usec_t max_age,
                             CnProvider **ret, char **ret_reason);
 
-/* The cloud refused p's credentials: when p was built from a Secret read longer than
- * CN_CREDENTIALS_FRESH ago, the Secret is read again on next use and true is returned (try again:
- * it may have been rotated); false means the refusal stands. */
+/* The cloud refused p's credentials: the Secret is read again on next use and true is returned
+ * (try again: it may have been rotated), unless that read was made for an earlier refusal of the
+ * same resourceVersion less than CN_CREDENTIALS_FRESH ago; a p that a newer read of its Secret
+ * replaced is tried again too. False means the refusal stands. */
 bool cn_credentials_recheck(CnCredentials *c, CnProvider *p);
 
 /* How many Secrets the cache holds (for metrics and tests). */

@@ -86,6 +86,12 @@ def test_refused_secret(t, env, ctl):
 
 
 def test_rotation(t, env, ctl):
+    # A create reads its Secret anew when the last read is older than CN_CREDENTIALS_FRESH, so once
+    # sa0 is ready the controller holds a read of creds-a a few seconds old. Rotated right then, the
+    # next create first tries that read's (old) token: the refusal must make the controller read
+    # the Secret again, not fail the machine.
+    env.machine("sa0", extra_spec=ref("creds-a"))
+    t.ok(wait_for(lambda: env.ready("sa0"), 40), "a create just before a rotation", ctl.output()[-2000:])
     # The cloud now accepts only the new token; the Secret is rotated to it.
     env.c.settings(hetzner_tokens=[TOKEN_B])
     put_secret(env, "creds-a", {"token": TOKEN_B, "endpoint": env.c.url + "/v1"})
@@ -93,10 +99,23 @@ def test_rotation(t, env, ctl):
     env.machine("sa2", extra_spec=ref("creds-a"))
     t.ok(wait_for(lambda: env.ready("sa2"), 40), "a create after a rotation uses the new token",
          ctl.output()[-2000:])
-    for n in ("sa1", "sa2", "sk1", "sm1"):
+    t.ok(not failure(env, "sa2"), "and no refusal of the old token failed it")
+    for n in ("sa0", "sa1", "sa2", "sk1", "sm1"):
         env.delete(n)
-    t.ok(wait_for(lambda: all(env.gone(n) for n in ("sa1", "sa2", "sm1")), 60),
+    t.ok(wait_for(lambda: all(env.gone(n) for n in ("sa0", "sa1", "sa2", "sm1")), 60),
          "machines of the rotated Secret are deleted with the new token", ctl.output()[-2000:])
+
+
+def test_wrong_secret_token(t, env, ctl):
+    put_secret(env, "creds-wrong", {"token": TOKEN_A, "endpoint": env.c.url + "/v1"})
+    env.machine("sw1", extra_spec=ref("creds-wrong"))
+    got = wait_for(lambda: failure(env, "sw1"), 30)
+    t.ok(got == "Unauthorized", "a Secret whose token the cloud refuses fails the machine",
+         "got: %r\n%s" % (got, ctl.output()[-2000:]))
+    reads = [a for a in env.k.audit() if a.get("user") == USER and a.get("resource") == "secrets"
+             and a.get("name") == "creds-wrong"]
+    t.ok(2 <= len(reads) <= 3, "after the Secret is read once more for the refusal, not over and over",
+         [(a.get("verb"), a.get("name")) for a in reads])
 
 
 def test_no_secret_leaks(t, env, ctl):
@@ -158,6 +177,7 @@ def main():
                 t.run(test_missing_secret, env, ctl)
                 t.run(test_refused_secret, env, ctl)
                 t.run(test_rotation, env, ctl)
+                t.run(test_wrong_secret_token, env, ctl)
                 t.run(test_no_secret_leaks, env, ctl)
             finally:
                 ctl.stop()
