@@ -72,6 +72,10 @@ struct ClusterState {
         CnKubeRequest *secret_request;/* the cloud config Secret being read or written */
         json_object *published;       /* the cloud config Secret as last confirmed on the server */
         usec_t publish_after;         /* not before (CLOCK_MONOTONIC) after a refusal */
+        /* The CloudConfigPublished condition last decided, written again by every pass until the
+         * live object has it (a conditional write that met a newer resourceVersion is lost). */
+        bool published_ok;
+        char *published_reason, *published_message;
         bool seen;
 };
 
@@ -88,6 +92,8 @@ static ClusterState *state_free(ClusterState *s) {
         json_object_put(s->failure_domains);
         json_object_put(s->load_balancer);
         strv_free(s->members);
+        free(s->published_reason);
+        free(s->published_message);
         free(s->namespace);
         free(s->name);
         free(s);
@@ -416,6 +422,20 @@ static int write_published_condition(ClusterState *s, json_object *cnc, bool ok,
         char now[64];
         int r;
 
+        if (reason != s->published_reason) {
+                char *rc = strdup(reason), *mc = message ? strdup(message) : NULL;
+
+                if (!rc || (message && !mc)) {
+                        free(rc);
+                        free(mc);
+                        return -ENOMEM;
+                }
+                free(s->published_reason);
+                free(s->published_message);
+                s->published_reason = rc;
+                s->published_message = mc;
+                s->published_ok = ok;
+        }
         was = cn_json_array_find(live, "type", "CloudConfigPublished");
         if (was && cn_json_string_is(was, "status", ok ? "True" : "False") && cn_json_string_is(was, "reason", reason) &&
             streq(strempty(cn_json_string(was, "message", NULL)), strempty(message)))
@@ -436,6 +456,12 @@ static int write_published_condition(ClusterState *s, json_object *cnc, bool ok,
                 return r;
         return cn_kube_patch(s->cc->client, &resource_cloudnodeclusters, s->namespace, s->name, "status",
                              CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
+}
+
+/* The condition last decided, again where the live object lacks it: no API call otherwise. */
+static void published_condition_again(ClusterState *s, json_object *cnc) {
+        if (s->published_reason)
+                (void) write_published_condition(s, cnc, s->published_ok, s->published_reason, s->published_message);
 }
 
 /* A pass again after PUBLISH_RETRY_USEC, on a timer of its own: the shared retry timer would be
@@ -551,8 +577,12 @@ static void publish_cloud_config(ClusterController *cc, ClusterState *s, json_ob
         CnProvider *p = NULL;
         int r;
 
-        if (s->secret_request || cn_now(CLOCK_MONOTONIC) < s->publish_after)
+        if (s->secret_request)
                 return;
+        if (cn_now(CLOCK_MONOTONIC) < s->publish_after) {
+                published_condition_again(s, cnc);
+                return;
+        }
         if (cluster_provider(s, cnc, &p) <= 0)
                 return;
         r = desired_secret(s, cnc, p, &want);
@@ -567,8 +597,10 @@ static void publish_cloud_config(ClusterController *cc, ClusterState *s, json_ob
         if (s->published &&
             cn_json_string_is(cn_json_get(s->published, "metadata", NULL), "name",
                               cn_json_string(want, "metadata", "name", NULL)) &&
-            cn_json_equal(cn_json_get(s->published, "data", NULL), cn_json_get(want, "data", NULL)))
+            cn_json_equal(cn_json_get(s->published, "data", NULL), cn_json_get(want, "data", NULL))) {
+                published_condition_again(s, cnc);
                 return;
+        }
         r = cn_kube_get(cc->client, &cn_kube_resource_secrets, s->namespace, cn_json_string(want, "metadata", "name", NULL),
                         NULL, on_secret, s, &s->secret_request);
         if (r < 0)

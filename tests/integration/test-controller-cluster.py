@@ -16,7 +16,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
 
-from cncapi import (CLUSTERS, CNC, MERGE, RBAC, CapiEnv, Controller, condition, make_cnc,  # noqa: E402
+from cncapi import (CLUSTERS, CNC, MERGE, RBAC, USER, CapiEnv, Controller, condition, make_cnc,  # noqa: E402
                     provisioned, wait_for)
 from capimachines import machine_env  # noqa: E402
 from fakecloud import HETZNER_TOKEN, OPENSTACK_USER, FakeCloud  # noqa: E402
@@ -86,6 +86,42 @@ def test_provisioned(t, env):
         t.ok(wait_for(lambda: [fd["name"] for fd in env.obj(CNC, "c1")["status"]["failureDomains"]] == ["ash"], 30),
              "a spec change asks again")
     finally:
+        ctl.stop()
+
+
+def test_condition_conflict(t, env):
+    """The CloudConfigPublished condition is a conditional write (the resourceVersion of the
+    controller's copy): one that meets a newer object (409) is made again by the pass that object's
+    event brings, not a minute later when the Secret is tried again."""
+    if not env.k.FAULT_INJECTION:
+        t.skip("a CloudConfigPublished write that conflicts is made again", "fault injection is the fake API server's")
+        return
+    ctl = hetzner(env)
+    try:
+        # The first status write (provisioned) goes through; every one after it meets a conflict.
+        env.k.inject({"verb": "patch", "resource": "cloudnodeclusters", "subresource": "status", "name": "c1c",
+                      "action": "conflict", "skip": 1, "count": -1})
+        c = env.cluster("c1c")
+        make_cnc(env, "c1c", owner=c, spec={"provider": "hetzner",
+                                            "controlPlaneEndpoint": {"host": "api.c1c.example", "port": 6443}})
+
+        def published_then_conflicted():
+            calls = [a for a in env.k.audit() if a.get("user") == USER]
+            read = [i for i, a in enumerate(calls) if a.get("verb") == "get" and a.get("resource") == "secrets" and
+                    a.get("name") == "c1c-cloudnode-cloud-config"]
+            return read and any(a.get("verb") == "patch" and a.get("name") == "c1c" and a.get("code") == 409
+                                for a in calls[read[0]:])
+        t.ok(wait_for(published_then_conflicted, 30),
+             "the Secret tried (its create refused), then the condition's write met a conflict (409)",
+             ctl.output()[-2000:])
+        t.eq(condition(env.obj(CNC, "c1c"), "CloudConfigPublished"), None, "so the condition is not there")
+        env.k.clear_faults()
+        # Any change of the object brings a pass (here a label, as a user's kubectl label would).
+        env.k.api("PATCH", CNC + "/c1c", {"metadata": {"labels": {"example.com/touched": "yes"}}}, MERGE)
+        t.eq(wait_for(lambda: condition(env.obj(CNC, "c1c"), "CloudConfigPublished"), 15), "Forbidden",
+             "the next pass writes the condition again, well before the Secret is tried again")
+    finally:
+        env.k.clear_faults()
         ctl.stop()
 
 
@@ -278,6 +314,7 @@ def main():
             # Before the terminal region test: its cluster is asked for again on each start.
             t.run(test_unauthorized, env)
             t.run(test_region, env)
+            t.run(test_condition_conflict, env)
             t.run(test_wait_for_owner, env)
             t.run(test_paused, env)
             t.run(test_delete, env)
