@@ -26,8 +26,8 @@ struct Entry {
         char *reason;            /* why not usable */
         int error;
         usec_t fetched;          /* CLOCK_MONOTONIC of the last answer */
-        bool refused;            /* the cloud refused this resourceVersion's credential after a
-                                  * read forced by that refusal (cn_credentials_recheck()) */
+        bool refused;            /* a refusal of this resourceVersion's credential has forced a
+                                  * read already (cn_credentials_recheck()) */
         usec_t used;             /* CLOCK_MONOTONIC of the last lookup */
         CnKubeRequest *request;
 };
