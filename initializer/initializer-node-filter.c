@@ -1,18 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "initializer-node-filter.h"
+#include "metadata.h"
 #include "node-patch.h"
+#include "string-util.h"
 
 /* Of a kubelet's Node (10-30 KB of JSON: images, nodeInfo, capacity, managedFields, ...) the
  * initializer reads these members and nothing else, so the informer parses only them:
  * metadata.name, uid (Events, the lifecycle's delete precondition), resourceVersion (the patch
- * precondition, write expectations), creationTimestamp (lifecycle grace period), labels (the
- * hostname, and labels set only when absent), the provided-node-ip annotation; spec.providerID
- * and spec.taints (the taint patches send the whole list back); status.addresses; and of the
- * conditions Ready (the lifecycle) and our CloudProviderInitialized, what is compared. No
- * write of ours needs more: both PATCHes are merge patches of members listed here. */
+ * precondition, write expectations), creationTimestamp (lifecycle grace period), the labels its
+ * patch sets only when absent, the provided-node-ip annotation; spec.providerID and spec.taints
+ * (the taint patches send the whole list back); status.addresses (the kubelet's hostname among
+ * them); and of the conditions Ready (the lifecycle) and our CloudProviderInitialized, what is
+ * compared. No write of ours needs more: both PATCHes are merge patches of members listed here.
+ *
+ * Labels are most of what is left of a Node (a kubelet's dozen take half of the text kept), and
+ * the initializer compares only those it may set; a provider label the filter does not keep is
+ * never applied (initializer_node_label_kept()), since a value someone else set would not be
+ * seen. */
+static const CnJsonFilter node_labels[] = {
+        { CN_LABEL_INSTANCE_TYPE }, { CN_LABEL_REGION }, { CN_LABEL_ZONE },
+        { CN_LABEL_HCLOUD_NETWORK_ZONE }, { CN_LABEL_AWS_ZONE_ID }, {}
+};
 static const CnJsonFilter node_annotations[] = { { CN_ANNOTATION_PROVIDED_NODE_IP }, {} };
 static const CnJsonFilter node_metadata[] = {
-        { "name" }, { "uid" }, { "resourceVersion" }, { "creationTimestamp" }, { "labels" },
+        { "name" }, { "uid" }, { "resourceVersion" }, { "creationTimestamp" }, { "labels", node_labels },
         { "annotations", node_annotations }, {}
 };
 static const CnJsonFilter node_spec[] = { { "providerID" }, { "taints" }, {} };
@@ -26,3 +37,10 @@ static const CnJsonFilter node_status[] = {
 const CnJsonFilter initializer_node_filter[] = {
         { "metadata", node_metadata }, { "spec", node_spec }, { "status", node_status }, {}
 };
+
+bool initializer_node_label_kept(const char *key) {
+        for (const CnJsonFilter *f = node_labels; key && f->name; f++)
+                if (streq(f->name, key))
+                        return true;
+        return false;
+}

@@ -3,6 +3,11 @@
  * the Nodes our PATCHes return. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "json-filter.h"
 
 extern const CnJsonFilter initializer_node_filter[];
+
+/* Whether the filter keeps the label key, so that the record shows a value someone set. */
+bool initializer_node_label_kept(const char *key);

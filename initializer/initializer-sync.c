@@ -8,6 +8,7 @@
 #include <stdarg.h>
 
 #include "initializer-manager.h"
+#include "initializer-node-filter.h"
 #include "initializer-queue.h"
 #include "initializer-sync.h"
 #include "json-util.h"
@@ -20,6 +21,7 @@
 #include "netlink.h"
 #include "node-patch.h"
 #include "provider.h"
+#include "string-util.h"
 
 static void record_event(Manager *m, json_object *node, CnKubeEventType type, const char *reason, const char *fmt,
                          va_list ap) {
@@ -255,9 +257,31 @@ static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *user
         queue_done(s);
 }
 
+/* The provider's labels whose keys the cached record keeps (initializer_node_label_kept()): only
+ * for those can the patch tell that someone else set a value already. */
+static int kept_extra_labels(char *const *extra, char ***ret) {
+        _cleanup_strv_free_ char **kept = NULL;
+
+        for (char *const *l = extra; l && *l; l++) {
+                _cleanup_free_ char *key = strndup(*l, strcspn(*l, "="));
+
+                if (!key)
+                        return -ENOMEM;
+                if (!initializer_node_label_kept(key)) {
+                        log_debug("Not adding provider label '%s': the Node cache does not keep it.", key);
+                        continue;
+                }
+                if (strv_extend(&kept, *l) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(kept);
+        return 0;
+}
+
 static void patch_node(NodeState *s, json_object *node) {
         Manager *m = s->manager;
         _cleanup_json_ json_object *patch = NULL;
+        _cleanup_strv_free_ char **extra = NULL;
         CnProviderInstance *i = s->instance;
         CnNodeInitData d = {
                 .provider_id = i->provider_id,
@@ -267,10 +291,14 @@ static void patch_node(NodeState *s, json_object *node) {
                 /* The node-mode identity runs on every host; the admission policy shipped with it
                  * lets it set the well-known labels only, so that a compromised node cannot
                  * label itself into workloads. Provider labels come from cluster mode. */
-                .extra_labels = m->config->node_name ? NULL : i->extra_labels,
         };
         int r;
 
+        if (!m->config->node_name && kept_extra_labels(i->extra_labels, &extra) < 0) {
+                fail(s, node, "FailedToInitializeNode", 0, "cannot build the Node patch: %s", strerror(ENOMEM));
+                return;
+        }
+        d.extra_labels = extra;
         r = cn_node_patch_initialize(node, &d, &patch);
         if (r < 0) {
                 fail(s, node, "FailedToInitializeNode", 0, "cannot build the Node patch: %s", strerror(-r));

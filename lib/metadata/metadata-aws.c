@@ -59,7 +59,7 @@ static int aws_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
         if ((r = cn_metadata_add_address(&m->ipv4_private, local4, AF_INET)) < 0 ||
             (r = cn_metadata_add_address(&m->ipv4_public, public4, AF_INET)) < 0 ||
             (r = cn_metadata_add_address(&m->ipv6, ipv6, AF_INET6)) < 0 ||
-            (r = cn_metadata_add_label(&m->extra_labels, "topology.k8s.aws/zone-id", zone_id)) < 0)
+            (r = cn_metadata_add_label(&m->extra_labels, CN_LABEL_AWS_ZONE_ID, zone_id)) < 0)
                 return r;
         return 0;
 }

@@ -82,7 +82,7 @@ static int hetzner_parse(CnMetadataDocs *d, CnInstanceMetadata *m) {
                 return r;
         if (json_object_object_get_ex(meta, "network-config", &nc) && (r = add_ipv6_from_network_config(m, nc)) < 0)
                 return r;
-        if ((r = cn_metadata_add_label(&m->extra_labels, "hcloud.cloudnode.io/network-zone", network_zone)) < 0)
+        if ((r = cn_metadata_add_label(&m->extra_labels, CN_LABEL_HCLOUD_NETWORK_ZONE, network_zone)) < 0)
                 return r;
         return 0;
 }

@@ -32,6 +32,10 @@ typedef struct CnInstanceMetadata {
         char **extra_labels; /* strv of "key=value" (Kubernetes label syntax, validated) */
 } CnInstanceMetadata;
 
+/* The provider-specific label keys a platform's metadata may carry in extra_labels. */
+#define CN_LABEL_HCLOUD_NETWORK_ZONE "hcloud.cloudnode.io/network-zone"
+#define CN_LABEL_AWS_ZONE_ID "topology.k8s.aws/zone-id"
+
 CnInstanceMetadata *cn_instance_metadata_new(const char *platform);
 void cn_instance_metadata_free(CnInstanceMetadata *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnInstanceMetadata *, cn_instance_metadata_free);

@@ -7,6 +7,7 @@
 #include "initializer-node-filter.h"
 #include "json-util.h"
 #include "kube-client.h"
+#include "metadata.h"
 #include "node-addresses.h"
 #include "node-patch.h"
 #include "tap.h"
@@ -18,7 +19,7 @@ static const char node_json[] =
         "\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7f\",\"resourceVersion\":\"123456\","
         "\"creationTimestamp\":\"2026-11-24T10:00:00Z\",\"labels\":{\"kubernetes.io/hostname\":\"worker-1.example\","
         "\"kubernetes.io/os\":\"linux\",\"kubernetes.io/arch\":\"amd64\",\"node.kubernetes.io/instance-type\":\"cx22\","
-        "\"example.com/quoted\":\"a\\\"b\\\\c/d \\u00e9\"},"
+        "\"hcloud.cloudnode.io/network-zone\":\"a\\\"b\\\\c/d \\u00e9\",\"example.com/team\":\"db\"},"
         "\"annotations\":{\"alpha.kubernetes.io/provided-node-ip\":\"10.0.0.5\","
         "\"node.alpha.kubernetes.io/ttl\":\"0\",\"volumes.kubernetes.io/controller-managed-attach-detach\":\"true\"},"
         "\"managedFields\":[{\"manager\":\"kubelet\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
@@ -109,7 +110,8 @@ static int build_condition(json_object *node, const void *arg, json_object **ret
 
 static void test_round_trip(void) {
         _cleanup_json_ json_object *whole = parse_whole(), *text = NULL, *rec = NULL;
-        char *const extra[] = { (char *) "example.com/pool=a", NULL };
+        char *const extra[] = { (char *) CN_LABEL_HCLOUD_NETWORK_ZONE "=eu-central", (char *) CN_LABEL_AWS_ZONE_ID "=z1",
+                                NULL };
         CnNodeInitData d = { "hcloud://4711", "cx22", "fsn1", "fsn1-dc14", extra };
         CnNodeCondition ok = { CN_CONDITION_CLOUD_PROVIDER_INITIALIZED, "True", "Initialized", "ok" };
         const char *t;
@@ -130,10 +132,14 @@ static void test_round_trip(void) {
         TAP_EQ_STR(cn_node_get_resource_version(rec), "123456", "resourceVersion");
         TAP_EQ_STR(cn_json_string(rec, "metadata", "creationTimestamp", NULL), "2026-11-24T10:00:00Z",
                    "creationTimestamp");
-        TAP_OK(json_object_equal(cn_node_get_labels(rec), cn_node_get_labels(whole)),
-               "every label, escapes and non-ASCII included");
-        TAP_EQ_STR(cn_json_string(rec, "metadata", "labels", "example.com/quoted", NULL), "a\"b\\c/d \xc3\xa9",
-                   "a label value with quotes, a backslash, a slash and UTF-8");
+        TAP_OK(same_member(rec, whole, "metadata", "labels", CN_LABEL_INSTANCE_TYPE),
+               "the instance-type label the patch compares");
+        TAP_EQ_STR(cn_json_string(rec, "metadata", "labels", CN_LABEL_HCLOUD_NETWORK_ZONE, NULL), "a\"b\\c/d \xc3\xa9",
+                   "a provider label, its value with quotes, a backslash, a slash and UTF-8");
+        TAP_EQ_INT(json_object_object_length(cn_node_get_labels(rec)), 2, "no other label is kept");
+        TAP_OK(!cn_json_get(rec, "metadata", "labels", "kubernetes.io/os", NULL) &&
+                       !cn_json_get(rec, "metadata", "labels", "example.com/team", NULL),
+               "labels the initializer never sets are dropped");
         TAP_EQ_STR(cn_node_get_kubelet_hostname(rec), cn_node_get_kubelet_hostname(whole), "the kubelet's hostname");
         TAP_EQ_STR(cn_node_get_provided_node_ip(rec), "10.0.0.5", "the provided-node-ip annotation");
         TAP_OK(!cn_json_get(rec, "metadata", "annotations", "node.alpha.kubernetes.io/ttl", NULL),
@@ -149,6 +155,17 @@ static void test_round_trip(void) {
         TAP_OK(!cn_node_get_condition(rec, "MemoryPressure"), "other conditions are dropped");
 
         TAP_OK(same_patch(whole, rec, build_initialize, &d), "the initializing PATCH is the same from the record");
+        {
+                _cleanup_json_ json_object *p = NULL;
+
+                TAP_OK(build_initialize(rec, &d, &p) == 0 &&
+                               !cn_json_get(p, "metadata", "labels", CN_LABEL_HCLOUD_NETWORK_ZONE, NULL) &&
+                               cn_json_get(p, "metadata", "labels", CN_LABEL_AWS_ZONE_ID, NULL),
+                       "a provider label the Node has is left as it is, one it lacks is set");
+        }
+        TAP_OK(initializer_node_label_kept(CN_LABEL_ZONE) && initializer_node_label_kept(CN_LABEL_AWS_ZONE_ID) &&
+                       !initializer_node_label_kept("example.com/pool") && !initializer_node_label_kept(NULL),
+               "the labels the patch may set are the labels kept");
         TAP_OK(same_patch(whole, rec, build_untaint, CN_TAINT_UNINITIALIZED),
                "the taint-removing PATCH is the same from the record");
         TAP_OK(same_patch(whole, rec, build_taint, CN_TAINT_SHUTDOWN), "the shutdown-taint PATCH is the same");
