@@ -174,14 +174,50 @@ static void test_round_trip(void) {
 
 /* The record of a record is itself: a Node the informer re-caches does not drift. */
 static void test_stable(void) {
-        _cleanup_json_ json_object *text = NULL, *rec = NULL, *text2 = NULL, *rec2 = NULL;
+        _cleanup_json_ json_object *text = NULL, *rec = NULL, *text2 = NULL, *rec2 = NULL, *filtered = NULL,
+                                   *text3 = NULL;
+        _cleanup_free_ char *json = NULL;
 
         assert(record_round_trip(node_json, strlen(node_json), &text, &rec) == 0);
-        TAP_OK(record_round_trip(json_object_get_string(text), (size_t) json_object_get_string_len(text), &text2,
-                                 &rec2) == 0 &&
+        TAP_OK(cn_kube_object_to_text(rec, &text2) == 0 && cn_kube_object_from_text(text2, &rec2) == 0 &&
                        streq(json_object_get_string(text), json_object_get_string(text2)) &&
                        json_object_equal(rec, rec2),
                "a record read back and recorded again is the same text");
+        /* The record's tree, written as JSON and filtered again as an API server's answer would
+         * be, gives the same record. */
+        json = strdup(json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        assert(json);
+        TAP_OK(cn_json_parse_filtered(json, strlen(json), SIZE_MAX, initializer_node_filter, &filtered, NULL) == 0 &&
+                       cn_kube_object_to_text(filtered, &text3) == 0 &&
+                       streq(json_object_get_string(text), json_object_get_string(text3)),
+               "the record's JSON filtered again is the same record");
+}
+
+/* The text stands for repeated strings with bytes JSON never has raw: values that contain those
+ * strings, and every escape, come back as they were. */
+static void test_text_codec(void) {
+        _cleanup_json_ json_object *o = NULL, *text = NULL, *back = NULL;
+        static const char doc[] =
+                "{\"metadata\":{\"name\":\"Ready\",\"labels\":{\"kubernetes.io/hostname\":\"Hostname\","
+                "\"x\":\"\\\"status\\\":{\\u0001\\u001f\\t\"}},\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                "\"message\":\"kubelet is posting ready status\"}],\"addresses\":[{\"type\":\"InternalIP\","
+                "\"address\":\"10.0.0.1\"}]},\"spec\":{\"providerID\":\"\"}}";
+        const char *t;
+        bool raw_ok = true;
+
+        assert(cn_json_parse(doc, strlen(doc), SIZE_MAX, &o, NULL) == 0);
+        TAP_OK(cn_kube_object_to_text(o, &text) == 0, "an object with token strings in its values is recorded");
+        if (!text)
+                return;
+        t = json_object_get_string(text);
+        for (int i = 0; i < json_object_get_string_len(text); i++)
+                if ((unsigned char) t[i] == 0 || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')
+                        raw_ok = false;
+        TAP_OK(raw_ok, "the text has no NUL and no JSON whitespace");
+        TAP_OK(json_object_get_string_len(text) * 2 < (int) strlen(doc), "and is under half the JSON (%d of %zu bytes)",
+               json_object_get_string_len(text), strlen(doc));
+        TAP_OK(cn_kube_object_from_text(text, &back) == 0 && json_object_equal(o, back),
+               "the tree read back equals the object, control characters in values included");
 }
 
 static int from_text(const char *s, size_t len) {
@@ -210,6 +246,8 @@ static void test_hostile(void) {
         TAP_EQ_INT(from_text("{} {}", 5), -EBADMSG, "two documents are one error");
         TAP_EQ_INT(from_text("{\"a\":\"\xff\xfe\"}", 11), -EBADMSG, "invalid UTF-8 is one error");
         TAP_EQ_INT(from_text(nul_inside, sizeof(nul_inside) - 1), -EBADMSG, "a NUL byte inside is one error");
+        TAP_EQ_INT(from_text("\x01\x01\x1f", 3), -EBADMSG, "token bytes that make no JSON are one error");
+        TAP_EQ_INT(from_text("{\"a\":\"\x09\"}", 8), -EBADMSG, "a raw tab in a string is one error");
         assert(deep);
         memset(deep, '[', 20000);
         deep[20000] = 0;
@@ -228,6 +266,7 @@ static void test_hostile(void) {
 int main(void) {
         test_round_trip();
         test_stable();
+        test_text_codec();
         test_hostile();
         return tap_done();
 }
