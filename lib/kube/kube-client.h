@@ -173,9 +173,11 @@ typedef struct CnKubeListOptions {
         bool items_as_text;
 } CnKubeListOptions;
 
-/* The text kept of an object (items_as_text, the informer's store_text): a json-c string, the
- * object serialized without whitespace (-EINVAL if it is not an object); and the tree built from
- * such a text. Anything but a string holding one JSON object is -EBADMSG. */
+/* The text kept of an object (items_as_text, the informer's store_text, cached Event bodies): a
+ * json-c string, the object serialized without whitespace and with each of the strings most
+ * Kubernetes objects repeat (member names such as "resourceVersion", a few values) written as one
+ * byte below 0x20, which JSON text never has raw (-EINVAL if it is not an object); and the tree
+ * built from such a text. Anything but a string holding one JSON object that way is -EBADMSG. */
 int cn_kube_object_to_text(json_object *object, json_object **ret);
 int cn_kube_object_from_text(json_object *text, json_object **ret);
 

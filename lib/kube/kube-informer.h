@@ -15,8 +15,8 @@
  * Objects in the cache are json-c trees owned by the informer; callbacks and lookups hand out
  * borrowed references (json_object_get() to keep one beyond the call). Never modify them.
  *
- * With store_text the cache keeps each object as its JSON text (after the filter: a filtered
- * Node is some 800 bytes of text against 6 KB or more as a json-c tree) and builds a tree when one
+ * With store_text the cache keeps each object as its text (cn_kube_object_to_text(): after the
+ * initializer's filter a Node is about 320 bytes against 6 KB or more as a json-c tree) and builds a tree when one
  * is asked for: the object a callback or foreach function gets lives for that call, the one
  * cn_kube_informer_lookup() returns until the event loop's next iteration; json_object_get() keeps
  * either longer. Each lookup parses anew, so a caller that reads one object many times keeps
