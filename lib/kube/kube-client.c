@@ -288,7 +288,7 @@ static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *
  * names with their punctuation, a few values) each replaced by one byte. JSON text has no raw
  * byte below 0x20 but its whitespace (json-c escapes control characters in strings, and writes no
  * whitespace here), so those bytes are free to stand for them and the substitution is exactly
- * reversible. A Node as the initializer keeps it goes from about 690 bytes to about 250. */
+ * reversible. A Node as the initializer keeps it goes from 685 bytes to 316 (the bench's Nodes). */
 typedef struct TextToken {
         const char *s;
         size_t len;
