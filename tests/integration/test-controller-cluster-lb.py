@@ -42,6 +42,19 @@ LB_UID = "cloudnode.io/load-balancer-label-uid"
 AUTH = {"Authorization": "Bearer " + HETZNER_TOKEN}
 
 
+def snapshot_when(get, pred, timeout):
+    """The first object get() returns that pred accepts within timeout seconds, or None."""
+    seen = []
+
+    def check():
+        o = get()
+        if o is not None and pred(o):
+            seen.append(o)
+            return True
+        return False
+    return seen[0] if wait_for(check, timeout) else None
+
+
 def hetzner(env):
     return Controller(env.k, env.tmp, ["--machine-provider", "hetzner", "--machine-cloud-config", env.conf])
 
@@ -374,11 +387,13 @@ def test_garbage_answer(t, env):
     try:
         mark = len(env.c.requests())
         make_cnc(env, "lb4", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})
-        t.ok(wait_for(lambda: "load balancer list" in (condition(env.obj(CNC, "lb4"), "Ready", "message") or ""), 30),
-             "an answer that is not a list: one clear message", ctl.output()[-1500:])
-        t.eq(condition(env.obj(CNC, "lb4"), "Ready", "message"), "unexpected load balancer list from the Hetzner API",
-             "that message")
-        t.eq(condition(env.obj(CNC, "lb4"), "Ready"), "CloudUnavailable", "retryable")
+        # The reason is read from the object the message was read from: the controller's next
+        # attempt may already have rewritten the condition.
+        seen = snapshot_when(lambda: env.obj(CNC, "lb4"),
+                             lambda o: "load balancer list" in (condition(o, "Ready", "message") or ""), 30)
+        t.ok(seen, "an answer that is not a list: one clear message", ctl.output()[-1500:])
+        t.eq(condition(seen, "Ready", "message"), "unexpected load balancer list from the Hetzner API", "that message")
+        t.eq(condition(seen, "Ready"), "CloudUnavailable", "retryable")
         t.eq(lb_creates(env, mark), [], "nothing is created on the strength of it")
         env.c.clear_faults()
         t.ok(wait_for(lambda: provisioned(env, "lb4"), 60), "provisioned once the cloud answers sensibly",
@@ -481,10 +496,10 @@ def test_openstack_floating_ip(t, tmp):
             mark = len(env.c.requests())
             c = env.cluster("os2")
             make_cnc(env, "os2", c, {"provider": "openstack", "controlPlaneLoadBalancer": {}})
-            t.ok(wait_for(lambda: condition(env.obj(CNC, "os2"), "Ready", "message") ==
-                          "unexpected floating IP list from the Neutron API", 30),
-                 "an answer that is not a floating IP list: one clear message", ctl.output()[-1500:])
-            t.eq(condition(env.obj(CNC, "os2"), "Ready"), "CloudUnavailable", "retryable")
+            seen = snapshot_when(lambda: env.obj(CNC, "os2"), lambda o: condition(o, "Ready", "message") ==
+                                 "unexpected floating IP list from the Neutron API", 30)
+            t.ok(seen, "an answer that is not a floating IP list: one clear message", ctl.output()[-1500:])
+            t.eq(condition(seen, "Ready"), "CloudUnavailable", "retryable")
             t.eq(fip_creates(env, mark), [], "nothing is allocated on the strength of it")
             env.c.clear_faults()
             t.ok(wait_for(lambda: provisioned(env, "os2"), 60), "provisioned once Neutron answers sensibly")
