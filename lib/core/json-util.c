@@ -10,6 +10,36 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
 
+/* A tokener kept from one parse to the next: a new one allocates and clears its stack of
+ * CN_JSON_MAX_DEPTH levels every time, which costs more than a small document's parse. It is
+ * taken with an atomic exchange, so a parse on another thread (or none left over) makes its own.
+ * After a document above KEEP_TOKENER_MAX it is not kept: its string buffer may have grown with a
+ * long string. */
+#define KEEP_TOKENER_MAX (64U * 1024U)
+static json_tokener *spare_tokener;
+
+static json_tokener *tokener_take(void) {
+        json_tokener *tok = __atomic_exchange_n(&spare_tokener, NULL, __ATOMIC_ACQ_REL);
+
+        if (tok) {
+                json_tokener_reset(tok);
+                return tok;
+        }
+        tok = json_tokener_new_ex(CN_JSON_MAX_DEPTH);
+        /* Reject what JSON does not allow (json-c is lenient by default). json-c 0.16 still takes
+         * single-quoted keys in strict mode, which is harmless. */
+        if (tok)
+                json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        return tok;
+}
+
+static void tokener_keep(json_tokener **tok, size_t size) {
+        if (!*tok || size > KEEP_TOKENER_MAX)
+                return;
+        *tok = __atomic_exchange_n(&spare_tokener, *tok, __ATOMIC_ACQ_REL);
+        /* One kept already (by another thread): the caller's cleanup frees it. */
+}
+
 /* json-c takes NaN and Infinity literals even in strict mode, and numbers beyond a double's range
  * as infinities: none is JSON (RFC 8259 section 6). The depth is bounded by the tokener's. */
 static bool all_finite(json_object *o) {
@@ -38,6 +68,7 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_json_ json_object *o = NULL;
         enum json_tokener_error jerr;
+        bool truncated = false;
         size_t off;
 
         assert(data || size == 0);
@@ -49,12 +80,9 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                                         max_size);
                 return -EFBIG;
         }
-        tok = json_tokener_new_ex(CN_JSON_MAX_DEPTH);
+        tok = tokener_take();
         if (!tok)
                 return -ENOMEM;
-        /* Reject what JSON does not allow (json-c is lenient by default). json-c 0.16 still takes
-         * single-quoted keys in strict mode, which is harmless. */
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 
         o = json_tokener_parse_ex(tok, data, (int) size);
         jerr = json_tokener_get_error(tok);
@@ -63,14 +91,17 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                 /* A bare number is only complete at the end of input; a NUL-less end means truncated
                  * for every other value. Feed an explicit end to tell the two apart. */
                 o = json_tokener_parse_ex(tok, "", 1);
-                jerr = json_tokener_get_error(tok);
-                if (jerr != json_tokener_success) {
-                        if (ret_error)
-                                (void) cn_set_message(ret_error, "unexpected end of data at offset %zu", size);
-                        return -EBADMSG;
-                }
+                truncated = json_tokener_get_error(tok) != json_tokener_success;
+                jerr = json_tokener_success;
                 off = size;
-        } else if (jerr != json_tokener_success) {
+        }
+        tokener_keep(&tok, size);
+        if (truncated) {
+                if (ret_error)
+                        (void) cn_set_message(ret_error, "unexpected end of data at offset %zu", size);
+                return -EBADMSG;
+        }
+        if (jerr != json_tokener_success) {
                 if (ret_error)
                         (void) cn_set_message(ret_error, "%s at offset %zu", json_tokener_error_desc(jerr), off);
                 return -EBADMSG;
