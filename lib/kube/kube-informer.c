@@ -24,6 +24,8 @@ typedef struct Handlers {
         struct Handlers *next;
 } Handlers;
 
+#define TREE_CACHE_SIZE 16
+
 struct CnKubeInformer {
         unsigned n_ref;
         CnKubeClient *client;
@@ -37,6 +39,13 @@ struct CnKubeInformer {
 
         json_object *cache; /* key -> the object (a tree, or with store_text a string of its text) */
         json_object *scratch; /* store_text: the trees lookups handed out, until the next iteration */
+        /* store_text: the trees of the values parsed last (a sync looks one Node up several times,
+         * and the watch event of its write compares with the version it read). Each slot holds a
+         * reference to the value, so a value's address is never reused while its slot names it. */
+        struct {
+                json_object *value, *tree;
+        } trees[TREE_CACHE_SIZE];
+        unsigned trees_next;
         sd_event_source *scratch_defer;
         char *resource_version;
         bool started, synced;
@@ -122,6 +131,10 @@ static CnKubeInformer *informer_free(CnKubeInformer *i) {
                 free(h);
         }
         json_object_put(i->cache);
+        for (size_t k = 0; k < ELEMENTSOF(i->trees); k++) {
+                json_object_put(i->trees[k].value);
+                json_object_put(i->trees[k].tree);
+        }
         i->scratch_defer = sd_event_source_disable_unref(i->scratch_defer);
         json_object_put(i->scratch);
         free(i->resource_version);
@@ -267,19 +280,35 @@ static json_object *value_new(CnKubeInformer *i, json_object *object) {
         return cn_kube_object_to_text(object, &text) < 0 ? NULL : text;
 }
 
-/* A new reference to the tree of a cached value: the value itself, or its text parsed. NULL
- * only when out of memory (the text is our own serialization). */
+/* store_text: remembers tree as the parsed form of value (both referenced), in place of the
+ * oldest pair. */
+static void tree_cache_put(CnKubeInformer *i, json_object *value, json_object *tree) {
+        unsigned k = i->trees_next++ % ELEMENTSOF(i->trees);
+
+        json_object_put(i->trees[k].value);
+        json_object_put(i->trees[k].tree);
+        i->trees[k].value = json_object_get(value);
+        i->trees[k].tree = json_object_get(tree);
+}
+
+/* A new reference to the tree of a cached value: the value itself, or its text parsed (once for
+ * the values parsed last; the tree is shared then, as the cache's trees are without store_text,
+ * and nobody changes it). NULL only when out of memory (the text is our own serialization). */
 static json_object *value_tree(CnKubeInformer *i, json_object *value) {
         json_object *o = NULL;
         int k;
 
         if (!i->store_text)
                 return json_object_get(value);
+        for (size_t n = 0; n < ELEMENTSOF(i->trees); n++)
+                if (i->trees[n].value == value)
+                        return json_object_get(i->trees[n].tree);
         k = cn_kube_object_from_text(value, &o);
         if (k < 0) {
                 log_debug_errno(k, "Cannot parse a cached %s object: %m", i->resource_name);
                 return NULL;
         }
+        tree_cache_put(i, value, o);
         return o;
 }
 
@@ -586,6 +615,8 @@ static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_obje
         }
         if (prev && value_same_text(i, prev, value))
                 return;
+        if (i->store_text)
+                tree_cache_put(i, value, object);
         if (json_object_object_add(i->cache, key, TAKE_PTR(value)) < 0) {
                 log_oom();
                 return;
