@@ -8,6 +8,7 @@
 #include <inttypes.h>
 
 #include "cloud-config.h"
+#include "json-filter.h"
 #include "json-util.h"
 #include "log.h"
 #include "provider-hetzner.h"
@@ -158,6 +159,27 @@ int cn_provider_hetzner_parse_server(json_object *server, const char *network, C
         return 0;
 }
 
+/* What cn_provider_hetzner_parse_server() reads of a server, and the error: the rest of an answer
+ * (image, ISO, protection, volumes, load balancers, the datacenter's server types, ...), three
+ * quarters of it, is never built. */
+static const CnJsonFilter server_named[] = { { "name" }, {} };
+static const CnJsonFilter server_datacenter[] = { { "name" }, { "location", server_named }, {} };
+static const CnJsonFilter server_public_ip[] = { { "ip" }, { "blocked" }, {} };
+static const CnJsonFilter server_public_net[] = { { "ipv4", server_public_ip }, { "ipv6", server_public_ip }, {} };
+static const CnJsonFilter server_private_net[] = { { "network" }, { "ip" }, {} };
+static const CnJsonFilter server_members[] = {
+        { "id" }, { "name" }, { "status" }, { "server_type", server_named }, { "location", server_named },
+        { "datacenter", server_datacenter }, { "private_net", server_private_net }, { "public_net", server_public_net },
+        {}
+};
+static const CnJsonFilter server_answer[] = {
+        { "server", server_members }, { "servers", server_members }, { "error" }, {}
+};
+
+int cn_provider_hetzner_parse_server_answer(const char *data, size_t size, size_t max_size, json_object **ret, char **ret_error) {
+        return cn_json_parse_filtered(data, size, max_size, server_answer, ret, ret_error);
+}
+
 static void on_server(CnProviderCall *call, const CnProviderHttpReply *reply, void *userdata) {
         CnProvider *p = cn_provider_call_provider(call);
         Hetzner *h = cn_provider_data(p);
@@ -194,6 +216,7 @@ static int hetzner_instance_get(CnProvider *p, CnProviderCall *call, const CnPro
                 .bearer_token = h->token,
                 .ca_file = h->ca_file,
                 .error_parser = hetzner_error_message,
+                .body_parser = cn_provider_hetzner_parse_server_answer,
                 .operation = "instance_metadata",
         };
 

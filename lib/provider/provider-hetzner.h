@@ -8,6 +8,10 @@
 /* Hetzner Cloud "server" object. network: name or ID of the private network whose IP is the
  * InternalIP (NULL: every private network IP). */
 int cn_provider_hetzner_parse_server(json_object *server, const char *network, CnProviderInstance **ret);
+/* An answer of GET /v1/servers/{id} or /v1/servers?name= parsed keeping only what
+ * cn_provider_hetzner_parse_server() reads of its server(s), and the error (a CnTreeParser). */
+int cn_provider_hetzner_parse_server_answer(const char *data, size_t size, size_t max_size, json_object **ret,
+                                            char **ret_error);
 
 /* provider-hetzner.c: the settings machine calls need (endpoint, token, CA). */
 int cn_provider_hetzner_request_options(CnProvider *p, const char **ret_endpoint, CnProviderHttpOptions *o);

@@ -3,8 +3,10 @@
  * absent), the error classification, and the machine-lifecycle calls that are declared but not
  * implemented yet. The lookups themselves run against tests/fake-cloud in
  * tests/integration/test-provider-lookup.py. */
+#include <stdarg.h>
 #include <sys/stat.h>
 
+#include "fileio.h"
 #include "http.h"
 #include "json-util.h"
 #include "provider-hetzner.h"
@@ -75,6 +77,89 @@ static void test_hetzner(void) {
         c = fmt(&k->addresses);
         TAP_EQ_STR(c, "ExternalIP=1.2.3.4,ExternalIP=2001:db8::1,Hostname=my-server",
                    "hetzner: only the configured network's IP is internal");
+}
+
+/* A test name with arguments, for the TAP_EQ_* macros (used before the next call). */
+static const char *named(const char *fmt, ...) _printf_(1, 2);
+static const char *named(const char *fmt, ...) {
+        static char buf[256];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        return buf;
+}
+
+static char *describe(json_object *server, const char *network) {
+        _cleanup_(cn_provider_instance_freep) CnProviderInstance *i = NULL;
+        _cleanup_free_ char *a = NULL;
+        char *out = NULL;
+        int r = cn_provider_hetzner_parse_server(server, network, &i);
+
+        if (r < 0)
+                return asprintf(&out, "error %d", r) < 0 ? NULL : out;
+        a = fmt(&i->addresses);
+        if (asprintf(&out, "%s %s %s %s %s %s %d", i->provider_id, strna(i->name), strna(i->instance_type),
+                     strna(i->region), strna(i->zone), strna(a), i->shutdown) < 0)
+                return NULL;
+        return out;
+}
+
+/* The instance lookup parses its answer with a filter: every captured answer gives the instance
+ * the whole answer gives, with and without a network, and drops what is not read. */
+static void test_hetzner_filtered(void) {
+        static const char *const answers[] = { "hetzner/GET_v1_servers_id.json", "hetzner/GET_v1_servers.json" };
+
+        for (size_t n = 0; n < ELEMENTSOF(answers); n++) {
+                _cleanup_free_ char *path = NULL, *data = NULL;
+                _cleanup_json_ json_object *whole = NULL, *kept = NULL;
+                json_object *ws, *ks;
+                size_t size;
+
+                if (asprintf(&path, "%s/cloud-api/%s", fixtures, answers[n]) < 0)
+                        abort();
+                if (cn_read_file(NULL, path, CN_JSON_MAX_SIZE, &data, &size) < 0) {
+                        skip("hetzner: filtered answers");
+                        return;
+                }
+                TAP_EQ_INT(cn_json_parse(data, size, CN_JSON_MAX_SIZE, &whole, NULL), 0, named("%s parses whole", answers[n]));
+                TAP_EQ_INT(cn_provider_hetzner_parse_server_answer(data, size, CN_JSON_MAX_SIZE, &kept, NULL), 0,
+                           named("%s parses filtered", answers[n]));
+                ws = cn_json_get(whole, "server", NULL);
+                ks = cn_json_get(kept, "server", NULL);
+                if (!ws) {
+                        ws = json_object_array_get_idx(cn_json_get(whole, "servers", NULL), 0);
+                        ks = json_object_array_get_idx(cn_json_get(kept, "servers", NULL), 0);
+                }
+                TAP_OK(ws && ks, "%s: a server in both", answers[n]);
+                json_object *net = cn_json_get(json_object_array_get_idx(cn_json_get(ws, "private_net", NULL), 0),
+                                               "network", NULL);
+                for (size_t k = 0; k < (net ? 2U : 1U); k++) {
+                        const char *network = k == 0 ? NULL : json_object_get_string(net);
+                        _cleanup_free_ char *a = describe(ws, network), *b = describe(ks, network);
+
+                        TAP_EQ_STR(b, a, named("%s: the same instance from the filtered answer (network %s)", answers[n],
+                                                 strna(network)));
+                }
+                TAP_OK(cn_json_get(ws, "image", NULL) && !cn_json_get(ks, "image", NULL),
+                       "%s: what is not read is not built", answers[n]);
+        }
+        {
+                static const char err[] = "{\"error\":{\"code\":\"not_found\",\"message\":\"server not found\"}}";
+                _cleanup_json_ json_object *e = NULL;
+
+                TAP_EQ_INT(cn_provider_hetzner_parse_server_answer(err, strlen(err), CN_JSON_MAX_SIZE, &e, NULL), 0,
+                           "hetzner: an error answer parses filtered");
+                TAP_EQ_STR(cn_json_string(e, "error", "message", NULL), "server not found", "hetzner: its message is kept");
+        }
+        {
+                static const char bad[] = "{\"server\":{\"id\":1,\"name\":\"x\"";
+                _cleanup_json_ json_object *e = NULL;
+
+                TAP_EQ_INT(cn_provider_hetzner_parse_server_answer(bad, strlen(bad), CN_JSON_MAX_SIZE, &e, NULL),
+                           -EBADMSG, "hetzner: an answer cut short is one error");
+        }
 }
 
 static void test_openstack(void) {
@@ -240,6 +325,7 @@ int main(void) {
         unsetenv("HCLOUD_TOKEN");
         unsetenv("OS_AUTH_URL");
         test_hetzner();
+        test_hetzner_filtered();
         test_openstack();
         test_openstack_shapes();
         test_openstack_error_messages();
