@@ -350,7 +350,9 @@ int cn_kube_object_to_text(json_object *object, json_object **ret) {
                 return -ENOMEM;
         for (size_t i = 0; i < len;) {
                 /* Tokens start with one of these; most bytes are not. */
-                int t = strchr("{\"IEHkR", s[i]) && s[i] ? text_token_at(s + i, len - i) : -1;
+                char c = s[i];
+                int t = c == '"' || c == '{' || c == 'I' || c == 'E' || c == 'H' || c == 'k' || c == 'R' ?
+                                text_token_at(s + i, len - i) : -1;
 
                 if (t >= 0) {
                         buf[n++] = (char) text_codes[t];
