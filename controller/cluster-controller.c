@@ -68,6 +68,7 @@ struct ClusterState {
         int64_t generation;
         int64_t failed_generation;    /* a terminal failure for this generation: wait for a change */
         json_object *load_balancer;   /* {"id", "host", "port"}, found or created in this run */
+        bool cloud_unavailable;       /* the last Ready we wrote said CloudUnavailable */
         char **members;               /* the control-plane instances it was ensured for */
         CnKubeRequest *secret_request;/* the cloud config Secret being read or written */
         json_object *published;       /* the cloud config Secret as last confirmed on the server */
@@ -144,6 +145,7 @@ static int write_status(ClusterState *s, json_object *cnc, json_object *failure_
         char now[64];
         int r;
 
+        s->cloud_unavailable = reason && streq(reason, "CloudUnavailable");
         r = cn_format_rfc3339(cn_now(CLOCK_REALTIME), false, now, sizeof(now));
         if (r < 0)
                 return r;
@@ -370,8 +372,9 @@ static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_ob
         lb = load_balancer_of(s, cnc, cluster);
         if (!lb.uid || !lb.targets_of)
                 return true; /* objects of the API always have a UID */
-        /* A retry keeps the reason of the failure it retries, so that Ready does not flap. */
-        if (!cn_cluster_has_endpoint(cnc) &&
+        /* A retry keeps the reason of the failure it retries, so that Ready does not flap: the one
+         * we wrote last, which the cache may not show yet when the retry comes first. */
+        if (!cn_cluster_has_endpoint(cnc) && !s->cloud_unavailable &&
             !cn_json_string_is(cn_json_array_find(cn_json_get(cnc, "status", "conditions", NULL), "type", "Ready"),
                                "reason", "CloudUnavailable"))
                 (void) write_status(s, cnc, NULL, false, "LoadBalancerProvisioning",
