@@ -197,6 +197,9 @@ static json_object *count_value(EventEntry *e) {
         return json_object_new_int((int32_t) MIN(e->count, (unsigned) INT32_MAX));
 }
 
+static const CnJsonFilter event_answer_metadata[] = { { "name" }, {} };
+static const CnJsonFilter event_answer[] = { { "metadata", event_answer_metadata }, {} };
+
 /* Writes the entry's current state: a create the first time, a count/lastTimestamp patch after. */
 static int entry_send(EventEntry *e) {
         CnKubeEventRecorder *r = e->recorder;
@@ -231,6 +234,8 @@ static int entry_send(EventEntry *e) {
         }
         if (k < 0)
                 return k;
+        /* The answer is not read beyond its status: its tree is not built. */
+        cn_kube_request_set_filter(e->req, event_answer);
         e->creating = !e->created;
         r->pending++;
         return 0;
