@@ -48,6 +48,70 @@ static void check_bad(const char *in, const char *what) {
         TAP_OK(r == -EBADMSG && !o && err, "%s rejected (%s)", what, strna(err));
 }
 
+/* A string value of n bytes (letters, brackets, separators) whose byte at position esc (if
+ * esc < n) is an escape: \\, \" or \u0041 in turn, so quotes and backslashes fall on each position
+ * of a 16-byte block. */
+static char *string_with_escape(size_t n, size_t esc) {
+        static const char *const escapes[] = { "\\\\", "\\\"", "\\u0041" };
+        /* Brackets and separators inside strings are text, not structure. */
+        static const char alphabet[] = "ab{cd}ef[gh]ij:k,lmnopqrstuvwxyz";
+        char *out = malloc(n * 6 + 3), *p = out;
+
+        if (!out)
+                return NULL;
+        *p++ = '"';
+        for (size_t i = 0; i < n; i++)
+                if (i == esc)
+                        p = stpcpy(p, escapes[i % ELEMENTSOF(escapes)]);
+                else
+                        *p++ = alphabet[i % (sizeof(alphabet) - 1)];
+        *p++ = '"';
+        *p = 0;
+        return out;
+}
+
+/* Strings of 0 to 40 bytes with an escape at each position (or none), dropped and kept: the kept
+ * one comes out as it went in, and the boundary scan, fed in chunks of 1, 7, 16 and 17 bytes, ends
+ * at the document's last byte and not before. */
+static void check_strings(void) {
+        size_t bad = 0, bad_scan = 0, total = 0;
+
+        for (size_t n = 0; n <= 40; n++)
+                for (size_t esc = 0; esc <= n; esc++) {
+                        _cleanup_free_ char *str = string_with_escape(n, esc), *doc = NULL, *want = NULL,
+                                            *out = NULL;
+                        static const size_t chunks[] = { 1, 7, 16, 17 };
+
+                        if (!str || asprintf(&doc, "{\"skip\":[%s,{%s:[[%s],{}]}],\"metadata\":{\"name\":%s}}", str,
+                                             str, str, str) < 0 ||
+                            asprintf(&want, "{\"metadata\":{\"name\":%s}}", str) < 0) {
+                                bad++;
+                                continue;
+                        }
+                        total++;
+                        out = filtered(doc, node);
+                        if (!out || !streq(out, want))
+                                bad++;
+                        for (size_t c = 0; c < ELEMENTSOF(chunks); c++) {
+                                CnJsonValueScan scan = {};
+                                size_t len = strlen(doc), at = 0, used = 0;
+                                bool done = false;
+
+                                while (!done && at < len) {
+                                        size_t k = MIN(chunks[c], len - at);
+
+                                        used = cn_json_value_scan(&scan, doc + at, k, &done);
+                                        at += done ? used : k;
+                                }
+                                if (!done || at != len)
+                                        bad_scan++;
+                        }
+                }
+        TAP_OK(total > 800 && bad == 0, "strings of 0 to 40 bytes with an escape anywhere: %zu documents, %zu wrong",
+               total, bad);
+        TAP_EQ_INT(bad_scan, 0, "the boundary scan ends each of them at its last byte, in chunks of 1, 7, 16, 17");
+}
+
 int main(void) {
         static const char *full =
                 "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"uid\":\"u\","
@@ -124,6 +188,17 @@ int main(void) {
         check_bad("{\"metadata\":{\"name\":\"a\"}} x", "trailing bytes");
         check_bad("{\"metadata\" {}}", "a missing colon");
         check_bad("{\"skip\":}", "a member without a value");
+        check_bad("{\"skip\":[1,@],\"metadata\":{}}", "a stray byte in a dropped member");
+        check_bad("{\"skip\":[\"a\\", "a backslash at the very end");
+        {
+                static const char nul[] = "{\"skip\":[1,\0],\"metadata\":{}}";
+                _cleanup_json_ json_object *nul_tree = NULL;
+
+                TAP_EQ_INT(cn_json_parse_filtered(nul, sizeof(nul) - 1, CN_JSON_MAX_SIZE, node, &nul_tree, NULL),
+                           -EBADMSG,
+                           "a NUL byte in a dropped member rejected");
+        }
+        check_strings();
         check_bad("", "empty input");
         check_bad("{\"metadata\":{\"name\":nope}}", "a bad literal in a kept member (json-c checks kept parts)");
         {
