@@ -3,6 +3,8 @@
  * lib/core/http.h, and come back as decoded objects or errors; 429/503 and connection failures are
  * retried with backoff that honours Retry-After; watches feed the incremental parser as bytes
  * arrive; list_all follows continue tokens. Everything runs on the caller's sd_event loop. */
+#include <pthread.h>
+
 #include "backoff.h"
 #include "http.h"
 #include "json-util.h"
@@ -311,21 +313,39 @@ static const unsigned char text_codes[] = { 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 
                                             0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f };
 _Static_assert(ELEMENTSOF(text_tokens) == ELEMENTSOF(text_codes), "one code per token");
 
+/* The first four bytes of s (fewer when shorter, the rest zero): one comparison rules out most
+ * tokens before memcmp() is called. */
+static uint32_t head4(const char *s, size_t n) {
+        uint32_t h = 0;
+
+        memcpy(&h, s, MIN(n, sizeof(h)));
+        return h;
+}
+
+/* Lookup tables of the codec, made once: the token of each code byte, each token's first bytes. */
+static const TextToken *text_by_code[0x20];
+static uint32_t text_heads[ELEMENTSOF(text_tokens)];
+static pthread_once_t text_tables_once = PTHREAD_ONCE_INIT;
+
+static void text_tables_make(void) {
+        for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++) {
+                text_by_code[text_codes[i]] = &text_tokens[i];
+                text_heads[i] = head4(text_tokens[i].s, text_tokens[i].len);
+        }
+}
+
+/* The token a byte stands for, or NULL. */
 static const TextToken *text_token_of(unsigned char c) {
-        if (c >= 0x20)
-                return NULL;
-        for (size_t i = 0; i < ELEMENTSOF(text_codes); i++)
-                if (text_codes[i] == c)
-                        return &text_tokens[i];
-        return NULL;
+        return c < 0x20 ? text_by_code[c] : NULL;
 }
 
 /* The longest token at s[0..n), or -1. */
 static int text_token_at(const char *s, size_t n) {
+        uint32_t h = head4(s, n);
         int best = -1;
 
         for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++)
-                if (text_tokens[i].s[0] == s[0] && text_tokens[i].len <= n &&
+                if (text_heads[i] == h && text_tokens[i].len <= n &&
                     (best < 0 || text_tokens[i].len > text_tokens[best].len) &&
                     memcmp(text_tokens[i].s, s, text_tokens[i].len) == 0)
                         best = (int) i;
@@ -340,6 +360,7 @@ int cn_kube_object_to_text(json_object *object, json_object **ret) {
         assert(ret);
         if (!json_object_is_type(object, json_type_object))
                 return -EINVAL;
+        (void) pthread_once(&text_tables_once, text_tables_make);
         s = json_object_to_json_string_length(object, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
         if (!s)
                 return -ENOMEM;
@@ -374,6 +395,7 @@ int cn_kube_object_from_text(json_object *text, json_object **ret) {
         assert(ret);
         if (!json_object_is_type(text, json_type_string))
                 return -EBADMSG;
+        (void) pthread_once(&text_tables_once, text_tables_make);
         s = json_object_get_string(text);
         len = (size_t) json_object_get_string_len(text);
         for (size_t i = 0; i < len; i++) {
