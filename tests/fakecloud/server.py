@@ -149,8 +149,10 @@ class App:
             "instance": req.instance_id,
             "status": status,
             "headers": headers,
-            "remote": remote,
+            "remote": remote[0] if isinstance(remote, tuple) else remote,
         }
+        if isinstance(remote, tuple) and len(remote) > 1:
+            entry["remotePort"] = remote[1]
         if req.log_path:
             entry["url"] = req.raw_path
         if rule:
@@ -300,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
             import traceback
             traceback.print_exc()
             resp, rule, logged = text("fake-cloud internal error: %s\n" % e, 500), None, True
-        remote = self.client_address[0]
+        remote = tuple(self.client_address[:2]) if isinstance(self.client_address, tuple) else self.client_address
         if resp is not None and rule and rule.get("after_commit"):
             # Logged with the status the server meant to send before the answer is held and
             # dropped, so a test sees the commit while the client still waits.

@@ -172,6 +172,29 @@ def test_lifecycle(t, k, c, d):
         t.ok(get_node(k, "lc-young") is not None, "a Node younger than the grace period is not deleted")
 
 
+def test_cloud_connections(t, k, c, d):
+    """Eight Nodes looked up at a time, each answer held 0.3 s so the lookups overlap: the cloud's
+    connections are kept for the next ones, not closed down to a few idle ones after each burst
+    (over TLS each new one is a handshake)."""
+    n, syncs = 40, 8
+    for i in range(n):
+        c.add_instance({"platform": "hetzner", "name": "cc%d" % i})
+        make_node(k, "cc%d" % i)
+    c.fail({"platform": "hetzner", "method": "GET", "path": "name=cc", "latency": 0.3})
+    conf = hetzner_conf(os.path.join(d, "hetzner-cc.conf"), c.url, HETZNER_TOKEN)
+    args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=hetzner", "--cloud-config=" + conf,
+            "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1",
+            "--concurrent-node-syncs=%d" % syncs, "--kube-api-qps=1000", "--kube-api-burst=1000"]
+    with Initializer(args, state_dir=d, name="cloud-connections") as i:
+        done = wait_for(lambda: all(initialized(k, "cc%d" % x) for x in range(n)), 60)
+        t.ok(done, "all %d Nodes are initialized" % n, i.log()[-2000:])
+    lookups = [r for r in c.requests() if "name=cc" in r.get("path", "")]
+    ports = {r.get("remotePort") for r in lookups}
+    t.ok(len(lookups) >= n and None not in ports, "%d lookups, each with the client's port" % len(lookups))
+    # A connection per concurrent sync, and the idle ones a provider keeps for its other hosts.
+    t.ok(len(ports) <= syncs + 4, "%d lookups over %d connections (at most %d)" % (len(lookups), len(ports), syncs + 4))
+
+
 def test_bad_credentials(t, k, c, d):
     c.add_instance({"platform": "hetzner", "name": "cred"})
     make_node(k, "cred")
@@ -198,6 +221,7 @@ def main():
         with kube_server(os.path.join(d, "kube"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud")) as c:
             t.run(test_initialize, k, c, d)
             t.run(test_bad_credentials, k, c, d)
+            t.run(test_cloud_connections, k, c, d)
         with kube_server(os.path.join(d, "kube2"), rbac=RBAC) as k, FakeCloud(os.path.join(d, "cloud2")) as c:
             t.run(test_lifecycle, k, c, d)
     sys.exit(t.done())
