@@ -43,6 +43,25 @@ void cn_node_address_list_done(CnNodeAddressList *l) {
 
 /* Canonical text of an IP (so "2001:DB8::0:1" and "2001:db8::1" are one address); the family
  * goes to *ret_family. */
+/* a.b.c.d of an IPv4 address: what inet_ntop() writes, without its sprintf() (addresses are
+ * compared and sorted many times per Node). */
+static void ipv4_format(const unsigned char a[4], char out[static INET_ADDRSTRLEN]) {
+        char *p = out;
+
+        for (size_t i = 0; i < 4; i++) {
+                unsigned v = a[i];
+
+                if (i > 0)
+                        *p++ = '.';
+                if (v >= 100)
+                        *p++ = (char) ('0' + v / 100);
+                if (v >= 10)
+                        *p++ = (char) ('0' + v / 10 % 10);
+                *p++ = (char) ('0' + v % 10);
+        }
+        *p = 0;
+}
+
 static int ip_canonical(const char *s, char **ret, int *ret_family) {
         unsigned char buf[sizeof(struct in6_addr)];
         char out[INET6_ADDRSTRLEN];
@@ -56,9 +75,11 @@ static int ip_canonical(const char *s, char **ret, int *ret_family) {
                 family = AF_INET6;
         else
                 return -EINVAL;
-        if (!inet_ntop(family, buf, out, sizeof(out)))
-                return -EINVAL;
         if (ret) {
+                if (family == AF_INET)
+                        ipv4_format(buf, out);
+                else if (!inet_ntop(family, buf, out, sizeof(out)))
+                        return -EINVAL;
                 *ret = strdup(out);
                 if (!*ret)
                         return -ENOMEM;

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+
 #include "node-addresses.h"
 #include "tap.h"
 
@@ -52,6 +54,24 @@ static void test_order_and_dedup(void) {
                    "InternalIP=10.0.0.5,InternalIP=10.0.0.6,InternalIP=fd00::5,"
                    "ExternalIP=203.0.113.5,ExternalIP=2001:db8::10,Hostname=node-1",
                    "order: type, then IPv4 before IPv6, then cloud order; cloud Hostname wins");
+}
+
+/* IPv4 addresses are written as inet_ntop() writes them, whatever digits each octet has. */
+static void test_ipv4_spelling(void) {
+        static const char *const ips[] = { "0.0.0.0", "255.255.255.255", "1.10.100.200", "9.99.109.250",
+                                           "100.0.10.1", "192.168.0.9" };
+
+        for (size_t i = 0; i < ELEMENTSOF(ips); i++) {
+                _cleanup_node_address_list_ CnNodeAddressList l = {};
+                struct in_addr a;
+                char want[INET_ADDRSTRLEN];
+
+                TAP_OK(inet_pton(AF_INET, ips[i], &a) == 1 && inet_ntop(AF_INET, &a, want, sizeof(want)),
+                       "%s parsed", ips[i]);
+                TAP_OK(cn_node_address_list_add(&l, CN_NODE_ADDRESS_INTERNAL_IP, ips[i]) == 1 && l.n == 1 &&
+                               streq(l.items[0].address, want),
+                       "%s kept as inet_ntop() writes it (%s)", ips[i], l.n == 1 ? l.items[0].address : "nothing");
+        }
 }
 
 static void test_kubelet_hostname_kept(void) {
@@ -182,6 +202,7 @@ static void test_json_hostile(void) {
 
 int main(void) {
         test_order_and_dedup();
+        test_ipv4_spelling();
         test_kubelet_hostname_kept();
         test_provided_node_ip();
         test_local_confirmation();
