@@ -61,6 +61,14 @@ static void node_changed(Manager *m, json_object *old, json_object *node) {
                 }
                 if (s->taint_seen == 0)
                         s->taint_seen = cn_now(CLOCK_MONOTONIC);
+                /* The echo of our own status PATCH while the sync that sent it goes on: that sync
+                 * builds on the Node the PATCH returned, so another pass would find nothing new
+                 * (and, queued behind every other Node, parse its record again for that). */
+                if (cn_work_item_active(s->item) && s->own_status_rv > 0 &&
+                    cn_kube_object_resource_version(node) == s->own_status_rv) {
+                        log_debug("Node %s: the event of our own status write, nothing new.", name);
+                        return;
+                }
                 if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
                         return;
                 queue_add(m, name);

@@ -35,6 +35,7 @@ struct NodeState {
         char *condition_message;
         bool condition_false; /* we set the condition False: clear it when initializing */
         CnWriteExpectation written; /* our initializing PATCH, until the cache has it */
+        uint64_t own_status_rv; /* the resourceVersion our last status PATCH made (cluster mode) */
 };
 
 /* queue (initializer-queue.c) */

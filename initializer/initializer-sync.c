@@ -336,8 +336,10 @@ static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *us
                      res->message ?: strerror(-res->error));
                 return;
         }
-        /* The Node as our write left it is newer than the cache: build the second patch on it. */
+        /* The Node as our write left it is newer than the cache: build the second patch on it. Its
+         * watch event, when it comes, brings nothing this sync does not know. */
         node = json_object_get(res->object);
+        s->own_status_rv = cn_kube_object_resource_version(node);
         if (!blocked_condition(NULL, node))
                 s->condition_false = false;
         s->request = cn_kube_request_free(s->request);
