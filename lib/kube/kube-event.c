@@ -200,8 +200,10 @@ static json_object *count_value(EventEntry *e) {
 static const CnJsonFilter event_answer_metadata[] = { { "name" }, {} };
 static const CnJsonFilter event_answer[] = { { "metadata", event_answer_metadata }, {} };
 
-/* Writes the entry's current state: a create the first time, a count/lastTimestamp patch after. */
-static int entry_send(EventEntry *e) {
+/* Writes the entry's current state: a create the first time, a count/lastTimestamp patch after.
+ * built: the create's body as build_create_body() made it, when at hand (else built again from
+ * its text); lastTimestamp and count are set in it. */
+static int entry_send_built(EventEntry *e, json_object *built) {
         CnKubeEventRecorder *r = e->recorder;
         _cleanup_json_ json_object *patch = NULL;
         char ts[CN_FORMAT_TIMESTAMP_MAX];
@@ -216,8 +218,11 @@ static int entry_send(EventEntry *e) {
         if (!e->created) {
                 _cleanup_json_ json_object *body = NULL;
 
-                if ((k = cn_kube_object_from_text(e->create_body, &body)) < 0 ||
-                    (k = cn_json_set_string(body, ts, "lastTimestamp", NULL)) < 0 ||
+                if (built)
+                        body = json_object_get(built);
+                else if ((k = cn_kube_object_from_text(e->create_body, &body)) < 0)
+                        return k;
+                if ((k = cn_json_set_string(body, ts, "lastTimestamp", NULL)) < 0 ||
                     (k = cn_json_set(body, count_value(e), "count", NULL)) < 0)
                         return k;
                 k = cn_kube_create(r->client, &cn_kube_resource_events, e->namespace, body, on_written, e, &e->req);
@@ -241,9 +246,16 @@ static int entry_send(EventEntry *e) {
         return 0;
 }
 
+static int entry_send(EventEntry *e) {
+        return entry_send_built(e, NULL);
+}
+
+/* The create's body, kept as text for a create sent again (the Event expired); *ret is its tree
+ * for the first send. */
 static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKubeObjectRef *o, const char *type,
-                             const char *reason, const char *action) {
+                             const char *reason, const char *action, json_object **ret) {
         _cleanup_json_ json_object *ev = json_object_new_object();
+        int k;
         struct {
                 const char *value;
                 const char *k1, *k2;
@@ -273,15 +285,17 @@ static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKube
         if (!ev)
                 return -ENOMEM;
         for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
-                int k;
-
                 if (isempty(fields[i].value))
                         continue;
                 k = cn_json_set_string(ev, fields[i].value, fields[i].k1, fields[i].k2, NULL);
                 if (k < 0)
                         return k;
         }
-        return cn_kube_object_to_text(ev, &e->create_body);
+        k = cn_kube_object_to_text(ev, &e->create_body);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(ev);
+        return 0;
 }
 
 /* Room for one more entry: drop the least recently used idle entry when full. */
@@ -311,6 +325,7 @@ static int make_room(CnKubeEventRecorder *r) {
 int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKubeEventType type,
                           const char *reason, const char *action, const char *format, va_list ap) {
         _cleanup_free_ char *message = NULL, *key = NULL;
+        _cleanup_json_ json_object *built = NULL;
         EventEntry *e = NULL;
         usec_t now;
         int k;
@@ -384,10 +399,10 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
         e->last_mono = now;
         now_timestamp(e->first_timestamp);
 
-        k = build_create_body(r, e, o, event_type_table[type], reason, action);
+        k = build_create_body(r, e, o, event_type_table[type], reason, action, &built);
         if (k < 0)
                 return k;
-        return entry_send(e);
+        return entry_send_built(e, built);
 }
 
 int cn_kube_event_record(CnKubeEventRecorder *r, const CnKubeObjectRef *object, CnKubeEventType type,
