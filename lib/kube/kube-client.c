@@ -322,15 +322,32 @@ static uint32_t head4(const char *s, size_t n) {
         return h;
 }
 
-/* Lookup tables of the codec, made once: the token of each code byte, each token's first bytes. */
+/* Lookup tables of the codec, made once: the token of each code byte, and the tokens by their
+ * first four bytes (a hash table of chains, longest token first in each). */
+#define TEXT_HASH_SIZE 64
 static const TextToken *text_by_code[0x20];
 static uint32_t text_heads[ELEMENTSOF(text_tokens)];
+static int8_t text_hash[TEXT_HASH_SIZE], text_next[ELEMENTSOF(text_tokens)];
 static pthread_once_t text_tables_once = PTHREAD_ONCE_INIT;
 
+static unsigned text_hash_of(uint32_t h) {
+        return (h * 2654435761u) >> 26; /* the top 6 bits: TEXT_HASH_SIZE buckets */
+}
+
 static void text_tables_make(void) {
+        _Static_assert(TEXT_HASH_SIZE == 64, "text_hash_of() keeps 6 bits");
+        memset(text_hash, -1, sizeof(text_hash));
         for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++) {
+                int8_t *at;
+
                 text_by_code[text_codes[i]] = &text_tokens[i];
                 text_heads[i] = head4(text_tokens[i].s, text_tokens[i].len);
+                /* Into its chain, before the first shorter token. */
+                for (at = &text_hash[text_hash_of(text_heads[i])];
+                     *at >= 0 && text_tokens[*at].len >= text_tokens[i].len; at = &text_next[*at])
+                        ;
+                text_next[i] = *at;
+                *at = (int8_t) i;
         }
 }
 
@@ -342,14 +359,11 @@ static const TextToken *text_token_of(unsigned char c) {
 /* The longest token at s[0..n), or -1. */
 static int text_token_at(const char *s, size_t n) {
         uint32_t h = head4(s, n);
-        int best = -1;
 
-        for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++)
-                if (text_heads[i] == h && text_tokens[i].len <= n &&
-                    (best < 0 || text_tokens[i].len > text_tokens[best].len) &&
-                    memcmp(text_tokens[i].s, s, text_tokens[i].len) == 0)
-                        best = (int) i;
-        return best;
+        for (int i = text_hash[text_hash_of(h)]; i >= 0; i = text_next[i])
+                if (text_heads[i] == h && text_tokens[i].len <= n && memcmp(text_tokens[i].s, s, text_tokens[i].len) == 0)
+                        return i;
+        return -1;
 }
 
 int cn_kube_object_to_text(json_object *object, json_object **ret) {
