@@ -399,6 +399,27 @@ int cn_kube_object_to_text(json_object *object, json_object **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+char *cn_kube_object_text_plain_name(json_object *text) {
+        const char *s, *name, *end;
+        size_t len;
+
+        if (!json_object_is_type(text, json_type_string))
+                return NULL;
+        s = json_object_get_string(text);
+        len = (size_t) json_object_get_string_len(text);
+        /* text_codes[0] is {"metadata":{"name":", text_codes[2] "namespace":" */
+        if (len < 2 || (unsigned char) s[0] != text_codes[0] || memchr(s, text_codes[2], len))
+                return NULL;
+        name = s + 1;
+        end = memchr(name, '"', len - 1);
+        if (!end || end == name)
+                return NULL;
+        for (const char *p = name; p < end; p++)
+                if ((unsigned char) *p < 0x20 || *p == '\\')
+                        return NULL;
+        return strndup(name, end - name);
+}
+
 int cn_kube_object_from_text(json_object *text, json_object **ret) {
         _cleanup_json_ json_object *o = NULL;
         _cleanup_free_ char *buf = NULL;

@@ -180,6 +180,11 @@ typedef struct CnKubeListOptions {
  * built from such a text. Anything but a string holding one JSON object that way is -EBADMSG. */
 int cn_kube_object_to_text(json_object *object, json_object **ret);
 int cn_kube_object_from_text(json_object *text, json_object **ret);
+/* The key (metadata.name) of an object kept as such a text, read without building its tree when
+ * that is certain to give what the tree would: the text starts with metadata.name, a string with
+ * no escape or code byte in it, and names no namespace anywhere. A new string, or NULL (then build
+ * the tree). */
+char *cn_kube_object_text_plain_name(json_object *text);
 
 /* Query string for the options, "?a=b&c=d" (escaped) or "" when none apply. watch adds watch=1
  * and the watch-only parameters. */

@@ -505,8 +505,12 @@ static int informer_replace(CnKubeInformer *i, json_object *list) {
                         value = json_object_get(item);
                 if (!value)
                         return -ENOMEM;
-                tree = value_tree(i, value);
-                if (!tree || cn_kube_object_key(tree, &key) < 0) {
+                /* A cluster-scoped object's key is its name, mostly read from the text as it is. */
+                if (i->store_text && !i->resource.namespaced)
+                        key = cn_kube_object_text_plain_name(value);
+                if (!key)
+                        tree = value_tree(i, value);
+                if (!key && (!tree || cn_kube_object_key(tree, &key) < 0)) {
                         log_debug("Ignoring %s list item without a name.", i->resource_name);
                         continue;
                 }

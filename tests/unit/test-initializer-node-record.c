@@ -263,10 +263,41 @@ static void test_hostile(void) {
                "members of the wrong type read as absent");
 }
 
+/* The key read from a record without building its tree: only where it is certain to be the tree's. */
+static void test_plain_name(void) {
+        static const struct {
+                const char *json, *want, *what;
+        } cases[] = {
+                { "{\"metadata\":{\"name\":\"node-1.example\",\"uid\":\"u\"},\"spec\":{}}", "node-1.example",
+                  "a Node's name is read from its record" },
+                { "{\"metadata\":{\"name\":\"a\\\"b\"}}", NULL, "a name with an escape is left to the tree" },
+                { "{\"metadata\":{\"name\":\"xReady\"}}", NULL, "a name holding a coded string is left to the tree" },
+                { "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\"}}", NULL,
+                  "a record naming a namespace is left to the tree" },
+                { "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"}}", NULL,
+                  "a record not starting with metadata.name is left to the tree" },
+                { "{\"metadata\":{\"name\":\"\"}}", NULL, "an empty name is left to the tree" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_json_ json_object *o = NULL, *text = NULL;
+                _cleanup_free_ char *name = NULL;
+
+                assert(cn_json_parse(cases[i].json, strlen(cases[i].json), SIZE_MAX, &o, NULL) == 0);
+                assert(cn_kube_object_to_text(o, &text) == 0);
+                name = cn_kube_object_text_plain_name(text);
+                if (cases[i].want)
+                        TAP_EQ_STR(name, cases[i].want, cases[i].what);
+                else
+                        TAP_OK(!name, "%s (%s)", cases[i].what, strna(name));
+        }
+}
+
 int main(void) {
         test_round_trip();
         test_stable();
         test_text_codec();
         test_hostile();
+        test_plain_name();
         return tap_done();
 }
