@@ -21,18 +21,16 @@ typedef struct Scan {
 
 /* What a literal (number, true, false, null) is made of; the grammar is json-c's to check, for
  * kept values. */
-static const bool literal_byte[256] = {
-        ['+'] = true, ['-'] = true, ['.'] = true,
-        ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
-};
+#define LITERAL_BYTES \
+        ['+'] = true, ['-'] = true, ['.'] = true, ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true
+static const bool literal_byte[256] = { LITERAL_BYTES };
 
 /* What a dropped value's scan passes over between its brackets and strings: whitespace, the
  * separators and literals. Any other byte there (a stray control byte, '@', a NUL) is an error. */
 static const bool plain_byte[256] = {
-        [' '] = true, ['\t'] = true, ['\n'] = true, ['\r'] = true, [','] = true, [':'] = true,
-        ['+'] = true, ['-'] = true, ['.'] = true,
-        ['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
+        [' '] = true, ['\t'] = true, ['\n'] = true, ['\r'] = true, [','] = true, [':'] = true, LITERAL_BYTES
 };
+#undef LITERAL_BYTES
 
 /* Where cn_json_value_scan() stops outside strings. */
 static const bool structural_byte[256] = {

@@ -296,6 +296,8 @@ typedef struct TextToken {
         size_t len;
 } TextToken;
 #define TOKEN(x) { x, sizeof(x) - 1 }
+/* Tokens cn_kube_object_text_plain_name() looks for by their place in text_tokens. */
+enum { TEXT_TOKEN_METADATA_NAME = 0, TEXT_TOKEN_NAMESPACE = 2 };
 static const TextToken text_tokens[] = {
         TOKEN("{\"metadata\":{\"name\":\""), TOKEN("\"name\":\""), TOKEN("\"namespace\":\""),
         TOKEN("\"uid\":\""), TOKEN("\"resourceVersion\":\""), TOKEN("\"creationTimestamp\":\""),
@@ -336,6 +338,8 @@ static unsigned text_hash_of(uint32_t h) {
 
 static void text_tables_make(void) {
         _Static_assert(TEXT_HASH_SIZE == 64, "text_hash_of() keeps 6 bits");
+        assert(streq(text_tokens[TEXT_TOKEN_METADATA_NAME].s, "{\"metadata\":{\"name\":\"") &&
+               streq(text_tokens[TEXT_TOKEN_NAMESPACE].s, "\"namespace\":\""));
         memset(text_hash, -1, sizeof(text_hash));
         for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++) {
                 int8_t *at;
@@ -407,8 +411,8 @@ char *cn_kube_object_text_plain_name(json_object *text) {
                 return NULL;
         s = json_object_get_string(text);
         len = (size_t) json_object_get_string_len(text);
-        /* text_codes[0] is {"metadata":{"name":", text_codes[2] "namespace":" */
-        if (len < 2 || (unsigned char) s[0] != text_codes[0] || memchr(s, text_codes[2], len))
+        if (len < 2 || (unsigned char) s[0] != text_codes[TEXT_TOKEN_METADATA_NAME] ||
+            memchr(s, text_codes[TEXT_TOKEN_NAMESPACE], len))
                 return NULL;
         name = s + 1;
         end = memchr(name, '"', len - 1);
