@@ -381,6 +381,10 @@ int cn_http_request_new(CnHttp *h, const char *method, const char *url, CnHttpRe
              curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, r->errbuf) == CURLE_OK &&
              curl_easy_setopt(r->easy, CURLOPT_USERAGENT, PACKAGE_NAME "/" PACKAGE_VERSION) == CURLE_OK &&
              curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK &&
+             /* Over TLS libcurl copies each request into an upload buffer of this size, one per
+              * request in flight; its 64 KiB default is for bulk uploads. Our bodies are small:
+              * the smallest size it takes (a larger body goes out in several writes). */
+             curl_easy_setopt(r->easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384L) == CURLE_OK &&
              curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS,
                               (long) (CN_HTTP_DEFAULT_CONNECT_TIMEOUT / USEC_PER_MSEC)) == CURLE_OK;
         if (!ok)
