@@ -14,21 +14,36 @@
 /* client-go's correlator remembers 4096 events; our daemons emit few kinds. */
 #define EVENT_CACHE_MAX 1024U
 
+/* The strings of an Event, packed one after the other (NUL-terminated, "" for none) in one
+ * allocation: a create sent again (the Event expired) is built from them. Up to EVENT_CACHE_MAX
+ * entries stay; the body's text would take several times as much, a json-c tree more still. */
+enum {
+        FIELD_NAME,      /* the Event object's */
+        FIELD_NAMESPACE, /* the Event object's */
+        FIELD_MESSAGE,
+        FIELD_KIND, /* the involved object's, to FIELD_FIELD_PATH */
+        FIELD_API_VERSION,
+        FIELD_OBJECT_NAMESPACE,
+        FIELD_OBJECT_NAME,
+        FIELD_UID,
+        FIELD_RESOURCE_VERSION,
+        FIELD_FIELD_PATH,
+        FIELD_REASON,
+        FIELD_TYPE,
+        FIELD_ACTION,
+        _FIELD_MAX,
+};
+
 typedef struct EventEntry {
         CnKubeEventRecorder *recorder;
         char *key;
-        char *name;      /* Event object name */
-        char *namespace; /* Event object namespace */
-        char *message;
+        char *fields; /* _FIELD_MAX packed strings */
+        const char *name, *namespace, *message; /* FIELD_NAME, FIELD_NAMESPACE, FIELD_MESSAGE of fields */
         unsigned count;      /* occurrences, as the server has it or will have it */
         bool created;        /* the Event exists on the server */
         bool creating;       /* the write in flight is the create */
         usec_t last_mono;
         char first_timestamp[CN_FORMAT_TIMESTAMP_MAX];
-        /* The create's body as text (cn_kube_object_to_text()), kept to re-create the Event
-         * when it expired server-side: up to EVENT_CACHE_MAX entries stay, and a json-c tree of
-         * a body takes several times its text. */
-        json_object *create_body;
         CnKubeRequest *req;
         bool dirty; /* repeats arrived while a write was in flight */
 } EventEntry;
@@ -89,12 +104,31 @@ static EventEntry *entry_free(EventEntry *e) {
                 e->recorder->pending--;
         }
         free(e->key);
-        free(e->name);
-        free(e->namespace);
-        free(e->message);
-        json_object_put(e->create_body);
+        free(e->fields);
         free(e);
         return NULL;
+}
+
+/* Packs v (NULL: "") into *ret. */
+static int fields_pack(const char *const v[static _FIELD_MAX], char **ret) {
+        size_t n = 0;
+        char *p;
+
+        for (size_t i = 0; i < _FIELD_MAX; i++)
+                n += strlen(strempty(v[i])) + 1;
+        p = *ret = malloc(n);
+        if (!p)
+                return -ENOMEM;
+        for (size_t i = 0; i < _FIELD_MAX; i++)
+                p = stpcpy(p, strempty(v[i])) + 1;
+        return 0;
+}
+
+static void fields_unpack(const char *packed, const char *ret[static _FIELD_MAX]) {
+        for (size_t i = 0; i < _FIELD_MAX; i++) {
+                ret[i] = packed;
+                packed += strlen(packed) + 1;
+        }
 }
 
 int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions *o, CnKubeEventRecorder **ret) {
@@ -203,6 +237,8 @@ static const CnJsonFilter event_answer[] = { { "metadata", event_answer_metadata
 /* Writes the entry's current state: a create the first time, a count/lastTimestamp patch after.
  * built: the create's body as build_create_body() made it, when at hand (else built again from
  * its text); lastTimestamp and count are set in it. */
+static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, json_object **ret);
+
 static int entry_send_built(EventEntry *e, json_object *built) {
         CnKubeEventRecorder *r = e->recorder;
         _cleanup_json_ json_object *patch = NULL;
@@ -213,6 +249,8 @@ static int entry_send_built(EventEntry *e, json_object *built) {
                 e->dirty = true;
                 return 0;
         }
+        if (!e->fields)
+                return -ENOMEM; /* lost when the Event was recorded */
         now_timestamp(ts);
 
         if (!e->created) {
@@ -220,7 +258,7 @@ static int entry_send_built(EventEntry *e, json_object *built) {
 
                 if (built)
                         body = json_object_get(built);
-                else if ((k = cn_kube_object_from_text(e->create_body, &body)) < 0)
+                else if ((k = build_create_body(r, e, &body)) < 0)
                         return k;
                 if ((k = cn_json_set_string(body, ts, "lastTimestamp", NULL)) < 0 ||
                     (k = cn_json_set(body, count_value(e), "count", NULL)) < 0)
@@ -250,36 +288,38 @@ static int entry_send(EventEntry *e) {
         return entry_send_built(e, NULL);
 }
 
-/* The create's body, kept as text for a create sent again (the Event expired); *ret is its tree
- * for the first send. */
-static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKubeObjectRef *o, const char *type,
-                             const char *reason, const char *action, json_object **ret) {
-        _cleanup_json_ json_object *ev = json_object_new_object();
+/* The create's body, from the entry's fields. */
+static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, json_object **ret) {
+        _cleanup_json_ json_object *ev = NULL;
+        const char *v[_FIELD_MAX];
         int k;
+
+        fields_unpack(e->fields, v);
+        ev = json_object_new_object();
         struct {
                 const char *value;
                 const char *k1, *k2;
         } fields[] = {
                 { "v1", "apiVersion", NULL },
                 { "Event", "kind", NULL },
-                { e->name, "metadata", "name" },
-                { e->namespace, "metadata", "namespace" },
-                { o->kind, "involvedObject", "kind" },
-                { o->api_version, "involvedObject", "apiVersion" },
-                { o->namespace, "involvedObject", "namespace" },
-                { o->name, "involvedObject", "name" },
-                { o->uid, "involvedObject", "uid" },
-                { o->resource_version, "involvedObject", "resourceVersion" },
-                { o->field_path, "involvedObject", "fieldPath" },
-                { reason, "reason", NULL },
-                { e->message, "message", NULL },
-                { type, "type", NULL },
+                { v[FIELD_NAME], "metadata", "name" },
+                { v[FIELD_NAMESPACE], "metadata", "namespace" },
+                { v[FIELD_KIND], "involvedObject", "kind" },
+                { v[FIELD_API_VERSION], "involvedObject", "apiVersion" },
+                { v[FIELD_OBJECT_NAMESPACE], "involvedObject", "namespace" },
+                { v[FIELD_OBJECT_NAME], "involvedObject", "name" },
+                { v[FIELD_UID], "involvedObject", "uid" },
+                { v[FIELD_RESOURCE_VERSION], "involvedObject", "resourceVersion" },
+                { v[FIELD_FIELD_PATH], "involvedObject", "fieldPath" },
+                { v[FIELD_REASON], "reason", NULL },
+                { v[FIELD_MESSAGE], "message", NULL },
+                { v[FIELD_TYPE], "type", NULL },
                 { r->component, "source", "component" },
                 { r->host, "source", "host" },
                 { e->first_timestamp, "firstTimestamp", NULL },
                 { r->component, "reportingComponent", NULL },
                 { r->instance, "reportingInstance", NULL },
-                { action, "action", NULL },
+                { v[FIELD_ACTION], "action", NULL },
         };
 
         if (!ev)
@@ -291,9 +331,6 @@ static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, const CnKube
                 if (k < 0)
                         return k;
         }
-        k = cn_kube_object_to_text(ev, &e->create_body);
-        if (k < 0)
-                return k;
         *ret = TAKE_PTR(ev);
         return 0;
 }
@@ -324,7 +361,7 @@ static int make_room(CnKubeEventRecorder *r) {
 
 int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKubeEventType type,
                           const char *reason, const char *action, const char *format, va_list ap) {
-        _cleanup_free_ char *message = NULL, *key = NULL;
+        _cleanup_free_ char *message = NULL, *key = NULL, *name = NULL;
         _cleanup_json_ json_object *built = NULL;
         EventEntry *e = NULL;
         usec_t now;
@@ -381,25 +418,44 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
         }
 
         /* A new Event: client-go names them "<object>.<unix nanoseconds in hex>". */
-        free(e->name);
-        free(e->namespace);
-        free(e->message);
-        json_object_put(e->create_body);
-        e->create_body = NULL;
-        e->name = NULL;
-        if (asprintf(&e->name, "%s.%" PRIx64, o->name, (uint64_t) cn_now(CLOCK_REALTIME) * 1000) < 0)
-                e->name = NULL;
-        e->namespace = strdup(isempty(o->namespace) ? "default" : o->namespace);
-        e->message = TAKE_PTR(message);
-        if (!e->name || !e->namespace)
+        if (asprintf(&name, "%s.%" PRIx64, o->name, (uint64_t) cn_now(CLOCK_REALTIME) * 1000) < 0)
                 return -ENOMEM;
+        free(e->fields);
+        e->fields = NULL;
+        e->name = e->namespace = e->message = NULL;
+        k = fields_pack((const char *const[_FIELD_MAX]) {
+                                [FIELD_NAME] = name,
+                                [FIELD_NAMESPACE] = isempty(o->namespace) ? "default" : o->namespace,
+                                [FIELD_MESSAGE] = message,
+                                [FIELD_KIND] = o->kind,
+                                [FIELD_API_VERSION] = o->api_version,
+                                [FIELD_OBJECT_NAMESPACE] = o->namespace,
+                                [FIELD_OBJECT_NAME] = o->name,
+                                [FIELD_UID] = o->uid,
+                                [FIELD_RESOURCE_VERSION] = o->resource_version,
+                                [FIELD_FIELD_PATH] = o->field_path,
+                                [FIELD_REASON] = reason,
+                                [FIELD_TYPE] = event_type_table[type],
+                                [FIELD_ACTION] = action,
+                        },
+                        &e->fields);
+        if (k < 0)
+                return k;
+        {
+                const char *v[_FIELD_MAX];
+
+                fields_unpack(e->fields, v);
+                e->name = v[FIELD_NAME];
+                e->namespace = v[FIELD_NAMESPACE];
+                e->message = v[FIELD_MESSAGE];
+        }
         e->count = 1;
         e->created = false;
         e->dirty = false;
         e->last_mono = now;
         now_timestamp(e->first_timestamp);
 
-        k = build_create_body(r, e, o, event_type_table[type], reason, action, &built);
+        k = build_create_body(r, e, &built);
         if (k < 0)
                 return k;
         return entry_send_built(e, built);

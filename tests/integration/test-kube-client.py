@@ -627,8 +627,8 @@ def test_events(t, k):
 
 
 def test_event_recreated(t, k):
-    """An Event that expired server-side while cached is created again from the body the recorder
-    kept (as text): the same Event, with the count it has reached."""
+    """An Event that expired server-side while cached is created again from the fields the recorder
+    kept: the same Event, with the count it has reached."""
     k.inject({"latency": 1.5, "verb": "patch", "resource": "events"})
     out = {}
     th = threading.Thread(target=lambda: out.update(r=drive(k, "event", "nodes", "-", "ev2-node", "Warning",
@@ -654,6 +654,7 @@ def test_event_recreated(t, k):
     t.ok(rc == 0 and mine and e.get("metadata", {}).get("name") == mine[0]["metadata"]["name"] and
          e.get("count") == 3 and e.get("reason") == "Expiring" and e.get("message") == "it expired" and
          e.get("type") == "Warning" and e["involvedObject"].get("uid") == "uid-1" and
+         e["involvedObject"].get("kind") == "Node" and e["involvedObject"].get("apiVersion") == "v1" and
          e.get("source") == {"component": "test-driver", "host": "test-host"} and
          e.get("firstTimestamp") == mine[0].get("firstTimestamp"),
          "after a 404 on the repeat, the same Event is created again with count 3", again)
