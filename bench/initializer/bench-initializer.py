@@ -204,7 +204,7 @@ def main():
         for provider in providers:
             for n in counts:
                 r = run(provider, n, opts.flag, w, opts.objects)
-                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8d %9.1f" % (
+                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8.1f %9.1f" % (
                     r["provider"], r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["api"],
                     r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"], r["anon"]))
                 sys.stdout.flush()

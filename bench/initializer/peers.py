@@ -130,7 +130,7 @@ def proc_stats(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmHWM:"):
-                rss = int(line.split()[1]) // 1024
+                rss = int(line.split()[1]) / 1024.0
     return cpu, rss
 
 
@@ -238,7 +238,7 @@ HEADER = "%-9s %-36s %6s %8s %8s %12s %8s %13s %11s %10s %12s" % (
 
 
 def row(r):
-    return "%-9s %-36s %6d %8.2f %8.1f %12.2f %8d %13.2f %11.2f %10.2f %12.2f" % (
+    return "%-9s %-36s %6d %8.2f %8.1f %12.2f %8.1f %13.2f %11.2f %10.2f %12.2f" % (
         r["provider"], os.path.basename(r["program"]), r["n"], r["elapsed"], r["rate"], r["cpu_ms"], r["rss"],
         r["node_writes"], r["writes"], r["calls"], r["cloud"])
 

@@ -106,7 +106,7 @@ def main():
                                                        "cloud calls/mach", "kube calls/mach", "CPU ms/mach",
                                                        "peak RSS MiB"))
     for r in rows:
-        print("%-10s %9d %16s %18s %18.1f %16.1f %14.2f %14d" % r)
+        print("%-10s %9d %16s %18s %18.1f %16.1f %14.2f %14.1f" % r)
     sys.stdout.flush()
     if peer == "caph":
         return peer_caph(sizes, [r[1:] for r in rows if r[0] == "hetzner"], "--capi-core" in sys.argv[1:])
