@@ -72,6 +72,14 @@ static void node_changed(Manager *m, json_object *old, json_object *node) {
                 if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
                         return;
                 queue_add(m, name);
+        } else {
+                /* Typically the event of our initializing write. */
+                NodeState *s = node_state_get(m, name, false);
+
+                if (!s)
+                        return;
+                s->seen_rv = MAX(s->seen_rv, cn_kube_object_resource_version(node));
+                queue_release_at_rest(s, node);
         }
 }
 
@@ -99,6 +107,7 @@ static void on_reconcile_instance(CnProvider *p, const CnProviderResult *res, Cn
                         log_debug_errno(r, "Not updating addresses of node %s: %m", s->name);
         }
         queue_done(s);
+        queue_release_at_rest(s, node);
 }
 
 static void get_instance(NodeState *s) {
@@ -115,6 +124,7 @@ static void get_instance(NodeState *s) {
         if (r < 0) {
                 if (!tainted) {
                         queue_done(s);
+                        queue_release_at_rest(s, node);
                         return;
                 }
                 sync_apply_instance(s, r, 0,

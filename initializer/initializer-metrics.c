@@ -6,6 +6,7 @@
 #include "kube-client.h"
 #include "kube-informer.h"
 #include "kube-leader.h"
+#include "kube-workqueue.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -43,7 +44,11 @@ int metrics_setup(Manager *m) {
                                     CN_LABELS("resource"), &x->watch_restarts)) < 0 ||
             (r = cn_metrics_gauge(x->registry, "cloudnode_initializer_leader",
                                   "1 while this process holds the leader Lease (or runs without leader election).",
-                                  NULL, &x->leader)) < 0)
+                                  NULL, &x->leader)) < 0 ||
+            (r = cn_metrics_gauge(x->registry, "cloudnode_initializer_tracked_nodes",
+                                  "Nodes this process keeps state for: queued, syncing, awaiting a retry or the "
+                                  "watch event of its own write.",
+                                  NULL, &x->tracked_nodes)) < 0)
                 return r;
         /* A series that exists from the start lets rate() see the first restart. */
         r = cn_metric_add(x->watch_restarts, CN_LABELS("nodes"), 0);
@@ -59,6 +64,7 @@ static void before_scrape(void *userdata) {
                 (void) cn_metric_add_total(m->metrics.watch_restarts, CN_LABELS("nodes"),
                                            cn_kube_informer_get_watch_restarts(m->nodes),
                                            &m->metrics.watch_restarts_seen);
+        (void) cn_metric_set(m->metrics.tracked_nodes, NULL, m->queue ? (double) cn_work_queue_size(m->queue) : 0);
 }
 
 static const char *not_live(void *userdata) {

@@ -19,6 +19,7 @@ typedef struct Metrics {
         CnMetric *init_failures;
         CnMetric *nodes_deleted;
         CnMetric *watch_restarts;
+        CnMetric *tracked_nodes;
         uint64_t watch_restarts_seen; /* the Node informer's count already exported */
 } Metrics;
 

@@ -9,6 +9,7 @@
 #include "kube-client.h"
 #include "kube-workqueue.h"
 #include "log.h"
+#include "node-patch.h"
 #include "provider.h"
 
 /* Per-Node retry backoff: client-go's default item rate limiter starts at 5 ms and caps at
@@ -83,6 +84,21 @@ void node_state_drop(Manager *m, const char *name) {
 
         if (item)
                 cn_work_queue_remove(item);
+}
+
+/* Nothing left to remember: the Node has no taint (a taint_seen is from an older version of it),
+ * no sync is queued, running or due again, no cloud call or write is out, no address check was
+ * asked for, no condition of ours is to be cleared, and the watch has brought our last write
+ * (node is at least as new). A Node tainted again later starts afresh, as a new one would. */
+static bool node_state_at_rest(NodeState *s, json_object *node) {
+        return node && !cn_node_has_taint(node, CN_TAINT_UNINITIALIZED) && !cn_work_item_active(s->item) &&
+               !cn_work_item_queued(s->item) && !cn_work_item_retry_pending(s->item) && !s->call && !s->request &&
+               !s->reconcile && !s->condition_false && !cn_write_expectation_pending(&s->written, node, 0);
+}
+
+void queue_release_at_rest(NodeState *s, json_object *node) {
+        if (node_state_at_rest(s, node))
+                cn_work_queue_remove(s->item);
 }
 
 void queue_forget_all(Manager *m) {

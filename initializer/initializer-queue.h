@@ -24,11 +24,9 @@ struct NodeState {
         bool initialized;     /* initialized by us (counts once) */
         bool reconcile;       /* cluster mode: compare addresses with the cloud's on the next sync */
         usec_t taint_seen;    /* CLOCK_MONOTONIC, 0 when not tainted */
-        usec_t last_reconcile;/* cluster mode: last periodic address check */
         CnProviderCall *call;
         CnKubeRequest *request;
         CnProviderInstance *instance; /* the instance being applied */
-        unsigned attempt;
         char *last_warning;   /* to avoid repeating the same Warning event on every retry */
         /* A provided-node-ip problem being written as a False condition (see sync) */
         const char *condition_reason;
@@ -36,6 +34,7 @@ struct NodeState {
         bool condition_false; /* we set the condition False: clear it when initializing */
         CnWriteExpectation written; /* our initializing PATCH, until the cache has it */
         uint64_t own_status_rv; /* the resourceVersion our last status PATCH made (cluster mode) */
+        uint64_t seen_rv;       /* the newest resourceVersion of the Node without the taint (cluster mode) */
 };
 
 /* queue (initializer-queue.c) */
@@ -47,4 +46,7 @@ void queue_add(Manager *m, const char *name);
 void queue_retry(NodeState *s, usec_t min_delay);
 /* The sync of s is over (success or failure already scheduled): frees a worker slot. */
 void queue_done(NodeState *s);
+/* Cluster mode: drops the state of an initialized Node at rest (node: the Node as last seen), so
+ * that thousands of initialized Nodes cost their cache records alone. s may be freed. */
+void queue_release_at_rest(NodeState *s, json_object *node);
 void queue_forget_all(Manager *m);

@@ -107,11 +107,12 @@ void sync_node(NodeState *s) {
                         return;
                 }
                 queue_done(s);
+                if (!m->config->node_name)
+                        queue_release_at_rest(s, node);
                 return;
         }
         if (s->taint_seen == 0)
                 s->taint_seen = cn_now(CLOCK_MONOTONIC);
-        s->attempt++;
         m->source->get_instance(s);
 }
 
@@ -247,14 +248,18 @@ static void on_node_patched(CnKubeClient *c, const CnKubeResult *res, void *user
         s->initialized = true;
         cn_write_expectation_clear(&s->written);
         (void) cn_write_expectation_written(&s->written, res->object);
+        /* The watch brought our write before its answer came: nothing is left to wait for. */
+        if (s->written.set && s->seen_rv >= s->written.written)
+                cn_write_expectation_clear(&s->written);
         s->taint_seen = 0;
-        s->attempt = 0;
         free(s->last_warning);
         s->last_warning = NULL;
         cn_work_queue_forget(s->item);
         if (m->source->node_initialized)
                 m->source->node_initialized(m, node);
         queue_done(s);
+        if (!m->config->node_name)
+                queue_release_at_rest(s, node);
 }
 
 /* The provider's labels whose keys the cached record keeps (initializer_node_label_kept()): only

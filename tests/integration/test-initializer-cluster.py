@@ -13,7 +13,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cntap import Tap  # noqa: E402
+from cntap import Tap, metric_value  # noqa: E402
 from cninit import (BINARY, CLUSTER_SA, RBAC, SHUTDOWN_TAINT, TAINT, Initializer, addresses, condition,  # noqa: E402
                     events, expected_addresses, get_node, hetzner_conf, initialized, make_node, node_gets, set_status, tainted, wait_for,
                     writes)
@@ -135,6 +135,11 @@ def test_initialize(t, k, c, d):
         t.ok("cloudnode_initializer_initialization_duration_seconds_count 6" in text, "latency histogram count")
         t.ok("cloudnode_initializer_leader 1" in text, "leader gauge without leader election")
         t.promtool_check_metrics(text)
+        # Initialized Nodes at rest cost their cache records only: the one Node kept is the orphan,
+        # whose lookups keep failing and which waits for its next retry.
+        t.ok(wait_for(lambda: metric_value(i.get("/metrics")[1], "cloudnode_initializer_tracked_nodes") == 1, 10),
+             "state is kept for the failing Node only, none for the initialized ones",
+             metric_value(i.get("/metrics")[1], "cloudnode_initializer_tracked_nodes"))
         t.eq(i.stop(), 0, "SIGTERM: clean exit")
 
 

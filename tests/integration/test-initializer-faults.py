@@ -109,6 +109,10 @@ def test_faults(t, k, c, d):
         watches = [r for r in k.audit() if r.get("user") == CLUSTER_SA and r.get("verb") == "watch"]
         t.ok(restarts is not None and restarts >= 3 and restarts == len(watches) - 1,
              "watch restarts are counted (%s restarts, %d watch requests)" % (restarts, len(watches)))
+        # However each Node's sync ended (lost answers, 409s, retries), none leaves state behind.
+        t.ok(wait_for(lambda: metric_value(i.get("/metrics")[1], "cloudnode_initializer_tracked_nodes") == 0, 10),
+             "no Node state kept once every Node is initialized",
+             metric_value(i.get("/metrics")[1], "cloudnode_initializer_tracked_nodes"))
 
 
 def main():
