@@ -69,6 +69,19 @@ static void node_changed(Manager *m, json_object *old, json_object *node) {
                         log_debug("Node %s: the event of our own status write, nothing new.", name);
                         return;
                 }
+                /* Come before the answer to that write, it may be its event all the same: the
+                 * answer decides (on_status_patched()). */
+                if (cn_work_item_active(s->item) && s->status_write_out) {
+                        s->deferred_rv = MAX(s->deferred_rv, cn_kube_object_resource_version(node));
+                        return;
+                }
+                /* A version older than our initializing write (that of our status PATCH, come
+                 * after the write's answer): the event of the write follows. A sync now would
+                 * find just that (sync_node()), after parsing the Node's record for it. */
+                if (!cn_work_item_active(s->item) && cn_write_expectation_pending(&s->written, node, 0)) {
+                        log_debug("Node %s: an event older than our write, waiting for the watch.", name);
+                        return;
+                }
                 if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
                         return;
                 queue_add(m, name);

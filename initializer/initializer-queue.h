@@ -34,6 +34,8 @@ struct NodeState {
         bool condition_false; /* we set the condition False: clear it when initializing */
         CnWriteExpectation written; /* our initializing PATCH, until the cache has it */
         uint64_t own_status_rv; /* the resourceVersion our last status PATCH made (cluster mode) */
+        bool status_write_out;  /* the sync's status PATCH is out (cluster mode) */
+        uint64_t deferred_rv;   /* the newest tainted event meanwhile, decided on its answer (cluster mode) */
         uint64_t seen_rv;       /* the newest resourceVersion of the Node without the taint (cluster mode) */
 };
 

@@ -326,6 +326,14 @@ static bool blocked_condition(NodeState *s, json_object *node) {
 static void on_status_patched(CnKubeClient *c, const CnKubeResult *res, void *userdata) {
         NodeState *s = ASSERT_PTR(userdata);
         _cleanup_json_ json_object *node = NULL;
+        uint64_t deferred = s->deferred_rv;
+
+        /* Events that came while the PATCH was out (cloud source's node_changed()): the sync goes
+         * once more after this one unless they were of this very write (or older). */
+        s->status_write_out = false;
+        s->deferred_rv = 0;
+        if (deferred > 0 && (res->error < 0 || deferred > cn_kube_object_resource_version(res->object)))
+                queue_add(s->manager, s->name);
 
         if (res->error == -ENOENT) {
                 s->request = cn_kube_request_free(s->request);
@@ -437,8 +445,12 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         }
         if (r >= 0)
                 r = send_patch(s, "status", type, patch, on_status_patched);
-        if (r < 0)
+        if (r < 0) {
                 fail(s, node, "FailedToUpdateNodeAddresses", 0, "cannot send the address patch: %s", strerror(-r));
+                return;
+        }
+        s->status_write_out = true;
+        s->deferred_rv = 0;
 }
 
 typedef struct AddressWrite {
