@@ -38,6 +38,14 @@ const CnJsonFilter initializer_node_filter[] = {
         { "metadata", node_metadata }, { "spec", node_spec }, { "status", node_status }, {}
 };
 
+/* What is read of the Node the initializing PATCH returns in cluster mode: its Event's reference,
+ * the resourceVersion the write expectation waits for, the providerID logged, and the taints
+ * whose absence lets its state go (initializer-queue.c). */
+static const CnJsonFilter patched_metadata[] = { { "name" }, { "uid" }, { "resourceVersion" }, {} };
+const CnJsonFilter initializer_node_patched_filter[] = {
+        { "metadata", patched_metadata }, { "spec", node_spec }, {}
+};
+
 bool initializer_node_label_kept(const char *key) {
         for (const CnJsonFilter *f = node_labels; key && f->name; f++)
                 if (streq(f->name, key))

@@ -310,8 +310,13 @@ static void patch_node(NodeState *s, json_object *node) {
                 return;
         }
         r = send_patch(s, NULL, CN_KUBE_PATCH_MERGE, patch, on_node_patched);
-        if (r < 0)
+        if (r < 0) {
                 fail(s, node, "FailedToInitializeNode", 0, "cannot send the Node patch: %s", strerror(-r));
+                return;
+        }
+        /* Node mode's node_initialized() reads the whole record. */
+        if (!m->config->node_name)
+                cn_kube_request_set_filter(s->request, initializer_node_patched_filter);
 }
 
 /* Whether the Node carries our condition in a state other than True (s: or we set it so and

@@ -57,7 +57,12 @@ def test_initialize(t, k, c, d):
             w = writes(k, CLUSTER_SA, name)
             t.eq(w, [("patch", "status", name, 200), ("patch", "", name, 200)],
                  "%s: exactly two writes, status first" % name)
-            t.ok(wait_for(lambda: events(k, name, "Synced"), 10), "%s: Synced event" % name)
+            synced = wait_for(lambda: events(k, name, "Synced"), 10)
+            t.ok(synced, "%s: Synced event" % name)
+            # Its reference is built from the Node the PATCH returned (filtered to what is read).
+            t.eq([(e["involvedObject"].get("kind"), e["involvedObject"].get("apiVersion"), e["involvedObject"].get("uid"))
+                  for e in synced or []], [("Node", "v1", node["metadata"]["uid"])],
+                 "%s: the Synced event refers to the Node" % name)
         w2 = get_node(k, "w2")
         # node.kubernetes.io/not-ready: the API server's, added when the Node was created.
         t.eq(sorted(x["key"] for x in w2["spec"]["taints"]), ["dedicated", "node.kubernetes.io/not-ready"],
