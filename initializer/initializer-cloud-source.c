@@ -53,38 +53,41 @@ static void node_changed(Manager *m, json_object *old, json_object *node) {
         const char *name = cn_node_get_name(node);
 
         if ((m->config->controllers & CONTROLLER_CLOUD_NODE) && cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
-                NodeState *s = node_state_get(m, name, true);
+                CnWorkItem *item = cn_work_queue_get(m->queue, name, true);
+                /* NULL while the Node waits for its first sync: nothing of it is known yet but
+                 * when it was queued, which is when its taint was first seen. */
+                NodeState *s = item ? cn_work_item_get_data(item) : NULL;
 
-                if (!s) {
+                if (!item) {
                         log_oom();
                         return;
                 }
-                if (s->taint_seen == 0)
+                if (s && s->taint_seen == 0)
                         s->taint_seen = cn_now(CLOCK_MONOTONIC);
                 /* The echo of our own status PATCH while the sync that sent it goes on: that sync
                  * builds on the Node the PATCH returned, so another pass would find nothing new
                  * (and, queued behind every other Node, parse its record again for that). */
-                if (cn_work_item_active(s->item) && s->own_status_rv > 0 &&
+                if (s && cn_work_item_active(item) && s->own_status_rv > 0 &&
                     cn_kube_object_resource_version(node) == s->own_status_rv) {
                         log_debug("Node %s: the event of our own status write, nothing new.", name);
                         return;
                 }
                 /* Come before the answer to that write, it may be its event all the same: the
                  * answer decides (on_status_patched()). */
-                if (cn_work_item_active(s->item) && s->status_write_out) {
+                if (s && cn_work_item_active(item) && s->status_write_out) {
                         s->deferred_rv = MAX(s->deferred_rv, cn_kube_object_resource_version(node));
                         return;
                 }
                 /* A version older than our initializing write (that of our status PATCH, come
                  * after the write's answer): the event of the write follows. A sync now would
                  * find just that (sync_node()), after parsing the Node's record for it. */
-                if (!cn_work_item_active(s->item) && cn_write_expectation_pending(&s->written, node, 0)) {
+                if (s && !cn_work_item_active(item) && cn_write_expectation_pending(&s->written, node, 0)) {
                         log_debug("Node %s: an event older than our write, waiting for the watch.", name);
                         return;
                 }
-                if (cn_work_item_retry_pending(s->item) && !init_inputs_changed(old, node))
+                if (cn_work_item_retry_pending(item) && !init_inputs_changed(old, node))
                         return;
-                queue_add(m, name);
+                cn_work_queue_add(item);
         } else {
                 /* Typically the event of our initializing write. */
                 NodeState *s = node_state_get(m, name, false);

@@ -2,7 +2,8 @@
 /* The Node work queue (lib/kube/kube-workqueue.h) keyed by Node name: a name is queued at most
  * once, a Node being synced is never handed to a second worker (a change meanwhile makes it run
  * again afterwards), at most --concurrent-node-syncs run at once, and failures come back after a
- * per-Node exponential backoff with jitter. Each item carries the Node's NodeState. */
+ * per-Node exponential backoff with jitter. Each item carries the Node's NodeState, made when its
+ * first sync starts (a Node that waits is its key alone) and dropped when it is at rest. */
 #include "initializer-manager.h"
 #include "initializer-queue.h"
 #include "initializer-sync.h"
@@ -34,6 +35,8 @@ static void node_state_free(void *data) {
         free(s);
 }
 
+/* Made when the Node's first sync starts (lazy_data), or when state is asked for: a Node queued
+ * was queued because its taint was seen (sync_node() forgets the time if it is gone by then). */
 static void *node_state_new(CnWorkItem *item, void *userdata) {
         NodeState *s = calloc(1, sizeof(NodeState));
 
@@ -42,6 +45,7 @@ static void *node_state_new(CnWorkItem *item, void *userdata) {
         s->manager = ASSERT_PTR(userdata);
         s->item = item;
         s->name = cn_work_item_key(item);
+        s->taint_seen = cn_work_item_created(item);
         return s;
 }
 
@@ -63,6 +67,9 @@ int queue_setup(Manager *m) {
                                          .backoff_base = NODE_BACKOFF_BASE,
                                          .backoff_cap = NODE_BACKOFF_CAP,
                                          .add_cancels_retry = true,
+                                         /* Thousands of Nodes may wait at once (a cluster's worth
+                                          * tainted when the initializer starts). */
+                                         .lazy_data = true,
                                  },
                                  &(CnWorkQueueOps) {
                                          .process = process,
@@ -76,7 +83,9 @@ int queue_setup(Manager *m) {
 NodeState *node_state_get(Manager *m, const char *name, bool create) {
         CnWorkItem *item = cn_work_queue_get(m->queue, name, create);
 
-        return item ? cn_work_item_get_data(item) : NULL;
+        if (!item)
+                return NULL;
+        return create ? cn_work_item_ensure_data(item) : cn_work_item_get_data(item);
 }
 
 void node_state_drop(Manager *m, const char *name) {
@@ -107,13 +116,13 @@ void queue_forget_all(Manager *m) {
 }
 
 void queue_add(Manager *m, const char *name) {
-        NodeState *s = node_state_get(m, name, true);
+        CnWorkItem *item = cn_work_queue_get(m->queue, name, true);
 
-        if (!s) {
+        if (!item) {
                 log_oom();
                 return;
         }
-        cn_work_queue_add(s->item);
+        cn_work_queue_add(item);
 }
 
 void queue_retry(NodeState *s, usec_t min_delay) {

@@ -41,6 +41,8 @@ struct NodeState {
 
 /* queue (initializer-queue.c) */
 int queue_setup(Manager *m);
+/* create: the state, made now if needed (NULL only on OOM); else NULL also for a Node queued
+ * whose first sync has not started. */
 NodeState *node_state_get(Manager *m, const char *name, bool create);
 void node_state_drop(Manager *m, const char *name);
 void queue_add(Manager *m, const char *name);

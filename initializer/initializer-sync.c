@@ -383,6 +383,8 @@ void sync_apply_instance(NodeState *s, int error, usec_t retry_after, const char
         }
         if (!cn_node_has_taint(node, CN_TAINT_UNINITIALIZED)) {
                 queue_done(s);
+                if (!m->config->node_name)
+                        queue_release_at_rest(s, node);
                 return;
         }
         if (error < 0) {

@@ -19,6 +19,7 @@ struct CnWorkItem {
         CnWorkItem *hash_next;
         CnWorkItem *queue_next;
         bool queued, active, dirty;
+        usec_t created;
         CnBackoff backoff;
         sd_event_source *retry;
 };
@@ -79,6 +80,11 @@ static int on_dispatch(sd_event_source *s, void *userdata) {
         while (n-- > 0 && q->head && has_slot(q) && ready(q)) {
                 CnWorkItem *i = pop(q);
 
+                if (!cn_work_item_ensure_data(i) && q->ops.new_data) {
+                        /* Out of memory: this key's turn comes again after its backoff. */
+                        (void) cn_work_queue_retry(i, 0, NULL);
+                        continue;
+                }
                 i->active = true;
                 q->n_active++;
                 q->ops.process(q, i, q->userdata);
@@ -189,8 +195,10 @@ CnWorkItem *cn_work_queue_get(CnWorkQueue *q, const char *key, bool create) {
                 return NULL;
         }
         i->queue = q;
+        if (sd_event_now(q->event, CLOCK_MONOTONIC, &i->created) < 0)
+                i->created = cn_now(CLOCK_MONOTONIC);
         cn_backoff_init(&i->backoff, q->options.backoff_base, q->options.backoff_cap);
-        if (q->ops.new_data) {
+        if (q->ops.new_data && !q->options.lazy_data) {
                 i->data = q->ops.new_data(i, q->userdata);
                 if (!i->data) {
                         free(i->key);
@@ -240,6 +248,18 @@ const char *cn_work_item_key(const CnWorkItem *i) {
 
 void *cn_work_item_get_data(const CnWorkItem *i) {
         return i->data;
+}
+
+void *cn_work_item_ensure_data(CnWorkItem *i) {
+        CnWorkQueue *q = i->queue;
+
+        if (!i->data && q->ops.new_data)
+                i->data = q->ops.new_data(i, q->userdata);
+        return i->data;
+}
+
+usec_t cn_work_item_created(const CnWorkItem *i) {
+        return i->created;
 }
 
 void cn_work_item_set_data(CnWorkItem *i, void *data) {

@@ -24,6 +24,10 @@ typedef struct CnWorkQueueOptions {
         /* New work supersedes a pending retry (the item runs now); otherwise the item is queued
          * and its process callback sees cn_work_item_retry_pending(). */
         bool add_cancels_retry;
+        /* An item's data is made when it is first handed to process() (or asked for with
+         * cn_work_item_ensure_data()), not with the item: a queue of many keys waiting holds
+         * their keys alone. */
+        bool lazy_data;
 } CnWorkQueueOptions;
 
 typedef struct CnWorkQueueOps {
@@ -32,7 +36,9 @@ typedef struct CnWorkQueueOps {
         /* Whether items may be started now (leading, caches synced, not stopping); NULL: always.
          * When it turns true, the owner calls cn_work_queue_kick(). */
         bool (*ready)(void *userdata);
-        /* The data of a new item (NULL: out of memory); NULL: items start without data. */
+        /* The data of a new item (NULL: out of memory); NULL: items start without data. With
+         * lazy_data, made when the item first runs (should that fail, it is retried after its
+         * backoff). */
         void *(*new_data)(CnWorkItem *item, void *userdata);
         /* Frees an item's data when the item goes, active or not; NULL: not owned. */
         void (*free_data)(void *data);
@@ -43,8 +49,8 @@ int cn_work_queue_new(sd_event *e, const CnWorkQueueOptions *o, const CnWorkQueu
 CnWorkQueue *cn_work_queue_free(CnWorkQueue *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnWorkQueue *, cn_work_queue_free);
 
-/* The item of key; with create, a new idle one (with new_data()) when there is none (NULL only on
- * OOM). */
+/* The item of key; with create, a new idle one (with new_data() unless lazy_data) when there is
+ * none (NULL only on OOM). */
 CnWorkItem *cn_work_queue_get(CnWorkQueue *q, const char *key, bool create);
 /* Queues key (creating its item): -ENOMEM or 0. */
 int cn_work_queue_add_key(CnWorkQueue *q, const char *key);
@@ -58,7 +64,12 @@ unsigned cn_work_queue_active(CnWorkQueue *q);
 int cn_work_queue_foreach(CnWorkQueue *q, int (*fn)(CnWorkItem *item, void *userdata), void *userdata);
 
 const char *cn_work_item_key(const CnWorkItem *i);
+/* NULL with lazy_data until the item first ran or cn_work_item_ensure_data(). */
 void *cn_work_item_get_data(const CnWorkItem *i);
+/* The item's data, made now if it has none yet (NULL only on OOM, or without new_data()). */
+void *cn_work_item_ensure_data(CnWorkItem *i);
+/* CLOCK_MONOTONIC (the loop's time) when the item was made. */
+usec_t cn_work_item_created(const CnWorkItem *i);
 void cn_work_item_set_data(CnWorkItem *i, void *data);
 bool cn_work_item_queued(const CnWorkItem *i);
 bool cn_work_item_active(const CnWorkItem *i);

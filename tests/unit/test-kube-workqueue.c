@@ -216,6 +216,50 @@ static void test_new_data(Test *t) {
                "when new_data() fails there is no item");
 }
 
+/* process() of the lazy test: records whether the item had its data when it ran. */
+static bool lazy_had_data;
+
+static void process_lazy(CnWorkQueue *q, CnWorkItem *item, void *userdata) {
+        Test *t = userdata;
+
+        t->processed++;
+        lazy_had_data = cn_work_item_get_data(item) != NULL;
+        cn_work_queue_done(item);
+}
+
+static void test_lazy_data(Test *t) {
+        _cleanup_(cn_work_queue_freep) CnWorkQueue *q = NULL;
+        CnWorkItem *i, *o;
+
+        TAP_OK(cn_work_queue_new(t->event,
+                                 &(CnWorkQueueOptions) { .lazy_data = true, .backoff_base = 20 * USEC_PER_MSEC,
+                                                         .backoff_cap = 20 * USEC_PER_MSEC },
+                                 &(CnWorkQueueOps) { .process = process_lazy, .new_data = new_data, .free_data = free_data },
+                                 t, &q) == 0,
+               "a queue whose items get data when they run");
+        t->processed = 0;
+        i = cn_work_queue_get(q, "a", true);
+        TAP_OK(i && !cn_work_item_get_data(i), "a new item has no data yet");
+        TAP_OK(cn_work_item_created(i) > 0, "but knows when it was made");
+        cn_work_queue_add(i);
+        TAP_OK(!cn_work_item_get_data(i), "nor once queued");
+        run(t);
+        TAP_OK(t->processed == 1 && lazy_had_data && cn_work_item_get_data(i) == &t->freed,
+               "it is made before the item first runs");
+        TAP_OK(cn_work_item_ensure_data(cn_work_queue_get(q, "b", true)) == &t->freed, "or when asked for");
+
+        /* An item whose data cannot be made does not run; it comes back after its backoff. */
+        o = cn_work_queue_get(q, "oom", true);
+        TAP_OK(o && cn_work_queue_size(q) == 3, "an item is made even if its data could not be");
+        cn_work_queue_add(o);
+        run(t);
+        TAP_OK(t->processed == 1 && cn_work_item_retry_pending(o) && !cn_work_item_active(o),
+               "when its data cannot be made the item does not run and is retried later");
+        run_for(t, 100 * USEC_PER_MSEC);
+        TAP_OK(t->processed == 1 && cn_work_item_retry_pending(o), "and again after its backoff");
+        cn_work_queue_remove(o);
+}
+
 int main(void) {
         Test t = { .ready = true };
 
@@ -229,6 +273,7 @@ int main(void) {
         test_retry_kept(&t);
         test_remove(&t);
         test_new_data(&t);
+        test_lazy_data(&t);
         sd_event_unref(t.event);
         return tap_done();
 }
