@@ -370,12 +370,13 @@ static int text_token_at(const char *s, size_t n) {
         return -1;
 }
 
-int cn_kube_object_to_text(json_object *object, json_object **ret) {
+int cn_kube_text_encode(json_object *object, char **ret, size_t *ret_len) {
         _cleanup_free_ char *buf = NULL;
         const char *s;
         size_t len, n = 0;
 
         assert(ret);
+        assert(ret_len);
         if (!json_object_is_type(object, json_type_object))
                 return -EINVAL;
         (void) pthread_once(&text_tables_once, text_tables_make);
@@ -399,19 +400,29 @@ int cn_kube_object_to_text(json_object *object, json_object **ret) {
                 } else
                         buf[n++] = s[i++];
         }
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        *ret_len = n;
+        return 0;
+}
+
+int cn_kube_object_to_text(json_object *object, json_object **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n;
+        int k;
+
+        assert(ret);
+        k = cn_kube_text_encode(object, &buf, &n);
+        if (k < 0)
+                return k;
         *ret = json_object_new_string_len(buf, (int) n);
         return *ret ? 0 : -ENOMEM;
 }
 
-char *cn_kube_object_text_plain_name(json_object *text) {
-        const char *s, *name, *end;
-        size_t len;
+char *cn_kube_text_plain_name(const char *s, size_t len) {
+        const char *name, *end;
 
-        if (!json_object_is_type(text, json_type_string))
-                return NULL;
-        s = json_object_get_string(text);
-        len = (size_t) json_object_get_string_len(text);
-        if (len < 2 || (unsigned char) s[0] != text_codes[TEXT_TOKEN_METADATA_NAME] ||
+        if (!s || len < 2 || (unsigned char) s[0] != text_codes[TEXT_TOKEN_METADATA_NAME] ||
             memchr(s, text_codes[TEXT_TOKEN_NAMESPACE], len))
                 return NULL;
         name = s + 1;
@@ -424,19 +435,21 @@ char *cn_kube_object_text_plain_name(json_object *text) {
         return strndup(name, end - name);
 }
 
-int cn_kube_object_from_text(json_object *text, json_object **ret) {
+char *cn_kube_object_text_plain_name(json_object *text) {
+        if (!json_object_is_type(text, json_type_string))
+                return NULL;
+        return cn_kube_text_plain_name(json_object_get_string(text), (size_t) json_object_get_string_len(text));
+}
+
+int cn_kube_text_decode(const char *s, size_t len, json_object **ret) {
         _cleanup_json_ json_object *o = NULL;
         _cleanup_free_ char *buf = NULL;
-        const char *s;
-        size_t len, n = 0;
+        size_t n = 0;
         int k;
 
+        assert(s || len == 0);
         assert(ret);
-        if (!json_object_is_type(text, json_type_string))
-                return -EBADMSG;
         (void) pthread_once(&text_tables_once, text_tables_make);
-        s = json_object_get_string(text);
-        len = (size_t) json_object_get_string_len(text);
         for (size_t i = 0; i < len; i++) {
                 const TextToken *t = text_token_of((unsigned char) s[i]);
 
@@ -463,6 +476,13 @@ int cn_kube_object_from_text(json_object *text, json_object **ret) {
                 return -EBADMSG;
         *ret = TAKE_PTR(o);
         return 0;
+}
+
+int cn_kube_object_from_text(json_object *text, json_object **ret) {
+        assert(ret);
+        if (!json_object_is_type(text, json_type_string))
+                return -EBADMSG;
+        return cn_kube_text_decode(json_object_get_string(text), (size_t) json_object_get_string_len(text), ret);
 }
 
 static int on_list_item(json_object *item, void *userdata) {

@@ -180,11 +180,16 @@ typedef struct CnKubeListOptions {
  * built from such a text. Anything but a string holding one JSON object that way is -EBADMSG. */
 int cn_kube_object_to_text(json_object *object, json_object **ret);
 int cn_kube_object_from_text(json_object *text, json_object **ret);
+/* The same text as plain bytes (a store that keeps it in its own allocations): *ret is malloc()ed
+ * and NUL-terminated, *ret_len does not count the NUL; decoding reads s[0..len). */
+int cn_kube_text_encode(json_object *object, char **ret, size_t *ret_len);
+int cn_kube_text_decode(const char *s, size_t len, json_object **ret);
 /* The key (metadata.name) of an object kept as such a text, read without building its tree when
  * that is certain to give what the tree would: the text starts with metadata.name, a string with
  * no escape or code byte in it, and names no namespace anywhere. A new string, or NULL (then build
  * the tree). */
 char *cn_kube_object_text_plain_name(json_object *text);
+char *cn_kube_text_plain_name(const char *s, size_t len);
 
 /* Query string for the options, "?a=b&c=d" (escaped) or "" when none apply. watch adds watch=1
  * and the watch-only parameters. */

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Informer (see kube-informer.h): list, then watch from the list's resourceVersion; keep a cache
- * keyed "namespace/name" in a json-c object (a hash table), each object compacted
- * (cn_json_compact()) since it is kept until it changes, or with store_text its JSON text in a
- * json-c string; tell handlers what changed. */
+ * keyed "namespace/name" (kube-store.h), each object compacted (cn_json_compact()) since it is
+ * kept until it changes, or with store_text its text; tell handlers what changed. */
 #include "backoff.h"
 #include "hash-util.h"
 #include "json-util.h"
 #include "kube-informer.h"
+#include "kube-store.h"
 #include "log.h"
 #include "string-util.h"
 
@@ -26,6 +26,8 @@ typedef struct Handlers {
 
 #define TREE_CACHE_SIZE 16
 
+typedef CnKubeStoreEntry Entry;
+
 struct CnKubeInformer {
         unsigned n_ref;
         CnKubeClient *client;
@@ -37,13 +39,14 @@ struct CnKubeInformer {
         bool shared;
         bool store_text;
 
-        json_object *cache; /* key -> the object (a tree, or with store_text a string of its text) */
+        CnKubeStore cache;
         json_object *scratch; /* store_text: the trees lookups handed out, until the next iteration */
-        /* store_text: the trees of the values parsed last (a sync looks one Node up several times,
-         * and the watch event of its write compares with the version it read). Each slot holds a
-         * reference to the value, so a value's address is never reused while its slot names it. */
+        /* store_text: the trees of the entries parsed last (a sync looks one Node up several times,
+         * and the watch event of its write compares with the version it read). A slot is emptied
+         * when its entry is freed (entry_free()), so an address reused is never taken for it. */
         struct {
-                json_object *value, *tree;
+                const Entry *entry;
+                json_object *tree;
         } trees[TREE_CACHE_SIZE];
         unsigned trees_next;
         sd_event_source *scratch_defer;
@@ -97,6 +100,26 @@ static int dup_opt(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+/* Frees an entry and forgets its tree: the address may be reused by the next entry. */
+static void entry_free(CnKubeInformer *i, Entry *e) {
+        if (!e)
+                return;
+        for (size_t k = 0; k < ELEMENTSOF(i->trees); k++)
+                if (i->trees[k].entry == e) {
+                        json_object_put(i->trees[k].tree);
+                        i->trees[k] = (typeof(i->trees[k])){};
+                }
+        cn_kube_store_entry_free(e);
+}
+
+static void entry_free_cb(Entry *e, void *userdata) {
+        entry_free(userdata, e);
+}
+
+static void store_clear(CnKubeInformer *i, CnKubeStore *st) {
+        cn_kube_store_clear(st, entry_free_cb, i);
+}
+
 static void informer_stop(CnKubeInformer *i) {
         i->list_req = cn_kube_request_free(i->list_req);
         i->watch_req = cn_kube_request_free(i->watch_req);
@@ -130,11 +153,9 @@ static CnKubeInformer *informer_free(CnKubeInformer *i) {
                 i->handlers = h->next;
                 free(h);
         }
-        json_object_put(i->cache);
-        for (size_t k = 0; k < ELEMENTSOF(i->trees); k++) {
-                json_object_put(i->trees[k].value);
+        store_clear(i, &i->cache);
+        for (size_t k = 0; k < ELEMENTSOF(i->trees); k++)
                 json_object_put(i->trees[k].tree);
-        }
         i->scratch_defer = sd_event_source_disable_unref(i->scratch_defer);
         json_object_put(i->scratch);
         free(i->resource_version);
@@ -183,9 +204,6 @@ int cn_kube_informer_new(CnKubeClient *c, const CnKubeResource *r, const CnKubeI
         i->client = c;
         i->next_id = 1;
         cn_backoff_init(&i->backoff, INFORMER_BACKOFF_BASE, INFORMER_BACKOFF_CAP);
-        i->cache = json_object_new_object();
-        if (!i->cache)
-                goto oom;
 
         /* Own copies, so callers may pass resources built on the stack. */
         if (dup_opt(r->group, &i->group) < 0 || dup_opt(r->version, &i->version) < 0 ||
@@ -268,55 +286,55 @@ const CnKubeResource *cn_kube_informer_get_resource(CnKubeInformer *i) {
         return &i->resource;
 }
 
-/* What the cache keeps of an object: the tree itself (compacted), or its text. NULL when out of
- * memory. */
-static json_object *value_new(CnKubeInformer *i, json_object *object) {
-        json_object *text = NULL;
+/* The entry the cache keeps of an object under key: the tree itself (compacted), or its text.
+ * NULL when out of memory. */
+static Entry *entry_of_object(CnKubeInformer *i, const char *key, json_object *object) {
+        _cleanup_free_ char *text = NULL;
+        size_t len;
 
         if (!i->store_text) {
                 cn_json_compact(object);
-                return json_object_get(object);
+                return cn_kube_store_entry_new(key, object, NULL, 0);
         }
-        return cn_kube_object_to_text(object, &text) < 0 ? NULL : text;
+        if (cn_kube_text_encode(object, &text, &len) < 0)
+                return NULL;
+        return cn_kube_store_entry_new(key, NULL, text, len);
 }
 
-/* store_text: remembers tree as the parsed form of value (both referenced), in place of the
+/* store_text: remembers tree as the parsed form of e (the tree referenced), in place of the
  * oldest pair. */
-static void tree_cache_put(CnKubeInformer *i, json_object *value, json_object *tree) {
+static void tree_cache_put(CnKubeInformer *i, const Entry *e, json_object *tree) {
         unsigned k = i->trees_next++ % ELEMENTSOF(i->trees);
 
-        json_object_put(i->trees[k].value);
         json_object_put(i->trees[k].tree);
-        i->trees[k].value = json_object_get(value);
+        i->trees[k].entry = e;
         i->trees[k].tree = json_object_get(tree);
 }
 
-/* A new reference to the tree of a cached value: the value itself, or its text parsed (once for
- * the values parsed last; the tree is shared then, as the cache's trees are without store_text,
- * and nobody changes it). NULL only when out of memory (the text is our own serialization). */
-static json_object *value_tree(CnKubeInformer *i, json_object *value) {
+/* A new reference to the tree of a cached entry: its own tree, or its text parsed (once for the
+ * entries parsed last; the tree is shared then, as the cache's trees are without store_text, and
+ * nobody changes it). NULL only when out of memory (the text is our own serialization). */
+static json_object *value_tree(CnKubeInformer *i, const Entry *e) {
         json_object *o = NULL;
         int k;
 
         if (!i->store_text)
-                return json_object_get(value);
+                return json_object_get(e->tree);
         for (size_t n = 0; n < ELEMENTSOF(i->trees); n++)
-                if (i->trees[n].value == value)
+                if (i->trees[n].entry == e)
                         return json_object_get(i->trees[n].tree);
-        k = cn_kube_object_from_text(value, &o);
+        k = cn_kube_text_decode(cn_kube_store_entry_text(e), e->text_len, &o);
         if (k < 0) {
                 log_debug_errno(k, "Cannot parse a cached %s object: %m", i->resource_name);
                 return NULL;
         }
-        tree_cache_put(i, value, o);
+        tree_cache_put(i, e, o);
         return o;
 }
 
-/* store_text: whether two cached values are the same text (then nothing changed). */
-static bool value_same_text(CnKubeInformer *i, json_object *a, json_object *b) {
-        return i->store_text && json_object_is_type(a, json_type_string) && json_object_is_type(b, json_type_string) &&
-               json_object_get_string_len(a) == json_object_get_string_len(b) &&
-               streq(json_object_get_string(a), json_object_get_string(b));
+/* store_text: whether two cached entries are the same text (then nothing changed). */
+static bool value_same_text(CnKubeInformer *i, const Entry *a, const Entry *b) {
+        return i->store_text && a->text_len == b->text_len && memcmp(cn_kube_store_entry_text(a), cn_kube_store_entry_text(b), a->text_len) == 0;
 }
 
 static bool same_version(json_object *a, json_object *b) {
@@ -362,7 +380,7 @@ static int scratch_keep(CnKubeInformer *i, json_object *tree) {
 
 json_object *cn_kube_informer_get(CnKubeInformer *i, const char *ns, const char *name) {
         _cleanup_free_ char *key = NULL;
-        json_object *o;
+        const Entry *e;
 
         assert(i);
         if (isempty(name))
@@ -370,9 +388,8 @@ json_object *cn_kube_informer_get(CnKubeInformer *i, const char *ns, const char 
         key = isempty(ns) ? strdup(name) : cn_strjoin(ns, "/", name, NULL);
         if (!key)
                 return NULL;
-        if (!json_object_object_get_ex(i->cache, key, &o))
-                return NULL;
-        return value_tree(i, o);
+        e = cn_kube_store_get(&i->cache, key);
+        return e ? value_tree(i, e) : NULL;
 }
 
 json_object *cn_kube_informer_lookup(CnKubeInformer *i, const char *ns, const char *name) {
@@ -394,17 +411,18 @@ uint64_t cn_kube_informer_get_watch_restarts(CnKubeInformer *i) {
 
 size_t cn_kube_informer_size(CnKubeInformer *i) {
         assert(i);
-        return (size_t) json_object_object_length(i->cache);
+        return i->cache.n;
 }
 
 int cn_kube_informer_foreach(CnKubeInformer *i, CnKubeInformerForeachFn fn, void *userdata) {
+        Entry *e;
+
         assert(i);
         assert(fn);
-        json_object_object_foreach(i->cache, key, val) {
-                _cleanup_json_ json_object *tree = value_tree(i, val);
+        CN_KUBE_STORE_FOREACH(e, &i->cache) {
+                _cleanup_json_ json_object *tree = value_tree(i, e);
                 int k;
 
-                (void) key;
                 if (!tree)
                         return -ENOMEM;
                 k = fn(tree, userdata);
@@ -482,75 +500,95 @@ static int set_resource_version(CnKubeInformer *i, const char *rv) {
 
 static void schedule_retry(CnKubeInformer *i, bool relist, int error);
 
+/* The entry of a list item (a tree, or with items_as_text its text); *ret NULL when the item has
+ * no name. */
+static int entry_of_item(CnKubeInformer *i, json_object *item, Entry **ret) {
+        _cleanup_json_ json_object *tree = NULL;
+        _cleanup_free_ char *key = NULL;
+        const char *text = NULL;
+        size_t len = 0;
+
+        *ret = NULL;
+        if (i->store_text && json_object_is_type(item, json_type_string)) {
+                text = json_object_get_string(item);
+                len = (size_t) json_object_get_string_len(item);
+                /* A cluster-scoped object's key is its name, mostly read from the text as it is. */
+                if (!i->resource.namespaced)
+                        key = cn_kube_text_plain_name(text, len);
+                if (!key && cn_kube_text_decode(text, len, &tree) < 0)
+                        return -ENOMEM; /* our own text: only memory fails */
+        } else
+                tree = json_object_get(item);
+        if (!key && cn_kube_object_key(tree, &key) < 0) {
+                log_debug("Ignoring %s list item without a name.", i->resource_name);
+                return 0;
+        }
+        /* Compacted already by list_all as each item arrived, or its text. */
+        *ret = text ? cn_kube_store_entry_new(key, NULL, text, len) : entry_of_object(i, key, tree);
+        return *ret ? 0 : -ENOMEM;
+}
+
 /* Replace the cache with a fresh list and deliver the difference. */
 static int informer_replace(CnKubeInformer *i, json_object *list) {
-        _cleanup_json_ json_object *old = NULL, *fresh = NULL;
+        CnKubeStore fresh = {}, old;
         json_object *items = NULL;
+        Entry *e;
         bool first = !i->synced;
         int k;
 
-        fresh = json_object_new_object();
-        if (!fresh)
-                return -ENOMEM;
         (void) cn_json_get_array(list, &items, "items", NULL);
         for (size_t n = 0, len = items ? json_object_array_length(items) : 0; n < len; n++) {
-                json_object *item = json_object_array_get_idx(items, n);
-                _cleanup_json_ json_object *tree = NULL, *value = NULL;
-                _cleanup_free_ char *key = NULL;
+                Entry *item = NULL, *dup = NULL;
 
-                /* Compacted already by list_all as each item arrived, or its text. */
-                if (i->store_text && !json_object_is_type(item, json_type_string))
-                        value = value_new(i, item);
-                else
-                        value = json_object_get(item);
-                if (!value)
-                        return -ENOMEM;
-                /* A cluster-scoped object's key is its name, mostly read from the text as it is. */
-                if (i->store_text && !i->resource.namespaced)
-                        key = cn_kube_object_text_plain_name(value);
-                if (!key)
-                        tree = value_tree(i, value);
-                if (!key && (!tree || cn_kube_object_key(tree, &key) < 0)) {
-                        log_debug("Ignoring %s list item without a name.", i->resource_name);
-                        continue;
+                k = entry_of_item(i, json_object_array_get_idx(items, n), &item);
+                if (k == 0 && item)
+                        k = cn_kube_store_put(&fresh, item, &dup);
+                if (k < 0) {
+                        entry_free(i, item);
+                        store_clear(i, &fresh);
+                        return k;
                 }
-                if (json_object_object_add(fresh, key, TAKE_PTR(value)) < 0)
-                        return -ENOMEM;
+                entry_free(i, dup);
+                /* The list's copy goes now: the whole list is never held twice. */
+                (void) json_object_array_put_idx(items, n, NULL);
         }
 
         k = set_resource_version(i, cn_json_string(list, "metadata", "resourceVersion", NULL));
-        if (k < 0)
+        if (k < 0) {
+                store_clear(i, &fresh);
                 return k;
+        }
 
-        old = TAKE_PTR(i->cache);
-        i->cache = json_object_get(fresh);
+        old = i->cache;
+        i->cache = fresh;
         i->synced = true;
 
         /* The cache already shows the new state while handlers run. */
-        json_object_object_foreach(fresh, key, val) {
+        CN_KUBE_STORE_FOREACH(e, &i->cache) {
                 _cleanup_json_ json_object *obj = NULL, *prev_tree = NULL;
-                json_object *prev;
+                const Entry *prev = cn_kube_store_get(&old, e->key);
 
-                if (!json_object_object_get_ex(old, key, &prev)) {
-                        obj = value_tree(i, val);
+                if (!prev) {
+                        obj = value_tree(i, e);
                         if (obj)
                                 notify(i, NOTIFY_ADDED, NULL, obj);
                         continue;
                 }
-                if (value_same_text(i, prev, val))
+                if (value_same_text(i, prev, e))
                         continue;
-                obj = value_tree(i, val);
+                obj = value_tree(i, e);
                 prev_tree = value_tree(i, prev);
                 if (obj && prev_tree && !same_version(prev_tree, obj))
                         notify(i, NOTIFY_UPDATED, prev_tree, obj);
         }
-        json_object_object_foreach(old, okey, oval)
-                if (!json_object_object_get_ex(fresh, okey, NULL)) {
-                        _cleanup_json_ json_object *oobj = value_tree(i, oval);
+        CN_KUBE_STORE_FOREACH(e, &old)
+                if (!cn_kube_store_get(&i->cache, e->key)) {
+                        _cleanup_json_ json_object *oobj = value_tree(i, e);
 
                         if (oobj)
                                 notify(i, NOTIFY_DELETED, NULL, oobj);
                 }
+        store_clear(i, &old);
 
         if (first)
                 notify(i, NOTIFY_SYNCED, NULL, NULL);
@@ -592,9 +630,9 @@ static void on_list_done(CnKubeClient *c, const CnKubeResult *result, void *user
 
 static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_object *object, void *userdata) {
         CnKubeInformer *i = ASSERT_PTR(userdata);
-        _cleanup_json_ json_object *prev = NULL, *prev_tree = NULL, *value = NULL;
+        _cleanup_json_ json_object *prev_tree = NULL;
         _cleanup_free_ char *key = NULL;
-        json_object *p;
+        Entry *e, *prev = NULL;
 
         (void) set_resource_version(i, cn_json_string(object, "metadata", "resourceVersion", NULL));
         if (type == CN_KUBE_WATCH_BOOKMARK)
@@ -603,33 +641,37 @@ static void on_watch_event(CnKubeClient *c, CnKubeWatchEventType type, json_obje
                 log_debug("Ignoring %s watch event without a name.", i->resource_name);
                 return;
         }
-        if (json_object_object_get_ex(i->cache, key, &p))
-                prev = json_object_get(p);
 
         if (type == CN_KUBE_WATCH_DELETED) {
-                json_object_object_del(i->cache, key);
+                entry_free(i, cn_kube_store_take(&i->cache, key));
                 notify(i, NOTIFY_DELETED, NULL, object);
                 return;
         }
 
-        value = value_new(i, object);
-        if (!value) {
+        e = entry_of_object(i, key, object);
+        if (!e) {
                 log_oom();
                 return;
         }
-        if (prev && value_same_text(i, prev, value))
+        prev = cn_kube_store_get(&i->cache, key);
+        if (prev && value_same_text(i, prev, e)) {
+                entry_free(i, e);
                 return;
+        }
+        if (cn_kube_store_put(&i->cache, e, &prev) < 0) {
+                entry_free(i, e);
+                log_oom();
+                return;
+        }
         if (i->store_text)
-                tree_cache_put(i, value, object);
-        if (json_object_object_add(i->cache, key, TAKE_PTR(value)) < 0) {
-                log_oom();
-                return;
-        }
+                tree_cache_put(i, e, object);
         if (!prev) {
                 notify(i, NOTIFY_ADDED, NULL, object);
                 return;
         }
+        /* The previous entry is out of the cache: its tree is made before it goes. */
         prev_tree = value_tree(i, prev);
+        entry_free(i, prev);
         if (!prev_tree)
                 log_oom();
         else if (!same_version(prev_tree, object))
@@ -752,6 +794,7 @@ int cn_kube_informer_start(CnKubeInformer *i) {
 
 static int on_replay(sd_event_source *s, void *userdata) {
         CnKubeInformer *i = ASSERT_PTR(userdata);
+        Entry *e;
 
         i->replay_defer = sd_event_source_disable_unref(i->replay_defer);
         cn_kube_informer_ref(i);
@@ -761,10 +804,9 @@ static int on_replay(sd_event_source *s, void *userdata) {
                         continue;
                 h->replay_pending = false;
                 if (h->h.added) {
-                        json_object_object_foreach(i->cache, key, val) {
-                                _cleanup_json_ json_object *obj = value_tree(i, val);
+                        CN_KUBE_STORE_FOREACH(e, &i->cache) {
+                                _cleanup_json_ json_object *obj = value_tree(i, e);
 
-                                (void) key;
                                 if (!obj) {
                                         log_oom();
                                         continue;
@@ -800,7 +842,7 @@ int cn_kube_informer_add_handlers(CnKubeInformer *i, const CnKubeInformerHandler
         h->h = *handlers;
         h->userdata = userdata;
 
-        if (i->synced || i->not_served || json_object_object_length(i->cache) > 0) {
+        if (i->synced || i->not_served || i->cache.n > 0) {
                 h->replay_pending = true;
                 if (!i->replay_defer) {
                         k = sd_event_add_defer(cn_kube_client_get_event(i->client), &i->replay_defer, on_replay, i);
