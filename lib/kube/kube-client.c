@@ -289,8 +289,11 @@ static int on_watch_data(CnHttpRequest *h, const void *data, size_t size, void *
 /* The text of a kept object is its JSON with the strings most objects of Kubernetes repeat (member
  * names with their punctuation, a few values) each replaced by one byte. JSON text has no raw
  * byte below 0x20 but its whitespace (json-c escapes control characters in strings, and writes no
- * whitespace here), so those bytes are free to stand for them and the substitution is exactly
- * reversible. A Node as the initializer keeps it goes from 685 bytes to 316 (the bench's Nodes). */
+ * whitespace here), and no byte 0xC0, 0xC1 or 0xF5 to 0xFF, which UTF-8 never uses (the parser
+ * validates UTF-8, so no tree it builds holds one), so those bytes are free to stand for them and
+ * the substitution is exactly reversible. A Node as the initializer keeps it goes from 685 bytes
+ * to 316 with the first 28 tokens (the bench's Nodes), and by some 60 bytes more with the well-known
+ * label keys, the uninitialized taint and the provider ID prefixes after them. */
 typedef struct TextToken {
         const char *s;
         size_t len;
@@ -307,12 +310,21 @@ static const TextToken text_tokens[] = {
         TOKEN("\"reason\":\""), TOKEN("\"message\":\""), TOKEN("\"addresses\":["), TOKEN("\"address\":\""),
         TOKEN("InternalIP"), TOKEN("ExternalIP"), TOKEN("Hostname"), TOKEN("kubernetes.io/"), TOKEN("Ready"),
         TOKEN("kubelet is posting ready status"),
+        /* Coded by bytes UTF-8 never uses. */
+        TOKEN("node.cloudprovider.kubernetes.io/uninitialized"), TOKEN("NoSchedule"),
+        TOKEN("\"node.kubernetes.io/instance-type\":\""), TOKEN("\"topology.kubernetes.io/region\":\""),
+        TOKEN("\"topology.kubernetes.io/zone\":\""), TOKEN("KubeletReady"), TOKEN("True\""),
+        TOKEN("False\""), TOKEN("hcloud://"), TOKEN("aws:///"), TOKEN("openstack:///"), TOKEN("gce://"),
+        TOKEN("CloudProviderInitialized"),
 };
 #undef TOKEN
-/* The bytes that stand for text_tokens, in order: below 0x20, neither NUL nor JSON whitespace. */
+/* The bytes that stand for text_tokens, in order: below 0x20, neither NUL nor JSON whitespace; then
+ * those no UTF-8 text has. */
 static const unsigned char text_codes[] = { 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x0b, 0x0c,
                                             0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
-                                            0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f };
+                                            0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, 0xc0, 0xc1,
+                                            0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe,
+                                            0xff };
 _Static_assert(ELEMENTSOF(text_tokens) == ELEMENTSOF(text_codes), "one code per token");
 
 /* The first four bytes of s (fewer when shorter, the rest zero): one comparison rules out most
@@ -327,7 +339,8 @@ static uint32_t head4(const char *s, size_t n) {
 /* Lookup tables of the codec, made once: the token of each code byte, and the tokens by their
  * first four bytes (a hash table of chains, longest token first in each). */
 #define TEXT_HASH_SIZE 64
-static const TextToken *text_by_code[0x20];
+static const TextToken *text_by_code[0x100];
+static bool text_starts[0x100]; /* the first bytes of tokens */
 static uint32_t text_heads[ELEMENTSOF(text_tokens)];
 static int8_t text_hash[TEXT_HASH_SIZE], text_next[ELEMENTSOF(text_tokens)];
 static pthread_once_t text_tables_once = PTHREAD_ONCE_INIT;
@@ -345,6 +358,7 @@ static void text_tables_make(void) {
                 int8_t *at;
 
                 text_by_code[text_codes[i]] = &text_tokens[i];
+                text_starts[(unsigned char) text_tokens[i].s[0]] = true;
                 text_heads[i] = head4(text_tokens[i].s, text_tokens[i].len);
                 /* Into its chain, before the first shorter token. */
                 for (at = &text_hash[text_hash_of(text_heads[i])];
@@ -357,7 +371,7 @@ static void text_tables_make(void) {
 
 /* The token a byte stands for, or NULL. */
 static const TextToken *text_token_of(unsigned char c) {
-        return c < 0x20 ? text_by_code[c] : NULL;
+        return text_by_code[c];
 }
 
 /* The longest token at s[0..n), or -1. */
@@ -389,10 +403,8 @@ int cn_kube_text_encode(json_object *object, char **ret, size_t *ret_len) {
         if (!buf)
                 return -ENOMEM;
         for (size_t i = 0; i < len;) {
-                /* Tokens start with one of these; most bytes are not. */
-                char c = s[i];
-                int t = c == '"' || c == '{' || c == 'I' || c == 'E' || c == 'H' || c == 'k' || c == 'R' ?
-                                text_token_at(s + i, len - i) : -1;
+                /* Most bytes start no token. */
+                int t = text_starts[(unsigned char) s[i]] ? text_token_at(s + i, len - i) : -1;
 
                 if (t >= 0) {
                         buf[n++] = (char) text_codes[t];
@@ -422,6 +434,7 @@ int cn_kube_object_to_text(json_object *object, json_object **ret) {
 char *cn_kube_text_plain_name(const char *s, size_t len) {
         const char *name, *end;
 
+        (void) pthread_once(&text_tables_once, text_tables_make);
         if (!s || len < 2 || (unsigned char) s[0] != text_codes[TEXT_TOKEN_METADATA_NAME] ||
             memchr(s, text_codes[TEXT_TOKEN_NAMESPACE], len))
                 return NULL;
@@ -430,7 +443,7 @@ char *cn_kube_text_plain_name(const char *s, size_t len) {
         if (!end || end == name)
                 return NULL;
         for (const char *p = name; p < end; p++)
-                if ((unsigned char) *p < 0x20 || *p == '\\')
+                if (text_by_code[(unsigned char) *p] || *p == '\\')
                         return NULL;
         return strndup(name, end - name);
 }

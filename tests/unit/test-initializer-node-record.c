@@ -220,6 +220,37 @@ static void test_text_codec(void) {
                "the tree read back equals the object, control characters in values included");
 }
 
+/* The tokens coded by bytes UTF-8 never uses: in keys and values, next to text in every length of
+ * UTF-8 sequence (whose lead and continuation bytes are not codes), a Node initialized and one not. */
+static void test_text_codec_utf8(void) {
+        static const char *const docs[] = {
+                "{\"metadata\":{\"name\":\"n\",\"labels\":{\"node.kubernetes.io/instance-type\":\"cx22\","
+                "\"topology.kubernetes.io/region\":\"fsn1\",\"topology.kubernetes.io/zone\":\"fsn1-dc14\"}},"
+                "\"spec\":{\"providerID\":\"hcloud://4711\"},\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                "\"status\":\"True\",\"reason\":\"KubeletReady\"},{\"type\":\"CloudProviderInitialized\","
+                "\"status\":\"False\"}]}}",
+                "{\"metadata\":{\"name\":\"n\"},\"spec\":{\"taints\":[{\"key\":"
+                "\"node.cloudprovider.kubernetes.io/uninitialized\",\"value\":\"true\",\"effect\":\"NoSchedule\"}]}}",
+                "{\"a\":\"\\u00e9True\\\"\\u20acNoSchedule\\ud83d\\ude00aws:///\\u00c0\\u00ffopenstack:///gce://x\","
+                "\"\\u00e9KubeletReady\\u07ff\":\"\\uffffFalse\\\"\\ud800\\udc00\"}",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(docs); i++) {
+                _cleanup_json_ json_object *o = NULL, *text = NULL, *back = NULL;
+                size_t codes = 0;
+                const char *t;
+
+                assert(cn_json_parse(docs[i], strlen(docs[i]), SIZE_MAX, &o, NULL) == 0);
+                assert(cn_kube_object_to_text(o, &text) == 0);
+                t = json_object_get_string(text);
+                for (int k = 0; k < json_object_get_string_len(text); k++)
+                        codes += (unsigned char) t[k] == 0xc0 || (unsigned char) t[k] == 0xc1 || (unsigned char) t[k] >= 0xf5;
+                TAP_OK(codes >= 2 && cn_kube_object_from_text(text, &back) == 0 && json_object_equal(o, back),
+                       "document %zu: %zu strings coded by bytes UTF-8 never uses, and read back as they were", i,
+                       codes);
+        }
+}
+
 static int from_text(const char *s, size_t len) {
         _cleanup_json_ json_object *text = json_object_new_string_len(s, (int) len), *tree = NULL;
         int r;
@@ -272,6 +303,8 @@ static void test_plain_name(void) {
                   "a Node's name is read from its record" },
                 { "{\"metadata\":{\"name\":\"a\\\"b\"}}", NULL, "a name with an escape is left to the tree" },
                 { "{\"metadata\":{\"name\":\"xReady\"}}", NULL, "a name holding a coded string is left to the tree" },
+                { "{\"metadata\":{\"name\":\"xNoSchedule\"}}", NULL,
+                  "a name holding a string coded above 0x7f is left to the tree" },
                 { "{\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\"}}", NULL,
                   "a record naming a namespace is left to the tree" },
                 { "{\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"}}", NULL,
@@ -297,6 +330,7 @@ int main(void) {
         test_round_trip();
         test_stable();
         test_text_codec();
+        test_text_codec_utf8();
         test_hostile();
         test_plain_name();
         return tap_done();
