@@ -12,16 +12,17 @@
 /* sd-event's default accuracy (250 ms) would blur the short end of the backoff. */
 #define RETRY_ACCURACY (10 * USEC_PER_MSEC)
 
+/* One allocation with its key: a cluster-wide queue holds an item per Node that waits. */
 struct CnWorkItem {
         CnWorkQueue *queue;
-        char *key;
         void *data;
         CnWorkItem *hash_next;
         CnWorkItem *queue_next;
-        bool queued, active, dirty;
-        usec_t created;
-        CnBackoff backoff;
         sd_event_source *retry;
+        usec_t created;
+        unsigned attempt; /* failures since the last success: the backoff's (base and cap are the queue's) */
+        bool queued, active, dirty;
+        char key[];
 };
 
 struct CnWorkQueue {
@@ -156,7 +157,6 @@ static void item_free(CnWorkItem *i) {
         i->retry = sd_event_source_disable_unref(i->retry);
         if (q->ops.free_data && i->data)
                 q->ops.free_data(i->data);
-        free(i->key);
         free(i);
 }
 
@@ -186,22 +186,16 @@ CnWorkItem *cn_work_queue_get(CnWorkQueue *q, const char *key, bool create) {
                         return i;
         if (!create)
                 return NULL;
-        i = calloc(1, sizeof(CnWorkItem));
+        i = calloc(1, offsetof(CnWorkItem, key) + strlen(key) + 1);
         if (!i)
                 return NULL;
-        i->key = strdup(key);
-        if (!i->key) {
-                free(i);
-                return NULL;
-        }
+        strcpy(i->key, key);
         i->queue = q;
         if (sd_event_now(q->event, CLOCK_MONOTONIC, &i->created) < 0)
                 i->created = cn_now(CLOCK_MONOTONIC);
-        cn_backoff_init(&i->backoff, q->options.backoff_base, q->options.backoff_cap);
         if (q->ops.new_data && !q->options.lazy_data) {
                 i->data = q->ops.new_data(i, q->userdata);
                 if (!i->data) {
-                        free(i->key);
                         free(i);
                         return NULL;
                 }
@@ -323,8 +317,14 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 int cn_work_queue_retry(CnWorkItem *i, usec_t min_delay, usec_t *ret_delay) {
-        usec_t delay = cn_backoff_next(&i->backoff, min_delay);
+        CnBackoff b;
+        usec_t delay;
         int r;
+
+        cn_backoff_init(&b, i->queue->options.backoff_base, i->queue->options.backoff_cap);
+        b.attempt = i->attempt;
+        delay = cn_backoff_next(&b, min_delay);
+        i->attempt = b.attempt;
 
         i->retry = sd_event_source_disable_unref(i->retry);
         r = sd_event_add_time_relative(i->queue->event, &i->retry, CLOCK_MONOTONIC, delay, RETRY_ACCURACY, on_retry,
@@ -341,7 +341,7 @@ int cn_work_queue_retry(CnWorkItem *i, usec_t min_delay, usec_t *ret_delay) {
 
 void cn_work_queue_forget(CnWorkItem *i) {
         i->retry = sd_event_source_disable_unref(i->retry);
-        cn_backoff_reset(&i->backoff);
+        i->attempt = 0;
 }
 
 void cn_work_queue_remove(CnWorkItem *i) {
