@@ -51,6 +51,8 @@ def main():
             cfg = info.get("Config", {})
             t.eq(cfg.get("User"), "65532:65532", "%s runs as uid/gid 65532" % prog)
             t.eq(cfg.get("Entrypoint"), ["/usr/bin/%s" % prog], "%s entrypoint is the program" % prog)
+            t.ok("GNUTLS_NO_IMPLICIT_INIT=1" in (cfg.get("Env") or []),
+                 "%s starts with GnuTLS's own initialisation off (it is loaded, never used)" % prog, cfg.get("Env"))
             t.ok(info["Size"] < SIZE_LIMIT, "%s is %.1f MB (< %d MB)" % (prog, info["Size"] / 1e6, SIZE_LIMIT // 10**6))
 
             p = cnpodman.podman("run", "--rm", "--network=none", ref, "--version")
