@@ -36,17 +36,22 @@ enum {
 
 typedef struct EventEntry {
         CnKubeEventRecorder *recorder;
-        char *key;
-        char *fields; /* _FIELD_MAX packed strings */
-        const char *name, *namespace, *message; /* FIELD_NAME, FIELD_NAMESPACE, FIELD_MESSAGE of fields */
-        unsigned count;      /* occurrences, as the server has it or will have it */
-        bool created;        /* the Event exists on the server */
-        bool creating;       /* the write in flight is the create */
-        usec_t last_mono;
-        char first_timestamp[CN_FORMAT_TIMESTAMP_MAX];
         CnKubeRequest *req;
-        bool dirty; /* repeats arrived while a write was in flight */
+        char *fields;        /* _FIELD_MAX packed strings */
+        usec_t last_mono;
+        usec_t first_realtime; /* the Event's firstTimestamp */
+        uint32_t hash;       /* of the fields that make the Event what it is: event_hash() */
+        unsigned count;      /* occurrences, as the server has it or will have it */
+        bool created:1;      /* the Event exists on the server */
+        bool creating:1;     /* the write in flight is the create */
+        bool dirty:1;        /* repeats arrived while a write was in flight */
 } EventEntry;
+
+/* What makes two events the same Event (client-go's aggregation key, less the source): the
+ * involved object and the event's type, reason and message. */
+static const unsigned identity_fields[] = {
+        FIELD_KIND, FIELD_OBJECT_NAMESPACE, FIELD_OBJECT_NAME, FIELD_UID, FIELD_TYPE, FIELD_REASON, FIELD_MESSAGE,
+};
 
 struct CnKubeEventRecorder {
         CnKubeClient *client;
@@ -54,7 +59,10 @@ struct CnKubeEventRecorder {
         usec_t window;
         EventEntry **entries;
         size_t n_entries;
-        struct lh_table *by_key; /* the entries by key: one lookup per event, not a walk of them all */
+        /* The entries by their identity: open addressing, linear probing, at most half full. One
+         * lookup per event, not a walk of them all. */
+        EventEntry **slots;
+        size_t n_slots;
         unsigned pending;
 };
 
@@ -103,7 +111,6 @@ static EventEntry *entry_free(EventEntry *e) {
                 e->req = cn_kube_request_free(e->req);
                 e->recorder->pending--;
         }
-        free(e->key);
         free(e->fields);
         free(e);
         return NULL;
@@ -131,6 +138,98 @@ static void fields_unpack(const char *packed, const char *ret[static _FIELD_MAX]
         }
 }
 
+/* The i-th of the entry's packed fields. */
+static const char *entry_field(const EventEntry *e, unsigned i) {
+        const char *p = e->fields;
+
+        for (; i > 0; i--)
+                p += strlen(p) + 1;
+        return p;
+}
+
+/* FNV-1a over the identity fields, each ended by its NUL. */
+static uint32_t event_hash(const char *const v[static _FIELD_MAX]) {
+        uint32_t h = 2166136261u;
+
+        for (size_t i = 0; i < ELEMENTSOF(identity_fields); i++) {
+                const char *p = strempty(v[identity_fields[i]]);
+
+                do
+                        h = (h ^ (unsigned char) *p) * 16777619u;
+                while (*p++);
+        }
+        return h;
+}
+
+static bool entry_is(const EventEntry *e, uint32_t hash, const char *const v[static _FIELD_MAX]) {
+        const char *mine[_FIELD_MAX];
+
+        if (e->hash != hash)
+                return false;
+        fields_unpack(e->fields, mine);
+        for (size_t i = 0; i < ELEMENTSOF(identity_fields); i++)
+                if (!streq(mine[identity_fields[i]], strempty(v[identity_fields[i]])))
+                        return false;
+        return true;
+}
+
+static size_t index_find(const CnKubeEventRecorder *r, uint32_t hash, const char *const v[static _FIELD_MAX]) {
+        size_t mask = r->n_slots - 1;
+
+        if (r->n_slots == 0)
+                return SIZE_MAX;
+        for (size_t s = hash & mask; r->slots[s]; s = (s + 1) & mask)
+                if (entry_is(r->slots[s], hash, v))
+                        return s;
+        return SIZE_MAX;
+}
+
+static void index_place(EventEntry **slots, size_t n_slots, EventEntry *e) {
+        size_t s;
+
+        for (s = e->hash & (n_slots - 1); slots[s]; s = (s + 1) & (n_slots - 1))
+                ;
+        slots[s] = e;
+}
+
+/* Room in the index for one more entry than the recorder has. */
+static int index_reserve(CnKubeEventRecorder *r) {
+        EventEntry **slots;
+        size_t n;
+
+        if ((r->n_entries + 1) * 2 <= r->n_slots)
+                return 0;
+        n = r->n_slots ? r->n_slots * 2 : 16;
+        slots = calloc(n, sizeof(EventEntry *));
+        if (!slots)
+                return -ENOMEM;
+        for (size_t s = 0; s < r->n_slots; s++)
+                if (r->slots[s])
+                        index_place(slots, n, r->slots[s]);
+        free(r->slots);
+        r->slots = slots;
+        r->n_slots = n;
+        return 0;
+}
+
+static void index_remove(CnKubeEventRecorder *r, const EventEntry *e) {
+        size_t mask = r->n_slots - 1, hole;
+
+        for (hole = e->hash & mask; r->slots[hole] != e; hole = (hole + 1) & mask)
+                assert(r->slots[hole]);
+        /* Entries after the hole move back into it when their lookup passes it. */
+        for (size_t s = (hole + 1) & mask; r->slots[s]; s = (s + 1) & mask) {
+                size_t home = r->slots[s]->hash & mask;
+
+                if (((s - home) & mask) >= ((s - hole) & mask)) {
+                        r->slots[hole] = r->slots[s];
+                        r->slots[s] = NULL;
+                        hole = s;
+                }
+        }
+        r->slots[hole] = NULL;
+}
+
 int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions *o, CnKubeEventRecorder **ret) {
         CnKubeEventRecorder *r;
         char host[HOST_NAME_MAX + 1] = "";
@@ -147,7 +246,6 @@ int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions
         r->client = c;
         r->window = o->window_usec > 0 ? o->window_usec : CN_KUBE_EVENT_DEFAULT_WINDOW_USEC;
         r->component = strdup(o->component);
-        r->by_key = lh_kchar_table_new(16, NULL);
         r->host = o->host ? strdup(o->host) : NULL;
         if (o->instance)
                 r->instance = strdup(o->instance);
@@ -155,7 +253,7 @@ int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions
                 (void) gethostname(host, sizeof(host) - 1);
                 r->instance = cn_strjoin(o->component, "-", host[0] ? host : "unknown", NULL);
         }
-        if (!r->component || !r->by_key || (o->host && !r->host) || !r->instance) {
+        if (!r->component || (o->host && !r->host) || !r->instance) {
                 cn_kube_event_recorder_free(r);
                 return -ENOMEM;
         }
@@ -169,8 +267,7 @@ CnKubeEventRecorder *cn_kube_event_recorder_free(CnKubeEventRecorder *r) {
         for (size_t i = 0; i < r->n_entries; i++)
                 entry_free(r->entries[i]);
         free(r->entries);
-        if (r->by_key)
-                lh_table_free(r->by_key);
+        free(r->slots);
         free(r->component);
         free(r->host);
         free(r->instance);
@@ -211,20 +308,22 @@ static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userda
                 e->created = true;
         else if (result->error == -CN_KUBE_ENOTFOUND && !e->creating) {
                 /* The Event expired server-side (events have a TTL): create it afresh. */
-                log_debug("Event %s/%s is gone, creating it again.", e->namespace, e->name);
+                log_debug("Event %s/%s is gone, creating it again.", entry_field(e, FIELD_NAMESPACE),
+                          entry_field(e, FIELD_NAME));
                 e->created = false;
                 e->dirty = true;
         } else
                 /* Dropped, as client-go does after its retries; the next repeat tries again. */
-                log_debug_errno(result->error, "Failed to write Event %s/%s: %s", e->namespace, e->name,
-                                strna(result->message));
+                log_debug_errno(result->error, "Failed to write Event %s/%s: %s", entry_field(e, FIELD_NAMESPACE),
+                                entry_field(e, FIELD_NAME), strna(result->message));
 
         if (!e->dirty)
                 return;
         e->dirty = false;
         k = entry_send(e);
         if (k < 0)
-                log_debug_errno(k, "Failed to write Event %s/%s: %m", e->namespace, e->name);
+                log_debug_errno(k, "Failed to write Event %s/%s: %m", entry_field(e, FIELD_NAMESPACE),
+                                entry_field(e, FIELD_NAME));
 }
 
 static json_object *count_value(EventEntry *e) {
@@ -243,14 +342,14 @@ static int entry_send_built(EventEntry *e, json_object *built) {
         CnKubeEventRecorder *r = e->recorder;
         _cleanup_json_ json_object *patch = NULL;
         char ts[CN_FORMAT_TIMESTAMP_MAX];
+        const char *v[_FIELD_MAX];
         int k;
 
         if (e->req) {
                 e->dirty = true;
                 return 0;
         }
-        if (!e->fields)
-                return -ENOMEM; /* lost when the Event was recorded */
+        fields_unpack(e->fields, v);
         now_timestamp(ts);
 
         if (!e->created) {
@@ -263,17 +362,18 @@ static int entry_send_built(EventEntry *e, json_object *built) {
                 if ((k = cn_json_set_string(body, ts, "lastTimestamp", NULL)) < 0 ||
                     (k = cn_json_set(body, count_value(e), "count", NULL)) < 0)
                         return k;
-                k = cn_kube_create(r->client, &cn_kube_resource_events, e->namespace, body, on_written, e, &e->req);
+                k = cn_kube_create(r->client, &cn_kube_resource_events, v[FIELD_NAMESPACE], body, on_written, e,
+                                  &e->req);
         } else {
                 patch = json_object_new_object();
                 if (!patch)
                         return -ENOMEM;
                 if ((k = cn_json_set(patch, count_value(e), "count", NULL)) < 0 ||
                     (k = cn_json_set_string(patch, ts, "lastTimestamp", NULL)) < 0 ||
-                    (k = cn_json_set_string(patch, e->message, "message", NULL)) < 0)
+                    (k = cn_json_set_string(patch, v[FIELD_MESSAGE], "message", NULL)) < 0)
                         return k;
-                k = cn_kube_patch(r->client, &cn_kube_resource_events, e->namespace, e->name, NULL, CN_KUBE_PATCH_MERGE,
-                                  patch, on_written, e, &e->req);
+                k = cn_kube_patch(r->client, &cn_kube_resource_events, v[FIELD_NAMESPACE], v[FIELD_NAME], NULL,
+                                  CN_KUBE_PATCH_MERGE, patch, on_written, e, &e->req);
         }
         if (k < 0)
                 return k;
@@ -291,10 +391,13 @@ static int entry_send(EventEntry *e) {
 /* The create's body, from the entry's fields. */
 static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, json_object **ret) {
         _cleanup_json_ json_object *ev = NULL;
+        char first[CN_FORMAT_TIMESTAMP_MAX];
         const char *v[_FIELD_MAX];
         int k;
 
         fields_unpack(e->fields, v);
+        if (cn_format_rfc3339(e->first_realtime, false, first, sizeof(first)) < 0)
+                first[0] = 0;
         ev = json_object_new_object();
         struct {
                 const char *value;
@@ -316,7 +419,7 @@ static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, json_object 
                 { v[FIELD_TYPE], "type", NULL },
                 { r->component, "source", "component" },
                 { r->host, "source", "host" },
-                { e->first_timestamp, "firstTimestamp", NULL },
+                { first, "firstTimestamp", NULL },
                 { r->component, "reportingComponent", NULL },
                 { r->instance, "reportingInstance", NULL },
                 { v[FIELD_ACTION], "action", NULL },
@@ -341,6 +444,8 @@ static int make_room(CnKubeEventRecorder *r) {
         size_t victim = SIZE_MAX;
 
         if (r->n_entries < EVENT_CACHE_MAX) {
+                if (index_reserve(r) < 0)
+                        return -ENOMEM;
                 n = realloc(r->entries, (r->n_entries + 1) * sizeof(EventEntry *));
                 if (!n)
                         return -ENOMEM;
@@ -353,7 +458,7 @@ static int make_room(CnKubeEventRecorder *r) {
                         victim = i;
         if (victim == SIZE_MAX)
                 return -EBUSY;
-        (void) lh_table_delete(r->by_key, r->entries[victim]->key);
+        index_remove(r, r->entries[victim]);
         entry_free(r->entries[victim]);
         r->entries[victim] = r->entries[--r->n_entries];
         return 0;
@@ -361,10 +466,13 @@ static int make_room(CnKubeEventRecorder *r) {
 
 int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKubeEventType type,
                           const char *reason, const char *action, const char *format, va_list ap) {
-        _cleanup_free_ char *message = NULL, *key = NULL, *name = NULL;
+        _cleanup_free_ char *message = NULL, *name = NULL, *fields = NULL;
         _cleanup_json_ json_object *built = NULL;
-        EventEntry *e = NULL;
+        const char *v[_FIELD_MAX] = {};
+        EventEntry *e;
+        uint32_t hash;
         usec_t now;
+        size_t s;
         int k;
 
         assert(r);
@@ -382,20 +490,36 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
                 message[l] = 0;
         }
 
-        key = cn_strjoin(o->kind, "\x1f", strempty(o->namespace), "\x1f", o->name, "\x1f", strempty(o->uid), "\x1f",
-                         event_type_table[type], "\x1f", reason, "\x1f", message, NULL);
-        if (!key)
-                return -ENOMEM;
-
+        v[FIELD_KIND] = o->kind;
+        v[FIELD_OBJECT_NAMESPACE] = o->namespace;
+        v[FIELD_OBJECT_NAME] = o->name;
+        v[FIELD_UID] = o->uid;
+        v[FIELD_TYPE] = event_type_table[type];
+        v[FIELD_REASON] = reason;
+        v[FIELD_MESSAGE] = message;
+        hash = event_hash(v);
         now = now_mono(r);
-        if (!lh_table_lookup_ex(r->by_key, key, (void **) &e))
-                e = NULL;
+        s = index_find(r, hash, v);
+        e = s == SIZE_MAX ? NULL : r->slots[s];
 
         if (e && now - e->last_mono < r->window) {
                 e->count++;
                 e->last_mono = now;
                 return entry_send(e);
         }
+
+        /* A new Event: client-go names them "<object>.<unix nanoseconds in hex>". */
+        if (asprintf(&name, "%s.%" PRIx64, o->name, (uint64_t) cn_now(CLOCK_REALTIME) * 1000) < 0)
+                return -ENOMEM;
+        v[FIELD_NAME] = name;
+        v[FIELD_NAMESPACE] = isempty(o->namespace) ? "default" : o->namespace;
+        v[FIELD_API_VERSION] = o->api_version;
+        v[FIELD_RESOURCE_VERSION] = o->resource_version;
+        v[FIELD_FIELD_PATH] = o->field_path;
+        v[FIELD_ACTION] = action;
+        k = fields_pack(v, &fields);
+        if (k < 0)
+                return k;
 
         if (!e) {
                 k = make_room(r);
@@ -405,55 +529,22 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
                 if (!e)
                         return -ENOMEM;
                 e->recorder = r;
-                e->key = TAKE_PTR(key);
-                if (lh_table_insert(r->by_key, e->key, e) < 0) {
-                        entry_free(e);
-                        return -ENOMEM;
-                }
+                e->hash = hash;
                 r->entries[r->n_entries++] = e;
+                index_place(r->slots, r->n_slots, e);
         } else if (e->req) {
                 /* A new Event is due but the last write is still out: let it finish first. */
                 e->req = cn_kube_request_free(e->req);
                 r->pending--;
         }
 
-        /* A new Event: client-go names them "<object>.<unix nanoseconds in hex>". */
-        if (asprintf(&name, "%s.%" PRIx64, o->name, (uint64_t) cn_now(CLOCK_REALTIME) * 1000) < 0)
-                return -ENOMEM;
         free(e->fields);
-        e->fields = NULL;
-        e->name = e->namespace = e->message = NULL;
-        k = fields_pack((const char *const[_FIELD_MAX]) {
-                                [FIELD_NAME] = name,
-                                [FIELD_NAMESPACE] = isempty(o->namespace) ? "default" : o->namespace,
-                                [FIELD_MESSAGE] = message,
-                                [FIELD_KIND] = o->kind,
-                                [FIELD_API_VERSION] = o->api_version,
-                                [FIELD_OBJECT_NAMESPACE] = o->namespace,
-                                [FIELD_OBJECT_NAME] = o->name,
-                                [FIELD_UID] = o->uid,
-                                [FIELD_RESOURCE_VERSION] = o->resource_version,
-                                [FIELD_FIELD_PATH] = o->field_path,
-                                [FIELD_REASON] = reason,
-                                [FIELD_TYPE] = event_type_table[type],
-                                [FIELD_ACTION] = action,
-                        },
-                        &e->fields);
-        if (k < 0)
-                return k;
-        {
-                const char *v[_FIELD_MAX];
-
-                fields_unpack(e->fields, v);
-                e->name = v[FIELD_NAME];
-                e->namespace = v[FIELD_NAMESPACE];
-                e->message = v[FIELD_MESSAGE];
-        }
+        e->fields = TAKE_PTR(fields);
         e->count = 1;
         e->created = false;
         e->dirty = false;
         e->last_mono = now;
-        now_timestamp(e->first_timestamp);
+        e->first_realtime = cn_now(CLOCK_REALTIME);
 
         k = build_create_body(r, e, &built);
         if (k < 0)

@@ -15,13 +15,18 @@ static void run_until_idle(sd_event *e, CnKubeEventRecorder *r) {
                 (void) sd_event_run(e, 10 * USEC_PER_MSEC);
 }
 
-static int record(CnKubeEventRecorder *r, unsigned i) {
+static int record_as(CnKubeEventRecorder *r, unsigned i, const char *uid, CnKubeEventType type, const char *reason,
+                     const char *message) {
         char name[32];
-        CnKubeObjectRef o = { .kind = "Node", .api_version = "v1" };
+        CnKubeObjectRef o = { .kind = "Node", .api_version = "v1", .uid = uid };
 
         snprintf(name, sizeof(name), "n%u", i);
         o.name = name;
-        return cn_kube_event_record(r, &o, CN_KUBE_EVENT_NORMAL, "Synced", NULL, "Node %s synced", name);
+        return cn_kube_event_record(r, &o, type, reason, NULL, "%s %s", message, name);
+}
+
+static int record(CnKubeEventRecorder *r, unsigned i) {
+        return record_as(r, i, NULL, CN_KUBE_EVENT_NORMAL, "Synced", "Node");
 }
 
 int main(void) {
@@ -56,6 +61,14 @@ int main(void) {
         TAP_EQ_INT(ok, CACHE_MAX, "as many distinct events as the cache holds are written");
         TAP_EQ_INT(busy, 10, "further ones are refused while every entry's write is in flight");
         TAP_EQ_INT(cn_kube_event_recorder_pending(r), CACHE_MAX, "one write per event in flight");
+        /* A full cache of writes in flight tells a cached event (a repeat, 0) from a new one (no
+         * room, -EBUSY): each field of the identity counts, nothing else does. */
+        TAP_EQ_INT(record(r, 7), 0, "the same event again is a repeat of the cached one");
+        TAP_EQ_INT(record_as(r, 7, "u", CN_KUBE_EVENT_NORMAL, "Synced", "Node"), -EBUSY, "another uid is another event");
+        TAP_EQ_INT(record_as(r, 7, NULL, CN_KUBE_EVENT_WARNING, "Synced", "Node"), -EBUSY, "another type too");
+        TAP_EQ_INT(record_as(r, 7, NULL, CN_KUBE_EVENT_NORMAL, "Synced2", "Node"), -EBUSY, "another reason too");
+        TAP_EQ_INT(record_as(r, 7, NULL, CN_KUBE_EVENT_NORMAL, "Synced", "Nod"), -EBUSY, "another message too");
+        TAP_EQ_INT(cn_kube_event_recorder_pending(r), CACHE_MAX, "a repeat in flight waits for its write");
 
         run_until_idle(e, r);
         TAP_EQ_INT(cn_kube_event_recorder_pending(r), 0, "every write answered (refused)");
@@ -72,6 +85,19 @@ int main(void) {
         run_until_idle(e, r);
         TAP_EQ_INT(failed, 0, "events cycling through a full cache are all written");
         TAP_EQ_INT(cn_kube_event_recorder_pending(r), 0, "and answered");
+
+        /* After all those evictions, a cache full of new events in flight: each is found again
+         * and nothing else fits. */
+        for (unsigned i = 0; i < CACHE_MAX; i++)
+                if (record(r, 100000 + i) < 0)
+                        failed++;
+        TAP_EQ_INT(failed, 0, "a cache full of new events");
+        for (unsigned i = 0; i < CACHE_MAX; i++)
+                if (record(r, 100000 + i) != 0)
+                        failed++;
+        TAP_EQ_INT(failed, 0, "every one of them found again");
+        TAP_EQ_INT(record(r, 100000 + CACHE_MAX), -EBUSY, "and one more has no room");
+        run_until_idle(e, r);
 
         cn_kube_event_recorder_free(r);
         cn_kube_client_free(client);
