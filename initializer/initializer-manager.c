@@ -138,12 +138,13 @@ static int setup_kube(Manager *m) {
                 .component = "initializer",
                 .qps = m->config->daemon.kube_api_qps,
                 .burst = m->config->daemon.kube_api_burst,
-                /* Each sync worker has one PATCH in flight and its Node's Synced Event may be
-                 * another; then the Node watch (the one request that holds a connection), the
-                 * Lease and an address update. */
-                .max_connections = 2 * m->config->concurrent_node_syncs + 3,
+                /* Each sync worker has one PATCH in flight; then the Node watch (the one request
+                 * that holds a connection), the Lease and an address update. Synced Events share
+                 * these: one waits for a free connection rather than keep one more open (each TLS
+                 * connection holds some 30 KB), which at 8 workers cost no Nodes per second. */
+                .max_connections = m->config->concurrent_node_syncs + 3,
         };
-        /* The cache holds each Node as its filtered text (some 320 bytes, cn_kube_object_to_text();
+        /* The cache holds each Node as its filtered text (some 270 bytes, cn_kube_object_to_text();
          * 6 KB as a json-c tree): 5000 Nodes take 1.9 MB instead of 32. A tree is built per event
          * and lookup. */
         CnKubeInformerOptions io = { .filter = initializer_node_filter, .store_text = true };

@@ -385,6 +385,9 @@ int cn_http_request_new(CnHttp *h, const char *method, const char *url, CnHttpRe
               * request in flight; its 64 KiB default is for bulk uploads. Our bodies are small:
               * the smallest size it takes (a larger body goes out in several writes). */
              curl_easy_setopt(r->easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384L) == CURLE_OK &&
+             /* And each transfer has a receive buffer, 16 KiB by default, for as long as it
+              * lives: 8 KiB (a TLS record of 16 KiB is then read in two). */
+             curl_easy_setopt(r->easy, CURLOPT_BUFFERSIZE, 8192L) == CURLE_OK &&
              curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS,
                               (long) (CN_HTTP_DEFAULT_CONNECT_TIMEOUT / USEC_PER_MSEC)) == CURLE_OK;
         if (!ok)
