@@ -300,7 +300,7 @@ typedef struct TextToken {
 } TextToken;
 #define TOKEN(x) { x, sizeof(x) - 1 }
 /* Tokens cn_kube_object_text_plain_name() looks for by their place in text_tokens. */
-enum { TEXT_TOKEN_METADATA_NAME = 0, TEXT_TOKEN_NAMESPACE = 2 };
+enum { TEXT_TOKEN_METADATA_NAME = 0, TEXT_TOKEN_NAMESPACE = 2, TEXT_TOKEN_UID = 3, TEXT_TOKEN_CREATED = 5 };
 static const TextToken text_tokens[] = {
         TOKEN("{\"metadata\":{\"name\":\""), TOKEN("\"name\":\""), TOKEN("\"namespace\":\""),
         TOKEN("\"uid\":\""), TOKEN("\"resourceVersion\":\""), TOKEN("\"creationTimestamp\":\""),
@@ -327,6 +327,196 @@ static const unsigned char text_codes[] = { 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 
                                             0xff };
 _Static_assert(ELEMENTSOF(text_tokens) == ELEMENTSOF(text_codes), "one code per token");
 
+/* Two more codes stand for a member with its value packed: a uid written as Kubernetes writes them
+ * (a UUID in lowercase, 36 bytes) and a creationTimestamp (RFC 3339 to the second, in UTC, 20
+ * bytes) become the code and their 128 bits, or the seconds since 1970, 7 bits to a byte. These
+ * bytes are from an alphabet of 128 that holds neither a code nor '"', '\\' or NUL, so a scan of
+ * the text for codes or for a string's end never stops inside one (the decoder reads them by
+ * position). A value of another form keeps the member's plain token. JSON whitespace is free for
+ * codes: json-c writes none here. */
+#define TEXT_CODE_UID 0x09
+#define TEXT_CODE_CREATED 0x0a
+#define TEXT_UID_PACKED 19      /* ceil(128 / 7) */
+#define TEXT_CREATED_PACKED 6   /* 42 bits of seconds: beyond year 9999 */
+static const char text_uid_member[] = "\"uid\":\"";
+static const char text_created_member[] = "\"creationTimestamp\":\"";
+#define TEXT_UID_PLAIN (sizeof(text_uid_member) - 1 + 36 + 1)
+#define TEXT_CREATED_PLAIN (sizeof(text_created_member) - 1 + 20 + 1)
+
+/* The packing alphabet: '#' to '[' and ']' to 'c' (64), then 0x80 to 0xBF, which UTF-8 uses only
+ * after a lead byte. */
+static unsigned char text_pack_byte(unsigned v) {
+        assert(v < 128);
+        return v < 57 ? (unsigned char) ('#' + v) : v < 64 ? (unsigned char) (']' + v - 57) : (unsigned char) (0x80 + v - 64);
+}
+
+static int text_unpack_byte(unsigned char c) {
+        if (c >= '#' && c <= '[')
+                return c - '#';
+        if (c >= ']' && c <= 'c')
+                return 57 + c - ']';
+        if (c >= 0x80 && c <= 0xBF)
+                return 64 + c - 0x80;
+        return -1;
+}
+
+/* bits[0..n_bits) of an MSB-first bit string as n bytes of 7 bits. */
+static void text_pack_bits(const uint8_t *bits, size_t n_bits, char *out, size_t n) {
+        for (size_t k = 0; k < n; k++) {
+                unsigned v = 0;
+
+                for (size_t b = 0; b < 7; b++) {
+                        size_t at = k * 7 + b;
+                        v = (v << 1) | (at < n_bits ? (bits[at / 8] >> (7 - at % 8)) & 1U : 0U);
+                }
+                out[k] = (char) text_pack_byte(v);
+        }
+}
+
+static int text_unpack_bits(const char *in, size_t n, uint8_t *bits, size_t n_bits) {
+        memset(bits, 0, (n_bits + 7) / 8);
+        for (size_t k = 0; k < n; k++) {
+                int v = text_unpack_byte((unsigned char) in[k]);
+
+                if (v < 0)
+                        return -EBADMSG;
+                for (size_t b = 0; b < 7; b++) {
+                        size_t at = k * 7 + b;
+                        unsigned bit = ((unsigned) v >> (6 - b)) & 1U;
+
+                        if (at < n_bits)
+                                bits[at / 8] |= (uint8_t) (bit << (7 - at % 8));
+                        else if (bit)
+                                return -EBADMSG; /* padding is zero: one text per value */
+                }
+        }
+        return 0;
+}
+
+static int hex_digit(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* s[0..n) starting with a uid member of the packable form: its packed bytes into out. */
+static bool text_pack_uid(const char *s, size_t n, char out[static TEXT_UID_PACKED]) {
+        const char *v = s + sizeof(text_uid_member) - 1;
+        uint8_t bits[16];
+        size_t d = 0;
+
+        if (n < TEXT_UID_PLAIN || memcmp(s, text_uid_member, sizeof(text_uid_member) - 1) != 0 || v[36] != '"')
+                return false;
+        for (size_t i = 0; i < 36; i++) {
+                int x;
+
+                if (i == 8 || i == 13 || i == 18 || i == 23) {
+                        if (v[i] != '-')
+                                return false;
+                        continue;
+                }
+                x = hex_digit(v[i]);
+                if (x < 0)
+                        return false;
+                if (d % 2 == 0)
+                        bits[d / 2] = (uint8_t) (x << 4);
+                else
+                        bits[d / 2] |= (uint8_t) x;
+                d++;
+        }
+        text_pack_bits(bits, 128, out, TEXT_UID_PACKED);
+        return true;
+}
+
+static int text_unpack_uid(const char *in, char *out) {
+        static const char hex[] = "0123456789abcdef";
+        uint8_t bits[16];
+        char *p = out;
+        int k;
+
+        k = text_unpack_bits(in, TEXT_UID_PACKED, bits, 128);
+        if (k < 0)
+                return k;
+        p = mempcpy(p, text_uid_member, sizeof(text_uid_member) - 1);
+        for (size_t i = 0; i < 16; i++) {
+                if (i == 4 || i == 6 || i == 8 || i == 10)
+                        *p++ = '-';
+                *p++ = hex[bits[i] >> 4];
+                *p++ = hex[bits[i] & 15];
+        }
+        *p = '"';
+        return 0;
+}
+
+static bool digits(const char *s, size_t n, unsigned *ret) {
+        unsigned v = 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '9')
+                        return false;
+                v = v * 10 + (unsigned) (s[i] - '0');
+        }
+        *ret = v;
+        return true;
+}
+
+/* t (at most 9999-12-31T23:59:59Z) as RFC 3339 in UTC to the second. */
+static bool format_created(uint64_t t, char out[static 21]) {
+        struct tm tm;
+        time_t tt = (time_t) t;
+
+        return t <= UINT64_C(253402300799) && gmtime_r(&tt, &tm) && strftime(out, 21, "%Y-%m-%dT%H:%M:%SZ", &tm) == 20;
+}
+
+static bool text_pack_created(const char *s, size_t n, char out[static TEXT_CREATED_PACKED]) {
+        const char *v = s + sizeof(text_created_member) - 1;
+        unsigned y, mo, d, h, mi, sec;
+        struct tm tm = {};
+        char again[21];
+        uint8_t bits[6];
+        time_t t;
+
+        if (n < TEXT_CREATED_PLAIN || memcmp(s, text_created_member, sizeof(text_created_member) - 1) != 0 ||
+            v[20] != '"' || v[4] != '-' || v[7] != '-' || v[10] != 'T' || v[13] != ':' || v[16] != ':' || v[19] != 'Z' ||
+            !digits(v, 4, &y) || !digits(v + 5, 2, &mo) || !digits(v + 8, 2, &d) || !digits(v + 11, 2, &h) ||
+            !digits(v + 14, 2, &mi) || !digits(v + 17, 2, &sec) || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+            h > 23 || mi > 59 || sec > 59)
+                return false;
+        tm.tm_year = (int) y - 1900;
+        tm.tm_mon = (int) mo - 1;
+        tm.tm_mday = (int) d;
+        tm.tm_hour = (int) h;
+        tm.tm_min = (int) mi;
+        tm.tm_sec = (int) sec;
+        t = timegm(&tm);
+        if (t < 0 || (uint64_t) t >= (UINT64_C(1) << 42))
+                return false;
+        /* Only a value that comes back as it was (no 31st of February). */
+        if (!format_created((uint64_t) t, again) || memcmp(again, v, 20) != 0)
+                return false;
+        for (size_t i = 0; i < 6; i++)
+                bits[i] = (uint8_t) ((uint64_t) t << 6 >> (40 - 8 * i));
+        text_pack_bits(bits, 42, out, TEXT_CREATED_PACKED);
+        return true;
+}
+
+static int text_unpack_created(const char *in, char *out) {
+        uint8_t bits[6];
+        uint64_t t = 0;
+        char v[21];
+        int k;
+
+        k = text_unpack_bits(in, TEXT_CREATED_PACKED, bits, 42);
+        if (k < 0)
+                return k;
+        for (size_t i = 0; i < 6; i++)
+                t = (t << 8) | bits[i];
+        if (!format_created(t >> 6, v))
+                return -EBADMSG;
+        out = mempcpy(out, text_created_member, sizeof(text_created_member) - 1);
+        out = mempcpy(out, v, 20);
+        *out = '"';
+        return 0;
+}
+
 /* The first four bytes of s (fewer when shorter, the rest zero): one comparison rules out most
  * tokens before memcmp() is called. */
 static uint32_t head4(const char *s, size_t n) {
@@ -352,7 +542,9 @@ static unsigned text_hash_of(uint32_t h) {
 static void text_tables_make(void) {
         _Static_assert(TEXT_HASH_SIZE == 64, "text_hash_of() keeps 6 bits");
         assert(streq(text_tokens[TEXT_TOKEN_METADATA_NAME].s, "{\"metadata\":{\"name\":\"") &&
-               streq(text_tokens[TEXT_TOKEN_NAMESPACE].s, "\"namespace\":\""));
+               streq(text_tokens[TEXT_TOKEN_NAMESPACE].s, "\"namespace\":\"") &&
+               streq(text_tokens[TEXT_TOKEN_UID].s, text_uid_member) &&
+               streq(text_tokens[TEXT_TOKEN_CREATED].s, text_created_member));
         memset(text_hash, -1, sizeof(text_hash));
         for (size_t i = 0; i < ELEMENTSOF(text_tokens); i++) {
                 int8_t *at;
@@ -406,7 +598,17 @@ int cn_kube_text_encode(json_object *object, char **ret, size_t *ret_len) {
                 /* Most bytes start no token. */
                 int t = text_starts[(unsigned char) s[i]] ? text_token_at(s + i, len - i) : -1;
 
-                if (t >= 0) {
+                if (t >= 0 && text_tokens[t].s == text_tokens[TEXT_TOKEN_UID].s &&
+                    text_pack_uid(s + i, len - i, buf + n + 1)) {
+                        buf[n] = TEXT_CODE_UID;
+                        n += 1 + TEXT_UID_PACKED;
+                        i += TEXT_UID_PLAIN;
+                } else if (t >= 0 && text_tokens[t].s == text_tokens[TEXT_TOKEN_CREATED].s &&
+                           text_pack_created(s + i, len - i, buf + n + 1)) {
+                        buf[n] = TEXT_CODE_CREATED;
+                        n += 1 + TEXT_CREATED_PACKED;
+                        i += TEXT_CREATED_PLAIN;
+                } else if (t >= 0) {
                         buf[n++] = (char) text_codes[t];
                         i += text_tokens[t].len;
                 } else
@@ -466,7 +668,15 @@ int cn_kube_text_decode(const char *s, size_t len, json_object **ret) {
         for (size_t i = 0; i < len; i++) {
                 const TextToken *t = text_token_of((unsigned char) s[i]);
 
-                n += t ? t->len : 1;
+                if (s[i] == TEXT_CODE_UID || s[i] == TEXT_CODE_CREATED) {
+                        bool uid = s[i] == TEXT_CODE_UID;
+
+                        if (len - i - 1 < (uid ? TEXT_UID_PACKED : TEXT_CREATED_PACKED))
+                                return -EBADMSG;
+                        n += uid ? TEXT_UID_PLAIN : TEXT_CREATED_PLAIN;
+                        i += uid ? TEXT_UID_PACKED : TEXT_CREATED_PACKED;
+                } else
+                        n += t ? t->len : 1;
         }
         buf = malloc(n + 1);
         if (!buf)
@@ -475,7 +685,19 @@ int cn_kube_text_decode(const char *s, size_t len, json_object **ret) {
         for (size_t i = 0; i < len; i++) {
                 const TextToken *t = text_token_of((unsigned char) s[i]);
 
-                if (t) {
+                if (s[i] == TEXT_CODE_UID) {
+                        k = text_unpack_uid(s + i + 1, buf + n);
+                        if (k < 0)
+                                return k;
+                        n += TEXT_UID_PLAIN;
+                        i += TEXT_UID_PACKED;
+                } else if (s[i] == TEXT_CODE_CREATED) {
+                        k = text_unpack_created(s + i + 1, buf + n);
+                        if (k < 0)
+                                return k;
+                        n += TEXT_CREATED_PLAIN;
+                        i += TEXT_CREATED_PACKED;
+                } else if (t) {
                         memcpy(buf + n, t->s, t->len);
                         n += t->len;
                 } else

@@ -213,7 +213,7 @@ static void test_text_codec(void) {
         for (int i = 0; i < json_object_get_string_len(text); i++)
                 if ((unsigned char) t[i] == 0 || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')
                         raw_ok = false;
-        TAP_OK(raw_ok, "the text has no NUL and no JSON whitespace");
+        TAP_OK(raw_ok, "the text has no NUL and no JSON whitespace (without packed members)");
         TAP_OK(json_object_get_string_len(text) * 2 < (int) strlen(doc), "and is under half the JSON (%d of %zu bytes)",
                json_object_get_string_len(text), strlen(doc));
         TAP_OK(cn_kube_object_from_text(text, &back) == 0 && json_object_equal(o, back),
@@ -259,6 +259,120 @@ static int from_text(const char *s, size_t len) {
         r = cn_kube_object_from_text(text, &tree);
         assert(r < 0 || tree);
         return r;
+}
+
+/* A uid and a creationTimestamp of the forms Kubernetes writes are packed; other forms are kept as
+ * they are; a text whose packed bytes are cut or out of their alphabet is refused. */
+#define TEXT_UID_PACKED_BYTES 19 /* TEXT_UID_PACKED of kube-client.c */
+
+static int round_trip_text(const char *doc, char **ret_text, size_t *ret_len) {
+        _cleanup_json_ json_object *o = NULL, *back = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        int k;
+
+        assert(cn_json_parse(doc, strlen(doc), SIZE_MAX, &o, NULL) == 0);
+        k = cn_kube_text_encode(o, &text, &n);
+        if (k < 0)
+                return k;
+        k = cn_kube_text_decode(text, n, &back);
+        if (k < 0)
+                return k;
+        if (!json_object_equal(o, back))
+                return -EBADMSG;
+        *ret_len = n;
+        *ret_text = TAKE_PTR(text);
+        return 0;
+}
+
+static size_t count_byte(const char *s, size_t n, char c) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < n; i++)
+                k += s[i] == c;
+        return k;
+}
+
+static void test_text_codec_packed(void) {
+        static const char *const packed[] = {
+                "{\"metadata\":{\"name\":\"n\",\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7f\","
+                "\"creationTimestamp\":\"2026-11-24T10:00:00Z\",\"ownerReferences\":[{\"uid\":"
+                "\"00000000-0000-0000-0000-000000000000\"}]}}",
+                "{\"uid\":\"ffffffff-ffff-ffff-ffff-ffffffffffff\",\"creationTimestamp\":\"1970-01-01T00:00:00Z\"}",
+                "{\"uid\":\"0123abcd-4567-89ef-0123-456789abcdef\",\"creationTimestamp\":\"9999-12-31T23:59:59Z\"}",
+                "{\"creationTimestamp\":\"2024-02-29T23:59:59Z\",\"uid\":\"a0000000-0000-0000-0000-00000000000a\"}",
+        };
+        static const char *const plain[] = {
+                "{\"uid\":\"5B0C6E8E-1F3A-4C1E-9D8E-2A3B4C5D6E7F\"}",
+                "{\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7\"}",
+                "{\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7fa\"}",
+                "{\"uid\":\"5b0c6e8e1f3a-4c1e-9d8e-2a3b4c5d6e7f0\"}",
+                "{\"uid\":\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7g\"}",
+                "{\"uid\":\"\"}",
+                "{\"uid\":5}",
+                "{\"creationTimestamp\":\"2026-11-24T10:00:00.5Z\"}",
+                "{\"creationTimestamp\":\"2026-11-24T10:00:00+01:00\"}",
+                "{\"creationTimestamp\":\"2026-02-30T10:00:00Z\"}",
+                "{\"creationTimestamp\":\"2023-02-29T10:00:00Z\"}",
+                "{\"creationTimestamp\":\"1969-12-31T23:59:59Z\"}",
+                "{\"creationTimestamp\":\"2026-13-01T10:00:00Z\"}",
+                "{\"creationTimestamp\":\"2026-11-24T24:00:00Z\"}",
+                "{\"creationTimestamp\":\"2026-11-24T10:00:60Z\"}",
+                "{\"creationTimestamp\":\"2026-11-24t10:00:00z\"}",
+                "{\"creationTimestamp\":\"+026-11-24T10:00:00Z\"}",
+                "{\"creationTimestamp\":null}",
+                "{\"x\":\"\\\"uid\\\":\\\"5b0c6e8e-1f3a-4c1e-9d8e-2a3b4c5d6e7f\\\"\"}",
+        };
+        _cleanup_free_ char *text = NULL;
+        bool all = true;
+        size_t n;
+
+        for (size_t i = 0; i < ELEMENTSOF(packed); i++) {
+                _cleanup_free_ char *t = NULL;
+                bool ok = round_trip_text(packed[i], &t, &n) == 0;
+
+                TAP_OK(ok && count_byte(t, n, '\t') == (i == 0 ? 2U : 1U) && count_byte(t, n, '\n') == 1 &&
+                               !memchr(t, '\\', n) && n + (i == 0 ? 2 : 1) * 17 + 15 < strlen(packed[i]),
+                       "packed and read back: %s", packed[i]);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(plain); i++) {
+                _cleanup_free_ char *t = NULL;
+
+                if (round_trip_text(plain[i], &t, &n) < 0 || memchr(t, '\t', n) || memchr(t, '\n', n)) {
+                        all = false;
+                        printf("# not kept as it is: %s\n", plain[i]);
+                }
+        }
+        TAP_OK(all, "other forms of uid and creationTimestamp are kept as they are and read back");
+
+        /* Hostile texts: the packed bytes cut short, outside their alphabet, or beyond the range. */
+        assert(round_trip_text(packed[1], &text, &n) == 0);
+        {
+                _cleanup_json_ json_object *o = NULL;
+                char *uid = memchr(text, '\t', n), *created = memchr(text, '\n', n);
+                char saved;
+
+                assert(uid && created && created > uid);
+                TAP_EQ_INT(cn_kube_text_decode(text, (size_t) (uid - text) + 5, &o), -EBADMSG, "a packed uid cut short");
+                TAP_EQ_INT(cn_kube_text_decode(text, (size_t) (created - text) + 6, &o), -EBADMSG,
+                           "a packed timestamp cut short");
+                for (const char *bad = "\"\\\x01\x7f\xc0\xff"; *bad; bad++) {
+                        saved = uid[3];
+                        uid[3] = *bad;
+                        if (cn_kube_text_decode(text, n, &o) != -EBADMSG)
+                                all = false;
+                        uid[3] = saved;
+                }
+                TAP_OK(all, "a byte outside the alphabet in a packed uid");
+                /* All ones in the last byte: the uid's 5 padding bits are not zero. */
+                saved = uid[TEXT_UID_PACKED_BYTES];
+                uid[TEXT_UID_PACKED_BYTES] = (char) 0xbf;
+                TAP_EQ_INT(cn_kube_text_decode(text, n, &o), -EBADMSG, "a packed uid with padding bits set");
+                uid[TEXT_UID_PACKED_BYTES] = saved;
+                /* The largest 42-bit count of seconds is past the year 9999. */
+                memset(created + 1, 0xbf, 6);
+                TAP_EQ_INT(cn_kube_text_decode(text, n, &o), -EBADMSG, "a packed timestamp past 9999");
+        }
 }
 
 static void test_hostile(void) {
@@ -331,6 +445,7 @@ int main(void) {
         test_stable();
         test_text_codec();
         test_text_codec_utf8();
+        test_text_codec_packed();
         test_hostile();
         test_plain_name();
         return tap_done();
