@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Filtered parsing: members kept, dropped, narrowed; arrays filtered element by element; "*" and
  * included filters; structure (brackets, strings) checked in dropped parts too. */
+#include "buf.h"
 #include "json-filter.h"
 #include "json-util.h"
 #include "tap.h"
@@ -116,7 +117,8 @@ static void check_strings(void) {
  * backslash escapes the byte after it), brackets, and for the skip of a dropped value the bytes
  * allowed between them. */
 static bool ref_plain(char c) {
-        return strchr(" \t\n\r,:+-.", c) || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+        return (c && strchr(" \t\n\r,:+-.", c)) || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+               (c >= 'a' && c <= 'z');
 }
 
 /* Where the object or array at text[0] ends (one past its last byte), or 0 when skip_value() must
@@ -177,156 +179,123 @@ static size_t ref_scan(const char *text, size_t n) {
 
 /* A random value: nested objects and arrays, strings of up to 150 bytes with runs of backslashes
  * and escaped quotes (so both fall on every position of the string scan's 16-byte blocks and
- * across their edges), literals. */
-typedef struct Text {
-        char *p;
-        size_t n, cap;
-} Text;
-
-static void put(Text *t, const char *s, size_t n) {
-        if (t->n + n + 1 > t->cap) {
-                t->cap = (t->n + n + 1) * 2;
-                t->p = realloc(t->p, t->cap);
-                assert(t->p);
-        }
-        memcpy(t->p + t->n, s, n);
-        t->n += n;
-        t->p[t->n] = 0;
-}
-
-static void random_value(Text *t, unsigned depth) {
+ * across their edges), literals. Returns false when the buffer refused a byte. */
+static bool random_value(CnBuf *b, unsigned depth) {
         static const char *const literals[] = { "0", "-12.5e+3", "true", "false", "null", "1234567" };
         unsigned k = (unsigned) random() % (depth > 6 ? 3 : 5);
+        bool ok = true;
 
-        if (k == 0) {
-                const char *l = literals[random() % ELEMENTSOF(literals)];
-
-                put(t, l, strlen(l));
-        } else if (k <= 2) {
+        if (k == 0)
+                return cn_buf_add_str(b, literals[random() % ELEMENTSOF(literals)]) >= 0;
+        if (k <= 2) {
                 size_t len = (size_t) random() % 150;
 
-                put(t, "\"", 1);
-                for (size_t i = 0; i < len; i++) {
+                ok = cn_buf_add_char(b, '"') >= 0;
+                for (size_t i = 0; ok && i < len; i++) {
                         long r = random() % 16;
 
-                        if (r == 0) {
-                                /* a run of 1 to 5 escaped backslashes */
-                                for (long j = random() % 5; j >= 0; j--)
-                                        put(t, "\\\\", 2);
-                        } else if (r == 1)
-                                put(t, "\\\"", 2);
+                        if (r == 0) /* a run of 1 to 5 escaped backslashes */
+                                for (long j = random() % 5; ok && j >= 0; j--)
+                                        ok = cn_buf_add_str(b, "\\\\") >= 0;
+                        else if (r == 1)
+                                ok = cn_buf_add_str(b, "\\\"") >= 0;
                         else if (r == 2)
-                                put(t, "{}[],:", 1 + (size_t) random() % 6);
-                        else {
-                                char c = (char) ('a' + random() % 26);
-
-                                put(t, &c, 1);
-                        }
+                                ok = cn_buf_add(b, "{}[],:", 1 + (size_t) random() % 6) >= 0;
+                        else
+                                ok = cn_buf_add_char(b, (char) ('a' + random() % 26)) >= 0;
                 }
-                put(t, "\"", 1);
-        } else {
-                bool object = k == 3;
-                unsigned members = (unsigned) random() % 6;
-
-                put(t, object ? "{" : "[", 1);
-                for (unsigned i = 0; i < members; i++) {
-                        if (i > 0)
-                                put(t, ",", 1);
-                        if (object) {
-                                put(t, "\"k\\\"", 4);
-                                put(t, "ey\":", 4);
-                        }
-                        random_value(t, depth + 1);
-                }
-                put(t, object ? "}" : "]", 1);
+                return ok && cn_buf_add_char(b, '"') >= 0;
         }
+        ok = cn_buf_add_char(b, k == 3 ? '{' : '[') >= 0;
+        for (unsigned i = 0, members = (unsigned) random() % 6; ok && i < members; i++)
+                ok = (i == 0 || cn_buf_add_char(b, ',') >= 0) &&
+                     (k != 3 || cn_buf_add_str(b, "\"k\\\"ey\":") >= 0) && random_value(b, depth + 1);
+        return ok && cn_buf_add_char(b, k == 3 ? '}' : ']') >= 0;
 }
 
-/* Random documents, whole and with one byte changed, deleted or inserted (a backslash, a quote,
- * a bracket, a stray byte): the filter drops the value exactly where the byte-by-byte scan ends
- * it (and rejects what it rejects), and the boundary scan, fed in random chunks, ends it where
- * the byte-by-byte scan does. */
+/* Random documents {"skip":V,"metadata":{"name":"x"}}, V whole or with one byte changed, deleted
+ * or inserted (a backslash, a quote, a bracket, a stray byte): the filter drops V exactly where
+ * the byte-by-byte scan ends it (and rejects what it rejects), and the boundary scan, fed in
+ * random chunks, ends the document where the byte-by-byte scan does. */
 static void check_random(void) {
-        static const char *const suffix = ",\"metadata\":{\"name\":\"x\"}}";
+        static const char prefix[] = "{\"skip\":", suffix[] = ",\"metadata\":{\"name\":\"x\"}}";
         static const char mutations[] = "\\\"{}[]@\001 ,:";
-        size_t docs = 0, filter_wrong = 0, scan_wrong = 0, rejected = 0, long_docs = 0;
+        size_t docs = 0, filter_wrong = 0, scan_wrong = 0, rejected = 0, long_docs = 0, broken = 0;
+        _cleanup_buf_ CnBuf v = CN_BUF_INIT(1 << 20), doc = CN_BUF_INIT(1 << 20);
 
         srandom(25);
         for (unsigned iter = 0; iter < 6000; iter++) {
-                Text v = {}, doc = {};
-                size_t end, want_end;
+                const char *value;
+                size_t at, cut = 0, n, end, want_end;
+                char c = 0;
 
-                put(&v, "[", 1);
-                random_value(&v, 1);
-                put(&v, "]", 1);
-                if (iter % 2) {
-                        size_t at = 1 + (size_t) random() % (v.n - 1);
-                        char c = mutations[random() % (sizeof(mutations) - 1)];
-
-                        switch (random() % 3) {
-                        case 0:
-                                v.p[at] = c;
-                                break;
-                        case 1:
-                                memmove(v.p + at, v.p + at + 1, v.n - at);
-                                v.n--;
-                                break;
-                        default:
-                                put(&v, " ", 1);
-                                memmove(v.p + at + 1, v.p + at, v.n - at - 1);
-                                v.p[at] = c;
-                        }
+                cn_buf_reset(&v);
+                cn_buf_reset(&doc);
+                if (cn_buf_add_char(&v, '[') < 0 || !random_value(&v, 1) || cn_buf_add_char(&v, ']') < 0) {
+                        broken++;
+                        continue;
                 }
-                long_docs += v.n > 128;
-                put(&doc, "{\"skip\":", 8);
-                put(&doc, v.p, v.n);
-                put(&doc, suffix, strlen(suffix));
+                /* The mutation: the bytes before at, then c (none when 0), then those after cut. */
+                at = cn_buf_len(&v);
+                if (iter % 2) {
+                        long how = random() % 3;
+
+                        at = 1 + (size_t) random() % (cn_buf_len(&v) - 1);
+                        c = mutations[random() % (sizeof(mutations) - 1)];
+                        cut = how == 2 ? 0 : 1; /* 0: change, 1: delete, 2: insert */
+                        if (how == 1)
+                                c = 0;
+                }
+                if (cn_buf_add_str(&doc, prefix) < 0 || cn_buf_add(&doc, cn_buf_str(&v), at) < 0 ||
+                    (c && cn_buf_add_char(&doc, c) < 0) ||
+                    cn_buf_add(&doc, cn_buf_str(&v) + at + cut, cn_buf_len(&v) - at - cut) < 0 ||
+                    cn_buf_add_str(&doc, suffix) < 0) {
+                        broken++;
+                        continue;
+                }
+                value = cn_buf_str(&doc) + strlen(prefix);
+                n = cn_buf_len(&doc) - strlen(prefix) - strlen(suffix);
+                long_docs += n > 128;
                 docs++;
 
                 /* The filter against the reference skip of the dropped value. */
-                end = ref_skip(v.p, v.n);
+                end = ref_skip(value, n);
                 {
                         _cleanup_free_ char *out = NULL;
-                        size_t n = 0;
-                        int r = cn_json_filter_text(doc.p, doc.n, node, &out, &n);
+                        int r = cn_json_filter_text(cn_buf_str(&doc), cn_buf_len(&doc), node, &out, NULL);
 
                         if (end == 0) {
                                 rejected++;
                                 if (r != -EBADMSG)
                                         filter_wrong++;
-                        } else if (end == v.n) {
-                                if (r < 0 || !streq(out, "{\"metadata\":{\"name\":\"x\"}}"))
-                                        filter_wrong++;
-                        }
+                        } else if (end == n && (r < 0 || !streq(out, "{\"metadata\":{\"name\":\"x\"}}")))
+                                filter_wrong++;
                         /* else the value ends early and the rest decides: not compared */
                 }
 
                 /* The boundary scan against the reference, in random chunks. */
-                want_end = ref_scan(doc.p, doc.n);
+                want_end = ref_scan(cn_buf_str(&doc), cn_buf_len(&doc));
                 {
                         CnJsonValueScan scan = {};
-                        size_t at = 0, got = 0;
+                        size_t pos = 0, got = 0;
                         bool done = false;
 
-                        while (!done && at < doc.n) {
+                        while (!done && pos < cn_buf_len(&doc)) {
                                 size_t k = 1 + (size_t) random() % 200, used;
 
-                                k = MIN(k, doc.n - at);
-
-                                used = cn_json_value_scan(&scan, doc.p + at, k, &done);
+                                k = MIN(k, cn_buf_len(&doc) - pos);
+                                used = cn_json_value_scan(&scan, cn_buf_str(&doc) + pos, k, &done);
                                 if (done)
-                                        got = at + used;
+                                        got = pos + used;
                                 else if (used != k)
                                         scan_wrong++;
-                                at += k;
+                                pos += k;
                         }
                         if (got != want_end)
                                 scan_wrong++;
                 }
-                free(v.p);
-                free(doc.p);
         }
-        TAP_OK(docs == 6000 && long_docs > 1000 && rejected > 500,
+        TAP_OK(docs == 6000 && broken == 0 && long_docs > 1000 && rejected > 500,
                "%zu random documents, %zu longer than 128 bytes, %zu with a dropped value to reject", docs, long_docs,
                rejected);
         TAP_EQ_INT(filter_wrong, 0, "the filter drops or rejects each as the byte-by-byte scan does");
