@@ -4,7 +4,10 @@
  * A cluster asks the cloud for its failure domains once per generation and controller run (they
  * change rarely; a restart or a spec change asks again); every pass after that only compares the
  * status it would write with the live one, so an idle cluster costs no API call. Retryable cloud
- * errors come back through one backoff timer; terminal ones wait for a spec change.
+ * errors come back after the cluster's own backoff (one timer, armed for the cluster due first):
+ * another cluster's failures do not delay its recovery, and the passes other events bring in the
+ * meantime leave the cloud alone (a spec change does not wait); terminal ones wait for a spec
+ * change.
  *
  * A cluster with spec.controlPlaneLoadBalancer gets its load balancer first, looked up (or created)
  * once per controller run by the CloudnodeCluster's UID, and its address as
@@ -54,7 +57,6 @@ struct ClusterController {
         /* the Cluster and CloudnodeMachine informers are shared and outlive us */
         uint64_t infra_clusters_handlers, clusters_handlers, infra_machines_handlers;
         sd_event_source *reconcile_source, *retry_source, *publish_source;
-        CnBackoff backoff;
         bool leading;
         ClusterState *states;
 };
@@ -77,6 +79,10 @@ struct ClusterState {
          * live object has it (a conditional write that met a newer resourceVersion is lost). */
         bool published_ok;
         char *published_reason, *published_message;
+        CnBackoff backoff;            /* of its retryable failures since its last success */
+        usec_t retry_at;              /* CLOCK_MONOTONIC when its retry is due; 0: none */
+        bool cloud_backoff;           /* retry_at is after a cloud failure of backoff_generation */
+        int64_t backoff_generation;
         bool seen;
 };
 
@@ -112,6 +118,7 @@ static ClusterState *state_get(ClusterController *cc, const char *ns, const char
                 return NULL;
         s->cc = cc;
         s->generation = s->failed_generation = -1;
+        cn_backoff_init(&s->backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
         s->namespace = strdup(ns);
         s->name = strdup(name);
         if (!s->namespace || !s->name)
@@ -121,9 +128,56 @@ static ClusterState *state_get(ClusterController *cc, const char *ns, const char
         return s;
 }
 
-static void retry_later(ClusterController *cc, usec_t min_delay) {
-        (void) sd_event_source_set_time_relative(cc->retry_source, cn_backoff_next(&cc->backoff, min_delay));
+/* The retry timer armed for the cluster whose retry is due first (off when none waits). */
+static void arm_retry(ClusterController *cc) {
+        usec_t at = USEC_INFINITY;
+
+        for (ClusterState *s = cc->states; s; s = s->next)
+                if (s->retry_at > 0)
+                        at = MIN(at, s->retry_at);
+        if (at == USEC_INFINITY) {
+                (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time(cc->retry_source, at);
         (void) sd_event_source_set_enabled(cc->retry_source, SD_EVENT_ONESHOT);
+}
+
+/* When s's next backoff delay (at least min_delay, a server's Retry-After) ends. */
+static usec_t next_retry(ClusterState *s, usec_t min_delay) {
+        return MAX(cn_usec_add(cn_now(CLOCK_MONOTONIC), cn_backoff_next(&s->backoff, min_delay)), 1U);
+}
+
+/* Another pass after s's next backoff delay; a retry already due sooner stays. */
+static void retry_later(ClusterState *s, usec_t min_delay) {
+        usec_t at = next_retry(s, min_delay);
+
+        if (s->retry_at == 0 || at < s->retry_at)
+                s->retry_at = at;
+        arm_retry(s->cc);
+}
+
+static int64_t generation_of(json_object *cnc);
+
+/* A retryable cloud failure of s: asked again after its backoff (the cloud's Retry-After
+ * included), not by the passes before. */
+static void cloud_retry_later(ClusterState *s, json_object *cnc, usec_t min_delay) {
+        s->retry_at = next_retry(s, min_delay);
+        s->cloud_backoff = true;
+        s->backoff_generation = generation_of(cnc);
+        arm_retry(s->cc);
+}
+
+/* Whether the cloud failed s for this generation and s's backoff has not run out yet. */
+static bool cloud_backing_off(ClusterState *s, json_object *cnc) {
+        return s->cloud_backoff && s->retry_at > cn_now(CLOCK_MONOTONIC) &&
+               s->backoff_generation == generation_of(cnc);
+}
+
+/* A cloud call of s that succeeded: its backoff starts again. */
+static void cloud_succeeded(ClusterState *s) {
+        cn_backoff_reset(&s->backoff);
+        s->cloud_backoff = false;
 }
 
 static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
@@ -178,7 +232,7 @@ static void cloud_failed(ClusterState *s, json_object *cnc, const CnProviderResu
                 log_info("CloudnodeCluster %s/%s: %s failed, retrying: %s", s->namespace, s->name, what,
                          strna(res->message));
                 (void) write_status(s, cnc, NULL, false, "CloudUnavailable", res->message);
-                retry_later(cc, res->retry_after);
+                cloud_retry_later(s, cnc, res->retry_after);
                 return;
         }
         /* Several load balancers with the cluster's UID: a human decides which one is the
@@ -216,7 +270,7 @@ static void on_failure_domains(CnProvider *p, const CnProviderResult *res, json_
         json_object_put(s->failure_domains);
         s->failure_domains = json_object_get(list);
         s->generation = generation_of(cnc);
-        cn_backoff_reset(&cc->backoff);
+        cloud_succeeded(s);
         (void) write_status(s, cnc, s->failure_domains, false, NULL, NULL);
         /* Events that came while the call was in flight were passed over: a status that does not
          * change (one copied by clusterctl move) brings no event of its own. */
@@ -257,7 +311,7 @@ static void on_load_balancer(CnProvider *p, const CnProviderResult *res, json_ob
         }
         json_object_put(s->load_balancer);
         s->load_balancer = json_object_get(view);
-        cn_backoff_reset(&s->cc->backoff);
+        cloud_succeeded(s);
         schedule(s->cc);
 }
 
@@ -270,11 +324,11 @@ static void on_load_balancer_cleanup(CnProvider *p, const CnProviderResult *res,
         if (res->error < 0) {
                 log_info("CloudnodeCluster %s/%s: deleting the control-plane load balancer failed, retrying: %s",
                          s->namespace, s->name, strna(res->message));
-                retry_later(s->cc, res->retry_after);
+                cloud_retry_later(s, cnc, res->retry_after);
                 return;
         }
         if (!done) {
-                retry_later(s->cc, 0);
+                retry_later(s, 0);
                 return;
         }
         log_info("CloudnodeCluster %s/%s: control-plane load balancer gone, removing the finalizer", s->namespace,
@@ -294,7 +348,7 @@ static int cluster_provider(ClusterState *s, json_object *cnc, CnProvider **ret)
                                     &p, &why);
         if (r < 0) {
                 (void) write_status(s, cnc, NULL, false, "CredentialsUnavailable", why);
-                retry_later(s->cc, 0);
+                retry_later(s, 0);
                 return r;
         }
         if (r == 0)
@@ -364,7 +418,7 @@ static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_ob
                                      CN_KUBE_PATCH_MERGE, patch, on_written, NULL, NULL);
                 return true;
         }
-        if (s->failed_generation == generation_of(cnc))
+        if (s->failed_generation == generation_of(cnc) || cloud_backing_off(s, cnc))
                 return true;
         r = cluster_provider(s, cnc, &p);
         if (r <= 0)
@@ -387,7 +441,7 @@ static bool ensure_load_balancer(ClusterController *cc, ClusterState *s, json_ob
         } else if (r < 0) {
                 log_warning_errno(r, "CloudnodeCluster %s/%s: cannot ask for the load balancer: %m", s->namespace,
                                   s->name);
-                retry_later(cc, 0);
+                retry_later(s, 0);
         }
         return true;
 }
@@ -406,6 +460,8 @@ static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *
                 (void) patch_finalizers(s, cnc, false);
                 return;
         }
+        if (cloud_backing_off(s, cnc))
+                return;
         r = cluster_provider(s, cnc, &p);
         if (r <= 0)
                 return;
@@ -413,7 +469,7 @@ static void delete_cluster(ClusterController *cc, ClusterState *s, json_object *
         if (r == -EOPNOTSUPP)
                 (void) patch_finalizers(s, cnc, false);
         else if (r < 0)
-                retry_later(cc, 0);
+                retry_later(s, 0);
 }
 
 /* ---- the workload cluster's cloud config ---- */
@@ -492,7 +548,7 @@ static void publish_refused(ClusterState *s, const CnKubeResult *result, const c
         }
         log_info("CloudnodeCluster %s/%s: cannot %s the cloud config Secret, retrying: %s", s->namespace, s->name,
                  what, strna(result->message));
-        retry_later(s->cc, 0);
+        retry_later(s, 0);
 }
 
 static void on_secret_written(CnKubeClient *c, const CnKubeResult *result, void *userdata) {
@@ -544,7 +600,7 @@ static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdat
                 r = cn_kube_create(s->cc->client, &cn_kube_resource_secrets, s->namespace, want, on_secret_written, s,
                                    &s->secret_request);
                 if (r < 0)
-                        retry_later(s->cc, 0);
+                        retry_later(s, 0);
                 return;
         }
         if (!cn_cloud_config_secret_is_ours(result->object, cn_json_string(cnc, "metadata", "uid", NULL))) {
@@ -570,7 +626,7 @@ static void on_secret(CnKubeClient *c, const CnKubeResult *result, void *userdat
                                                  "the cloud config Secret has another type; delete it to have it "
                                                  "made again");
         else if (r < 0)
-                retry_later(s->cc, 0);
+                retry_later(s, 0);
 }
 
 /* Once provisioned: the Secret, read and written only when what it should hold differs from what
@@ -607,7 +663,7 @@ static void publish_cloud_config(ClusterController *cc, ClusterState *s, json_ob
         r = cn_kube_get(cc->client, &cn_kube_resource_secrets, s->namespace, cn_json_string(want, "metadata", "name", NULL),
                         NULL, on_secret, s, &s->secret_request);
         if (r < 0)
-                retry_later(cc, 0);
+                retry_later(s, 0);
 }
 
 static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, json_object *cluster) {
@@ -632,7 +688,7 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, 
                 publish_cloud_config(cc, s, cnc);
                 return;
         }
-        if (s->failed_generation == g)
+        if (s->failed_generation == g || cloud_backing_off(s, cnc))
                 return;
         r = cluster_provider(s, cnc, &p);
         if (r <= 0)
@@ -646,7 +702,7 @@ static void provision(ClusterController *cc, ClusterState *s, json_object *cnc, 
         } else if (r < 0) {
                 log_warning_errno(r, "CloudnodeCluster %s/%s: cannot ask for failure domains: %m", s->namespace,
                                   s->name);
-                retry_later(cc, 0);
+                retry_later(s, 0);
         }
 }
 
@@ -726,7 +782,15 @@ static void on_credentials(void *userdata) {
 }
 
 static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
-        schedule(userdata);
+        ClusterController *cc = ASSERT_PTR(userdata);
+        usec_t now = cn_now(CLOCK_MONOTONIC);
+
+        /* The pass retries every cluster; those due by now are no longer waiting. */
+        for (ClusterState *s = cc->states; s; s = s->next)
+                if (s->retry_at > 0 && s->retry_at <= now)
+                        s->retry_at = 0;
+        arm_retry(cc);
+        schedule(cc);
         return 0;
 }
 
@@ -742,7 +806,6 @@ int cluster_controller_new(sd_event *e, CnKubeClient *client, CnKubeEventRecorde
         cc->client = client;
         cc->recorder = recorder;
         cc->mc = mc;
-        cn_backoff_init(&cc->backoff, RETRY_BASE_USEC, RETRY_CAP_USEC);
         r = sd_event_add_defer(e, &cc->reconcile_source, on_reconcile_all, cc);
         if (r < 0)
                 return r;

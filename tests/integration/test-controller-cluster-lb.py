@@ -20,6 +20,7 @@ after the cluster's deletion (cascade) while another cluster's load balancer of 
 stays. For each cloud: a load balancer whose spec member was removed stays while the cluster lives
 and goes with it; one of a cluster moved by clusterctl and deleted before the controller relabelled
 it is deleted all the same."""
+import calendar
 import os
 import shutil
 import sys
@@ -379,6 +380,47 @@ def test_several_carry_the_uid(t, env):
     env.k.api("DELETE", CNC + "/lb7")
 
 
+def lists_of(env, uid, mark):
+    """The controller's lookups of the load balancer with the cluster's UID since mark, with the
+    times the cloud logged them (seconds)."""
+    out = []
+    for r in env.c.requests()[mark:]:
+        if r.get("method") == "GET" and r.get("path", "").startswith("/v1/load_balancers?") and uid in r["path"]:
+            stamp = time.strptime(r["time"][:19], "%Y-%m-%dT%H:%M:%S")
+            out.append(calendar.timegm(stamp) + int(r["time"][20:23]) / 1000.0)
+    return out
+
+
+def test_cloud_backoff(t, env):
+    """A cloud that is down is asked again after the cluster's backoff (here the Retry-After it
+    sent), not on each event that comes meanwhile; once it is back, the cluster is provisioned
+    promptly although another cluster failed beside it."""
+    c = env.cluster("lb9")
+    env.c.fail({"method": "GET", "path": "^/v1/load_balancers[?]", "status": 503, "headers": {"Retry-After": "4"}})
+    ctl = hetzner(env)
+    try:
+        mark = len(env.c.requests())
+        uid = make_cnc(env, "lb9", c, {"provider": "hetzner", "controlPlaneLoadBalancer": {}})["metadata"]["uid"]
+        t.ok(wait_for(lambda: condition(env.obj(CNC, "lb9"), "Ready") == "CloudUnavailable", 30),
+             "the cloud is down: CloudUnavailable", ctl.output()[-1500:])
+        first = (lists_of(env, uid, mark) or [0])[0]
+        # Events on the cluster within the Retry-After: each brings a pass, none asks the cloud.
+        for i in range(5):
+            env.k.api("PATCH", CNC + "/lb9", {"metadata": {"annotations": {"example.com/poke": str(i)}}}, MERGE)
+            time.sleep(0.3)
+        t.ok(wait_for(lambda: len(lists_of(env, uid, mark)) >= 2, 30), "asked again after the Retry-After",
+             ctl.output()[-1500:])
+        times = lists_of(env, uid, mark)
+        t.ok(len(times) >= 2 and times[1] - first >= 3.9, "not before it, events or not",
+             ["%.3f" % (x - first) for x in times])
+        env.c.clear_faults()
+        o = wait_for(lambda: provisioned(env, "lb9"), 30)
+        t.ok(o, "provisioned soon after the cloud is back", ctl.output()[-1500:])
+    finally:
+        ctl.stop()
+        env.c.clear_faults()
+
+
 def test_garbage_answer(t, env):
     c = env.cluster("lb4")
     env.c.fail({"method": "GET", "path": "^/v1/load_balancers", "status": 200,
@@ -691,6 +733,7 @@ def main():
             t.run(test_refused_type, env)
             t.run(test_several_carry_the_uid, env)
             t.run(test_garbage_answer, env)
+            t.run(test_cloud_backoff, env)
         t.run(test_openstack_floating_ip, tmp)
         with machine_env(os.path.join(tmp, "openstack-move"), provider="openstack") as env:
             t.run(test_moved, env, floating_ips, fip_creates, "os3",
