@@ -61,7 +61,9 @@ int manager_setup(Manager *m) {
                 log_error_errno(r, "Invalid node config: %s", error ?: strerror(-r));
                 return -EINVAL;
         }
-        r = sd_event_default(&m->event);
+        /* A loop of our own, not sd_event_default(): libsystemd checks the default loop's thread
+         * with a gettid() system call on every iteration. */
+        r = sd_event_new(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate event loop: %m");
         /* SIGTERM and SIGINT end the loop cleanly with 0; SIGHUP reloads (daemon mode). */

@@ -262,7 +262,9 @@ int manager_setup(Manager *m) {
         r = cn_kube_config_load_default(m->options.kubeconfig, NULL, &config, &err);
         if (r < 0)
                 return log_error_errno(r, "Failed to load the kubeconfig: %s", strna(err));
-        r = sd_event_default(&m->event);
+        /* A loop of our own, not sd_event_default(): libsystemd checks the default loop's thread
+         * with a gettid() system call on every iteration. */
+        r = sd_event_new(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
         /* SIGHUP is ignored: the controller reads everything it needs from the cluster. */

@@ -247,7 +247,9 @@ int manager_setup(Manager *m) {
         Config *c = m->config;
         int r;
 
-        r = sd_event_default(&m->event);
+        /* A loop of our own, not sd_event_default(): libsystemd checks the default loop's thread
+         * with a gettid() system call on every iteration. */
+        r = sd_event_new(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
         r = cn_event_setup_daemon(m->event, on_sigterm, on_sighup, m);
