@@ -411,7 +411,9 @@ def test_cloud_backoff(t, env):
         t.ok(wait_for(lambda: len(lists_of(env, uid, mark)) >= 2, 30), "asked again after the Retry-After",
              ctl.output()[-1500:])
         times = lists_of(env, uid, mark)
-        t.ok(len(times) >= 2 and times[1] - first >= 3.9, "not before it, events or not",
+        # 4 s or more between the two as the cloud logged them; 3 s is far from the hundredths of
+        # a second between lookups that retries on each event make.
+        t.ok(len(times) >= 2 and times[1] - first >= 3.0, "not before it, events or not",
              ["%.3f" % (x - first) for x in times])
         env.c.clear_faults()
         o = wait_for(lambda: provisioned(env, "lb9"), 30)
