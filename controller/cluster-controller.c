@@ -128,6 +128,13 @@ static ClusterState *state_get(ClusterController *cc, const char *ns, const char
         return s;
 }
 
+static int64_t generation_of(json_object *cnc) {
+        int64_t g = 0;
+
+        (void) cn_json_get_int64(cnc, &g, "metadata", "generation", NULL);
+        return g;
+}
+
 /* The retry timer armed for the cluster whose retry is due first (off when none waits). */
 static void arm_retry(ClusterController *cc) {
         usec_t at = USEC_INFINITY;
@@ -157,8 +164,6 @@ static void retry_later(ClusterState *s, usec_t min_delay) {
         arm_retry(s->cc);
 }
 
-static int64_t generation_of(json_object *cnc);
-
 /* A retryable cloud failure of s: asked again after its backoff (the cloud's Retry-After
  * included), not by the passes before. */
 static void cloud_retry_later(ClusterState *s, json_object *cnc, usec_t min_delay) {
@@ -184,13 +189,6 @@ static void on_written(CnKubeClient *c, const CnKubeResult *result, void *userda
         if (result->error < 0)
                 log_debug_errno(result->error, "CloudnodeCluster write failed, the next event retries: %s",
                                 strna(result->message));
-}
-
-static int64_t generation_of(json_object *cnc) {
-        int64_t g = 0;
-
-        (void) cn_json_get_int64(cnc, &g, "metadata", "generation", NULL);
-        return g;
 }
 
 static int write_status(ClusterState *s, json_object *cnc, json_object *failure_domains, bool paused,
