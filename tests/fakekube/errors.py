@@ -88,9 +88,8 @@ def unsupported_media(ctype):
                     'accepted media types include: application/json, application/yaml')
 
 
-def not_acceptable():
-    return ApiError(406, "NotAcceptable",
-                    "only the following media types are accepted: application/json, application/yaml")
+def not_acceptable(types=("application/json", "application/yaml")):
+    return ApiError(406, "NotAcceptable", "only the following media types are accepted: " + ", ".join(types))
 
 
 def gone(message):

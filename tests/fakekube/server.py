@@ -32,6 +32,66 @@ MAX_BODY = 3 * 1024 * 1024
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json", "application/apply-patch+yaml")
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def accept_clauses(header):
+    """The clauses (type, subtype, q, params) of an Accept header in the order the real server
+    tries them: goautoneg.ParseAccept's parsing, and its sort (higher q first, and a clause without
+    wildcards before one with) done as Go's sort does short slices, by insertion."""
+    out = []
+    for part in header.split(","):
+        part = part.strip(" ")
+        mtype, _, rest = part.partition(";")
+        t, slash, sub = mtype.partition("/")
+        t = t.strip(" ")
+        if not slash:
+            if t != "*":
+                continue
+            sub = "*"
+        elif "/" in sub:
+            continue
+        q, params = 1.0, {}
+        for p in rest.split(";") if rest else []:
+            k, eq, v = p.partition("=")
+            if not eq or "=" in v:
+                continue
+            k = k.strip(" ")
+            if k == "q":
+                try:
+                    q = float(v)
+                except ValueError:
+                    q = 0.0
+            else:
+                params[k] = v.strip(" ")
+        out.append((t, sub.strip(" "), q, params))
+
+    def less(a, b):
+        return a[2] > b[2] or (a[0] != "*" and b[0] == "*") or (a[1] != "*" and b[1] == "*")
+    for i in range(1, len(out)):
+        j = i
+        while j > 0 and less(out[j], out[j - 1]):
+            out[j], out[j - 1] = out[j - 1], out[j]
+            j -= 1
+    return out
+
+
+def negotiate(header, protobuf=True):
+    """(media type, params) of the answer to this Accept header as the real server picks it from
+    JSON, YAML and, for built-in kinds (protobuf=True), the Kubernetes protobuf encoding; None when
+    nothing offered is acceptable (406). `*/*` and `application/*` get JSON, an empty header too."""
+    offered = ["application/json", "application/yaml"] + ([PROTOBUF] if protobuf else [])
+    if not header:
+        return offered[0], {}
+    for t, sub, _, params in accept_clauses(header):
+        for mt in offered:
+            mt_t, mt_sub = mt.split("/")
+            if not ((t == mt_t and sub in (mt_sub, "*")) or (t == "*" and sub == "*")):
+                continue
+            if params.get("stream") and (params["stream"] != "watch" or mt == "application/yaml"):
+                continue  # no such stream form of this type
+            return mt, params
+    return None
 
 
 def _yaml():
@@ -618,6 +678,14 @@ class Handler(BaseHTTPRequestHandler):
         raise _ResponseDropped("response dropped by fault %s" % rule.get("id"))
 
     def send_obj(self, code, obj, headers=None):
+        if self.want_proto and (self.proto_objects or isinstance(obj, dict) and obj.get("kind") == "Status"):
+            try:
+                data = proto.encode_object(obj)
+            except (ValueError, TypeError):
+                data = None  # a stored object its type cannot hold: JSON, which the client accepts too
+            if data is not None:
+                self.send_body(code, data, PROTOBUF, headers)
+                return
         if self.want_yaml and _yaml() is not None:
             self.send_body(code, _yaml().safe_dump(obj, sort_keys=False).encode(), "application/yaml", headers)
             return
@@ -636,6 +704,8 @@ class Handler(BaseHTTPRequestHandler):
         self.audit_id = str(uuid.uuid4())
         self.code = 0
         self.want_yaml = False
+        self.want_proto = False
+        self.proto_objects = True
         self.watch_events = None
         self.drop_response = None
         self.body_fault = None
@@ -644,6 +714,9 @@ class Handler(BaseHTTPRequestHandler):
         path = u.path or "/"
         query = parse_qs(u.query, keep_blank_values=True)
         info = request_info(method, path, query)
+        if info.resource_request:
+            # As the real server, errors (401, 403, ...) are answered in the negotiated encoding too.
+            self.want_proto = self.protobuf_negotiated()
         user, groups = None, []
         injected = None
         try:
@@ -660,7 +733,8 @@ class Handler(BaseHTTPRequestHandler):
             REQ.ident = ident
             accept = self.headers.get("Accept") or ""
             if accept and not any(a in accept for a in ("application/json", "*/*", "application/*",
-                                                         "application/yaml", "text/plain")):
+                                                         "application/yaml", "text/plain")
+                                  + ((PROTOBUF,) if info.resource_request else ())):
                 if info.resource_request or path.startswith("/api"):
                     raise errors.not_acceptable()
             if "application/yaml" in accept and "application/json" not in accept:
@@ -918,6 +992,12 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.path_not_found()
         if info.subresource and info.subresource not in rt.sub:
             raise errors.path_not_found()
+        if rt.crd is not None or proto.message_name(rt.api_version(info.version), rt.kind) is None:
+            # Custom resources have no protobuf encoding: they answer JSON or YAML when accepted, else
+            # 406; as on the real server, Status answers (errors) stay protobuf.
+            self.proto_objects = False
+            if self.want_proto and negotiate(self.headers.get("Accept") or "", protobuf=False) is None:
+                raise errors.not_acceptable(("application/json", "application/yaml", PROTOBUF))
         ns = info.namespace if rt.namespaced else ""
         if rt.namespaced is False and info.namespace and rt.key != ("", "namespaces"):
             raise errors.path_not_found()
@@ -1108,6 +1188,12 @@ class Handler(BaseHTTPRequestHandler):
             out["status"]["reason"] = reason
         return out
 
+    def protobuf_negotiated(self):
+        """Whether the Accept header picks the protobuf encoding (not a conversion such as
+        as=Table, which keeps its own handling)."""
+        n = negotiate(self.headers.get("Accept") or "")
+        return n is not None and n[0] == PROTOBUF and not set(n[1]) & {"as", "g", "v"}
+
     def wants_table(self):
         """The first acceptable media type decides, as in the real server's negotiation."""
         for part in (self.headers.get("Accept") or "").split(","):
@@ -1157,8 +1243,15 @@ class Handler(BaseHTTPRequestHandler):
     # --- watch -------------------------------------------------------------------------------
 
     def chunk(self, data):
+        # One write per chunk: a protobuf frame goes out whole with its chunk header.
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
+
+    def watch_event(self, etype, obj):
+        """One event of the stream: a JSON line, or a length-prefixed protobuf WatchEvent."""
+        if self.want_proto:
+            return proto.watch_frame(etype, obj)
+        return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
     def do_watch(self, rt, info, q, v):
         st = self.st
@@ -1212,7 +1305,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Audit-Id", self.audit_id)
         self.send_header("Cache-Control", "no-cache, private")
-        self.send_header("Content-Type", "application/json")
+        self.want_proto = self.want_proto and self.proto_objects
+        self.send_header("Content-Type", PROTOBUF + ";stream=watch" if self.want_proto else "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.code = 200
@@ -1221,7 +1315,8 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         try:
             if err is not None:
-                self.chunk(json.dumps({"type": "ERROR", "object": err.status()}).encode() + b"\n")
+                self.chunk(proto.watch_frame("ERROR", err.status()) if self.want_proto else
+                           json.dumps({"type": "ERROR", "object": err.status()}).encode() + b"\n")
                 self.chunk(b"")
                 return
             deadline = time.monotonic() + timeout
@@ -1231,8 +1326,7 @@ class Handler(BaseHTTPRequestHandler):
                 nonlocal sent
                 if close_after is not None and sent >= close_after:
                     raise _Closed()
-                self.chunk(json.dumps({"type": etype, "object": self.out(rt, obj, v)},
-                                      separators=(",", ":")).encode() + b"\n")
+                self.chunk(self.watch_event(etype, self.out(rt, obj, v)))
                 sent += 1
                 self.watch_events = sent
             for ch in initial:
@@ -1259,9 +1353,9 @@ class Handler(BaseHTTPRequestHandler):
                 if bookmarks and time.monotonic() >= next_bm:
                     brv = st.store.bookmark_rv(w)
                     if brv is not None:
-                        self.chunk(json.dumps({"type": "BOOKMARK", "object": {
+                        self.chunk(self.watch_event("BOOKMARK", {
                             "kind": rt.kind, "apiVersion": rt.api_version(v),
-                            "metadata": {"resourceVersion": str(brv)}}}, separators=(",", ":")).encode() + b"\n")
+                            "metadata": {"resourceVersion": str(brv)}}))
                         next_bm = time.monotonic() + interval
             self.chunk(b"")
         except _Closed:
