@@ -1315,8 +1315,7 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         try:
             if err is not None:
-                self.chunk(proto.watch_frame("ERROR", err.status()) if self.want_proto else
-                           json.dumps({"type": "ERROR", "object": err.status()}).encode() + b"\n")
+                self.chunk(self.watch_event("ERROR", err.status()))
                 self.chunk(b"")
                 return
             deadline = time.monotonic() + timeout
