@@ -165,8 +165,8 @@ static int substitute_containers(json_object *containers, const CnOperandConfig 
                  * CCMs pass it on as --cluster-name); cloudnode's own controllers name nothing in the
                  * cloud after the cluster, so nothing of the initializer reads it yet. */
                 r = set_env(ct, "OCP_INFRASTRUCTURE_NAME", c->infrastructure_name);
-                /* Both spellings: Go's net/http reads the upper case ones, curl the lower case
-                 * http_proxy; the initializer uses both libraries' conventions. */
+                /* Both spellings: Go's net/http reads the upper case ones, libcurl and our
+                 * HTTP client the lower case http_proxy (HTTPS_PROXY in either case). */
                 if (r >= 0)
                         r = set_env(ct, "HTTP_PROXY", c->http_proxy);
                 if (r >= 0)

@@ -267,8 +267,8 @@ int manager_setup(Manager *m) {
                 return log_error_errno(r, "Failed to set up the work queue: %m");
 
         /* In cluster mode up to --concurrent-node-syncs cloud calls run at once: each keeps its
-         * connection for the next, plus the few idle ones libcurl keeps by default for a
-         * provider's other hosts (an identity service, a second API). */
+         * connection for the next, plus the few idle ones the HTTP client keeps by default
+         * for a provider's other hosts (an identity service, a second API). */
         if (!c->node_name) {
                 r = cn_http_set_max_connections(m->http, c->concurrent_node_syncs + (unsigned) CN_HTTP_IDLE_CONNECTIONS_MAX);
                 if (r < 0)

@@ -117,9 +117,6 @@ def run(provider, n, flags, workdir, objects):
             if status != 201:
                 raise SystemExit("creating nodes: %s %s" % (status, out))
         conf, env = cloud_conf(provider, d, c, vm, ca)
-        # As the images and the systemd units start it: GnuTLS, loaded with libcurl but never
-        # used, does not initialise itself (Containerfile).
-        env = dict(env or {}, GNUTLS_NO_IMPLICIT_INIT="1")
         args = ["--kubeconfig=" + k.kubeconfig_for(CLUSTER_SA), "--cloud-provider=" + provider, "--cloud-config=" + conf,
                 "--leader-elect=false", "--controllers=cloud-node", "--bind-address=127.0.0.1"] + flags
         c.clear_requests()

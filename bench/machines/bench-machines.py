@@ -77,9 +77,6 @@ def detail(n, creqs, kreqs):
 
 def main():
     sizes = [int(x) for x in os.environ.get("BENCH_SIZES", "1 10 100 1000").split()]
-    # As the image and the systemd units start the controller: GnuTLS, loaded with libcurl but
-    # never used, does not initialise itself (Containerfile). The controllers inherit this.
-    os.environ["GNUTLS_NO_IMPLICIT_INIT"] = "1"
     providers = os.environ.get("BENCH_PROVIDERS", "hetzner proxmoxve").split()
     peer = ""
     if "--peer" in sys.argv[1:-1]:

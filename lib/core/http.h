@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* HTTP client: libcurl's multi socket API glued to sd-event. One CnHttp per event loop; requests
- * are submitted and complete through a callback, transfers never block the loop. TLS
- * verification is always on (there is no switch to turn it off). Response bodies are capped;
- * headers callers need (Retry-After, X-Subject-Token, RateLimit-*) are kept. Watch streams use
- * a data callback instead of the body buffer. CURLcode errors become negative errno at this
- * boundary, with curl's message available for debug logs.
+/* HTTP/1.1 client on sd-event, TLS through OpenSSL. One CnHttp per event loop; requests are
+ * submitted and complete through a callback, transfers never block the loop (host names are
+ * resolved in a thread). Connections are kept open and reused by requests with the same peer and
+ * TLS settings. TLS verification is always on (there is no switch to turn it off). Response bodies
+ * are capped; headers callers need (Retry-After, X-Subject-Token, RateLimit-*) are kept. Watch
+ * streams use a data callback instead of the body buffer. Failures are negative errno, with a
+ * message for debug logs. Proxies come from the environment as libcurl reads it (http_proxy,
+ * https_proxy or HTTPS_PROXY, all_proxy, no_proxy or NO_PROXY; http:// proxies, CONNECT for https).
  *
  * Lifetime: cn_http_request_new() returns a reference the caller owns; a submitted request keeps
  * itself alive until its completion callback has returned, so a caller may drop its reference right
@@ -23,8 +25,8 @@ typedef struct CnHttpRequest CnHttpRequest;
 #define CN_HTTP_DEFAULT_MAX_RESPONSE (16U * 1024U * 1024U)
 #define CN_HTTP_MAX_HEADER_BYTES (64U * 1024U)
 #define CN_HTTP_DEFAULT_CONNECT_TIMEOUT (10 * USEC_PER_SEC)
-/* Idle connections kept for reuse per CnHttp. libcurl's default grows with the number of requests
- * in flight, so a burst of parallel writes left that many sockets open for good. */
+/* Idle connections kept for reuse per CnHttp (more would stay open for good after a burst of
+ * parallel writes). */
 #define CN_HTTP_IDLE_CONNECTIONS_MAX 4L
 
 /* error: 0 when an HTTP response arrived (any status), otherwise negative errno:
@@ -62,15 +64,15 @@ int cn_http_request_set_body(CnHttpRequest *r, const void *data, size_t size, co
 /* Whole-transfer timeout; 0 means none (watch streams end by the server's timeoutSeconds). */
 void cn_http_request_set_timeout(CnHttpRequest *r, usec_t timeout);
 void cn_http_request_set_connect_timeout(CnHttpRequest *r, usec_t timeout);
-/* A POST goes on a new connection, because libcurl sends a request again by itself when a reused
+/* A POST goes on a new connection, because a request is sent again by itself when a reused
  * connection closes before any answer, and a second POST may make a second object. For a POST
  * whose repetition does no harm (a create of a named object: the second one answers
  * AlreadyExists), this lets it reuse a connection and spare a TLS handshake. */
 void cn_http_request_set_resend_safe(CnHttpRequest *r);
 /* Default CN_HTTP_DEFAULT_MAX_RESPONSE. */
 void cn_http_request_set_max_response(CnHttpRequest *r, size_t max);
-/* Trust anchors: a PEM file or PEM data, then the only ones trusted (neither libcurl's CA
- * directory nor its default bundle). */
+/* Trust anchors: a PEM file or PEM data, then the only ones trusted (neither the system's CA
+ * directory nor its bundle, which are trusted when neither is given). */
 int cn_http_request_set_ca_file(CnHttpRequest *r, const char *path);
 int cn_http_request_set_ca_pem(CnHttpRequest *r, const void *pem, size_t size);
 /* Instead of trust anchors: the peer's certificate must have this SHA-256 digest (of its DER form,
@@ -102,7 +104,7 @@ const char *cn_http_request_get_body(CnHttpRequest *r, size_t *ret_size);
 int cn_http_request_steal_body(CnHttpRequest *r, char **ret, size_t *ret_size);
 /* Retry-After of the response as a delay, -ENOENT when absent or unparsable. */
 int cn_http_request_get_retry_after(CnHttpRequest *r, usec_t *ret);
-/* curl's description of the failure, for debug logs ("" if none). */
+/* A description of the failure, for debug logs ("" if none). */
 const char *cn_http_request_get_error_message(CnHttpRequest *r);
 const char *cn_http_request_get_url(CnHttpRequest *r);
 const char *cn_http_request_get_method(CnHttpRequest *r);
@@ -110,6 +112,6 @@ const char *cn_http_request_get_method(CnHttpRequest *r);
 /* Percent-escapes s as one URL query value or path segment (every byte but A-Z a-z 0-9 - . _ ~).
  * NULL when out of memory; the caller frees. */
 char *cn_http_escape(const char *s);
-
-/* CURLcode to negative errno, as used for the completion error. */
-int cn_http_error_from_curl(CURLcode c);
+/* Decodes the %XX escapes of n bytes of s (a '+' stays a '+'). NUL-terminated; NULL when out of
+ * memory; the caller frees. */
+char *cn_http_unescape(const char *s, size_t n, size_t *ret_len);

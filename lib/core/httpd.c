@@ -10,8 +10,7 @@
  *
  * A server of our own, not libmicrohttpd: Debian's libmicrohttpd initialises GnuTLS when it is
  * loaded, whether or not it serves HTTPS, and that initialisation is about 1 MB of a daemon's
- * resident memory. (GnuTLS is loaded anyway, through libcurl's librtmp and libldap, but never
- * used: with GNUTLS_NO_IMPLICIT_INIT=1 in the environment it does not initialise itself.) */
+ * resident memory. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <json-c/json.h>
 #include <libmnl/libmnl.h>
 #include <openssl/bio.h>
@@ -115,10 +114,6 @@ static inline void json_object_putp(json_object **p) {
                 (void) json_object_put(*p);
 }
 #define _cleanup_json_ _cleanup_(json_object_putp)
-DEFINE_TRIVIAL_CLEANUP_FUNC(CURL *, curl_easy_cleanup);
-#define _cleanup_curl_ _cleanup_(curl_easy_cleanupp)
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct curl_slist *, curl_slist_free_all);
-#define _cleanup_curl_slist_ _cleanup_(curl_slist_free_allp)
 static inline void yaml_parser_deletep(yaml_parser_t **p) {
         if (*p)
                 yaml_parser_delete(*p);

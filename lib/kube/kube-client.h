@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kubernetes REST client on an sd_event loop (HTTP through lib/core/http.h, libcurl multi). Every call
+/* Kubernetes REST client on an sd_event loop (HTTP through lib/core/http.h). Every call
  * is asynchronous: it queues the request and returns; the callback runs later from the loop, exactly
  * once, unless the request handle is freed first (which cancels it, and then no callback runs).
  *
@@ -238,7 +238,7 @@ int cn_kube_watch(CnKubeClient *c, const CnKubeResource *r, const char *ns, cons
                   CnKubeWatchHandler handler, CnKubeWatchEnd end, void *userdata, CnKubeRequest **ret_request);
 
 /* A create of an object with metadata.name may go over a connection in use before (a lost answer
- * that libcurl resends answers AlreadyExists); one with generateName always opens a new one. */
+ * that the HTTP client resends answers AlreadyExists); one with generateName always opens a new one. */
 int cn_kube_create(CnKubeClient *c, const CnKubeResource *r, const char *ns, json_object *object,
                    CnKubeCallback cb, void *userdata, CnKubeRequest **ret_request);
 

@@ -2,7 +2,6 @@
 /* AWS Signature Version 4 with OpenSSL's SHA-256 and HMAC: the canonical request, the string to
  * sign over the credential scope date/region/service/aws4_request, and the derived signing key.
  * The secret never leaves this file other than as HMAC input. */
-#include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -49,17 +48,12 @@ static int canonical_query(const char *query, char **ret) {
                 return r;
         for (char **p = params; *p; p++) {
                 _cleanup_free_ char *name = NULL, *value = NULL, *ename = NULL, *evalue = NULL, *pair = NULL;
-                char *eq = strchr(*p, '='), *d;
-                int len;
+                char *eq = strchr(*p, '=');
 
                 if (**p == 0)
                         continue;
-                d = curl_easy_unescape(NULL, *p, eq ? (int) (eq - *p) : 0, &len);
-                name = d ? strndup(d, len) : NULL;
-                curl_free(d);
-                d = curl_easy_unescape(NULL, eq ? eq + 1 : "", 0, &len);
-                value = d ? strndup(d, len) : NULL;
-                curl_free(d);
+                name = cn_http_unescape(*p, eq ? (size_t) (eq - *p) : strlen(*p), NULL);
+                value = cn_http_unescape(eq ? eq + 1 : "", eq ? strlen(eq + 1) : 0, NULL);
                 if (!name || !value)
                         return -ENOMEM;
                 ename = cn_http_escape(name);
@@ -160,7 +154,7 @@ int cn_aws_url_host_path(const char *url, char **ret_host, char **ret_path) {
         host = strndup(rest, n);
         if (!host)
                 return -ENOMEM;
-        /* curl leaves the scheme's default port out of Host:. */
+        /* The HTTP client leaves the scheme's default port out of Host:. */
         char *colon = strrchr(host, ':');
         if (colon && !strchr(colon, ']') && streq(colon + 1, https ? "443" : "80"))
                 *colon = 0;

@@ -37,7 +37,7 @@ typedef struct AwsSignInput {
 
 int cn_aws_sign(const AwsSignInput *in, const AwsCredentials *creds, char **ret_amz_date, char **ret_authorization);
 
-/* The host part of an http(s) URL as curl sends it in Host:, and the path (at least "/"). */
+/* The host part of an http(s) URL as the HTTP client sends it in Host:, and the path (at least "/"). */
 int cn_aws_url_host_path(const char *url, char **ret_host, char **ret_path);
 
 /* "aws:///us-east-1a/i-0123", "aws:////i-0123" or "i-0123" -> the instance id and, when the

@@ -15,7 +15,7 @@ def _run(*args):
 
 
 def _newkey(path):
-    # P-256 keys are generated in milliseconds and accepted by Go, libcurl and Python.
+    # P-256 keys are generated in milliseconds and accepted by Go, OpenSSL and Python.
     _run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path)
     os.chmod(path, 0o600)
 

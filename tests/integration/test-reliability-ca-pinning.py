@@ -2,7 +2,7 @@
 """The cluster CA of a kubeconfig is the only CA trusted for the API server. An impostor on
 loopback presents a certificate for 127.0.0.1 from a second CA, and that CA is placed in the
 system store (/etc/ssl/certs, both the hashed directory and ca-certificates.crt, bind-mounted in a
-private mount namespace made with unshare -m, so the host is untouched): libcurl trusts it there,
+private mount namespace made with unshare -m, so the host is untouched): the system store trusts it there,
 as curl in the same namespace shows. The Kubernetes client, given the real cluster CA as
 certificate-authority-data or as certificate-authority (a file), must refuse the impostor before
 it sends the bearer token. With the second CA as the kubeconfig's CA the same request succeeds,

@@ -109,7 +109,7 @@ def soak(t, m, env, rng, count, stats):
         rss_check(t, rss1 <= rss0 + RSS_MARGIN_KB, "RSS after the soak %d kB, after warm-up %d kB (margin %d kB)" %
              (rss1, rss0, RSS_MARGIN_KB))
         # Everything but sockets comes back exactly (timers, event loops, files). Sockets: the
-        # watches plus the idle connections libcurl keeps for reuse, at most
+        # watches plus the idle connections the HTTP client keeps for reuse, at most
         # CN_HTTP_IDLE_CONNECTIONS_MAX (4) for each of the controller's two HTTP clients (Kubernetes
         # and cloud), so they may grow from the warm-up's count by that much and no more.
         kinds1 = fd_kinds(pid)

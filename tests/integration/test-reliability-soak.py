@@ -36,7 +36,7 @@ def fd_targets(pid):
             pass
     return "\n".join(out)
 
-# RSS may grow this much after warm-up (allocator arenas, curl's connection cache, sd-event's
+# RSS may grow this much after warm-up (allocator arenas, the HTTP client's connection cache, sd-event's
 # sources settle within the first minutes); a per-request or per-Node leak shows beyond it in
 # the longer form.
 RSS_MARGIN_KB = 1536

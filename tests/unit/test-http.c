@@ -15,6 +15,7 @@
 #include "http.h"
 #include "string-util.h"
 #include "tap.h"
+#include "tlstest.h"
 
 static int server_port;
 
@@ -149,18 +150,6 @@ static void *server_main(void *arg) {
                         close(fd);
         }
         return NULL;
-}
-
-static int listen_loopback(int *ret_port) {
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t l = sizeof(sa);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-        if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
-            getsockname(fd, (struct sockaddr *) &sa, &l) < 0)
-                return -1;
-        *ret_port = ntohs(sa.sin_port);
-        return fd;
 }
 
 static void start_server(void) {
@@ -382,55 +371,6 @@ static void test_stream(sd_event *e, CnHttp *h) {
 
 static char tmpdir[] = "/tmp/cn-test-http-XXXXXX";
 
-static int sh(const char *fmt, ...) _printf_(1, 2);
-static int sh(const char *fmt, ...) {
-        _cleanup_free_ char *cmd = NULL;
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = vasprintf(&cmd, fmt, ap);
-        va_end(ap);
-        if (r < 0)
-                return -1;
-        r = system(cmd);
-        return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
-static pid_t start_s_server(int port, bool require_client_cert) {
-        char accept[32], cert[300], key[300], ca[300];
-        pid_t pid;
-
-        snprintf(accept, sizeof(accept), "127.0.0.1:%d", port);
-        snprintf(cert, sizeof(cert), "%s/server.pem", tmpdir);
-        snprintf(key, sizeof(key), "%s/server.key", tmpdir);
-        snprintf(ca, sizeof(ca), "%s/ca.pem", tmpdir);
-        pid = fork();
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDWR);
-                dup2(null, 0), dup2(null, 1), dup2(null, 2);
-                if (require_client_cert)
-                        execlp("openssl", "openssl", "s_server", "-accept", accept, "-cert", cert, "-key", key,
-                               "-Verify", "1", "-CAfile", ca, "-www", "-naccept", "20", NULL);
-                else
-                        execlp("openssl", "openssl", "s_server", "-accept", accept, "-cert", cert, "-key", key,
-                               "-www", "-naccept", "20", NULL);
-                _exit(127);
-        }
-        /* Wait until it accepts connections. */
-        for (int i = 0; i < 100; i++) {
-                struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port),
-                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-                int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                int ok = connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0;
-                close(fd);
-                if (ok)
-                        break;
-                usleep(50 * 1000);
-        }
-        return pid;
-}
-
 static int tls_get(CnHttp *h, const char *host, int port, const char *ca_file, const char *ca_pem,
                    const char *cert_pem, const char *key_pem, long *ret_status) {
         _cleanup_(cn_http_request_unrefp) CnHttpRequest *r = NULL;
@@ -466,19 +406,7 @@ static void test_tls(CnHttp *h) {
                 return;
         }
         /* A CA, a server certificate for 127.0.0.1 only, and a client certificate. */
-        if (sh("cd %s && "
-               "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key "
-               "-out ca.pem -days 2 -subj /CN=test-ca 2>/dev/null && "
-               "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key "
-               "-out server.csr -subj /CN=127.0.0.1 2>/dev/null && "
-               "printf 'subjectAltName=IP:127.0.0.1\\n' >ext && "
-               "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-               "-extfile ext -out server.pem 2>/dev/null && "
-               "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout client.key "
-               "-out client.csr -subj /CN=system:node:n1 2>/dev/null && "
-               "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-               "-out client.pem 2>/dev/null",
-               tmpdir) != 0) {
+        if (make_test_certs(tmpdir) != 0) {
                 tap_ok(0, "test certificates created");
                 return;
         }
@@ -491,8 +419,8 @@ static void test_tls(CnHttp *h) {
         close(fd);
         fd = listen_loopback(&port2);
         close(fd);
-        plain = start_s_server(port1, false);
-        mtls = start_s_server(port2, true);
+        plain = start_s_server(tmpdir, port1, false);
+        mtls = start_s_server(tmpdir, port2, true);
 
         TAP_EQ_INT(tls_get(h, "127.0.0.1", port1, NULL, NULL, NULL, NULL, &status), -EBADE,
                    "self-signed server rejected without its CA");

@@ -62,7 +62,7 @@ static void test_url(void) {
                 _cleanup_free_ char *host = NULL, *path = NULL;
 
                 TAP_EQ_INT(cn_aws_url_host_path(ok[i].url, &host, &path), 0, "url: splits");
-                TAP_EQ_STR(host, ok[i].host, "url: Host as curl sends it");
+                TAP_EQ_STR(host, ok[i].host, "url: Host as the HTTP client sends it");
                 TAP_EQ_STR(path, ok[i].path, "url: path");
         }
         {

@@ -18,7 +18,7 @@ suite=bookworm
 # packages, so python3-cryptography's cffi backend is named). The rest is what the binaries link.
 packages="systemd systemd-sysv udev dbus linux-image-amd64 ca-certificates iproute2 curl
 cloud-init python3-cffi-backend
-libcurl4 libyaml-0-2 libjson-c5 libmnl0 libexpat1 libssl3 libsystemd0"
+libyaml-0-2 libjson-c5 libmnl0 libexpat1 libssl3 libsystemd0"
 
 mkdir "$dest"
 debootstrap --variant=minbase --include="$(echo $packages | tr ' ' ,)" \
