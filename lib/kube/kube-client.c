@@ -218,14 +218,23 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static int on_defer(sd_event_source *s, void *userdata) {
+        return on_timer(s, 0, userdata);
+}
+
 static int arm_timer(CnKubeRequest *r, usec_t delay) {
         int k;
 
         r->timer = sd_event_source_disable_unref(r->timer);
-        /* Every request passes this timer, most with no delay at all: sd-event's default accuracy
-         * (250 ms, for accuracy 0) would let each one wait for a coalesced wake-up. */
-        k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, USEC_PER_MSEC,
-                                       on_timer, r);
+        /* Every request passes here, most with no delay at all: those go from a defer source (the
+         * next loop iteration, with no timer to arm and read back). The others get a timer whose
+         * accuracy is a millisecond: sd-event's default (250 ms, for accuracy 0) would let each
+         * one wait for a coalesced wake-up. */
+        if (delay == 0)
+                k = sd_event_add_defer(r->client->event, &r->timer, on_defer, r);
+        else
+                k = sd_event_add_time_relative(r->client->event, &r->timer, CLOCK_MONOTONIC, delay, USEC_PER_MSEC,
+                                               on_timer, r);
         if (k < 0)
                 return k;
         (void) sd_event_source_set_description(r->timer, "kube-request-timer");
