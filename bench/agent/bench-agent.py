@@ -3,7 +3,7 @@
 loopback (wall time, CPU time, peak RSS; median of repeated runs), and cloud-init's EC2 datasource
 (Debian's cloud-init) crawling the same fake IMDS, with the ratio cloud-init / cloudnode-agent.
 
-    bench-agent.py --agent PATH [--repeat N] [--platforms aws,gcp,...]
+    bench-agent.py --agent PATH --rusage-run PATH [--repeat N] [--platforms aws,gcp,...]
 
 Prints a table. Not part of `make check`: timings belong here, not in assertions."""
 import argparse
@@ -26,18 +26,23 @@ PLATFORMS = ("aws", "gcp", "azure", "digitalocean", "hetzner", "openstack")
 CLOUD_INIT_PYTHON = "/usr/bin/python3"
 
 
+RUSAGE_RUN = None
+
+
 def run_measured(cmd, env=None):
-    """Runs cmd; returns (rc, wall s, cpu s, peak RSS KiB) of that child alone (wait4 rusage)."""
+    """Runs cmd; returns (wall s, cpu s, peak RSS KiB) of that program alone, its rusage taken by
+    bench/rusage-run (forked from Python, a program's ru_maxrss would be the interpreter's)."""
     start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
+    p = subprocess.run([RUSAGE_RUN] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     wall = time.monotonic() - start
-    p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode(errors="replace")
-    p.stderr.close()
-    if p.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (cmd[0], p.returncode, err.strip()))
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+    err = p.stderr.decode(errors="replace")
+    last = err.rstrip("\n").rsplit("\n", 1)[-1].split()
+    if len(last) != 5 or last[0] != "rusage-run:":
+        raise RuntimeError("%s: no rusage-run line: %s" % (cmd[0], err.strip()[-500:]))
+    utime, stime, maxrss, status = (int(x) for x in last[1:])
+    if status != 0:
+        raise RuntimeError("%s failed (%d): %s" % (cmd[0], status, err.strip()))
+    return wall, (utime + stime) / 1e6, maxrss
 
 
 def median_of(samples):
@@ -78,8 +83,11 @@ def main():
     ap.add_argument("--agent", required=True)
     ap.add_argument("--repeat", type=int, default=int(os.environ.get("BENCH_REPEAT", "11")))
     ap.add_argument("--platforms", default=",".join(PLATFORMS))
+    ap.add_argument("--rusage-run", required=True, help="bench/rusage-run, built with the agent")
     a = ap.parse_args()
     agent = os.path.abspath(a.agent)
+    global RUSAGE_RUN
+    RUSAGE_RUN = os.path.abspath(a.rusage_run)
     have_cloud_init = subprocess.run([CLOUD_INIT_PYTHON, "-c", "import cloudinit"],
                                      stderr=subprocess.DEVNULL).returncode == 0
     print("cloudnode-agent --once against tests/fake-cloud on 127.0.0.1; median of %d runs" % a.repeat)
