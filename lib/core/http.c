@@ -44,6 +44,7 @@
 #define HTTP_READ_BUFFER (16U * 1024U)
 #define HTTP_ERROR_SIZE 256
 #define HTTP_KEY_SIZE 32
+#define HTTP_MAX_INTERIM 16
 
 typedef struct Conn Conn;
 typedef struct Lookup Lookup;
@@ -123,6 +124,7 @@ struct Conn {
         uint64_t remaining;
         int http_minor;
         bool keep_alive, to_callback, got_bytes, chunked, other_coding;
+        unsigned interim; /* 1xx answers before this response */
         size_t header_bytes;
 };
 
@@ -1811,9 +1813,10 @@ static ssize_t conn_feed(Conn *c, const char *p, size_t n) {
                                 if (len > 0)
                                         k = parse_header_line(c, line, len, &c->chunked, &c->other_coding);
                                 else if (c->req->status < 200) {
-                                        /* 100 Continue, 103 Early Hints: the answer is still to come. */
+                                        /* 100 Continue, 103 Early Hints: the answer is still to come,
+                                         * after a few of them at most. */
                                         c->ps = PARSE_STATUS;
-                                        k = 0;
+                                        k = ++c->interim > HTTP_MAX_INTERIM ? -EPROTO : 0;
                                 } else
                                         k = headers_done(c, c->chunked, c->other_coding);
                         } else if (c->ps == PARSE_CHUNK_SIZE) {
@@ -2021,6 +2024,7 @@ static void conn_start_request(Conn *c, CnHttpRequest *r) {
         c->out_off = 0;
         c->ps = PARSE_STATUS;
         c->got_bytes = false;
+        c->interim = 0;
         c->remaining = UINT64_MAX;
         cn_buf_init(&c->line, CN_HTTP_MAX_HEADER_BYTES);
         k = conn_write(c);

@@ -132,7 +132,11 @@ static void *serve_connection(void *arg) {
                 else if (streq(path, "/continue"))
                         send_str(fd, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
                                      "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX-Final: yes\r\n\r\ndone");
-                else if (streq(path, "/http10")) {
+                else if (streq(path, "/endless-continue")) {
+                        for (int i = 0; i < 1000; i++)
+                                send_str(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+                        close_after = true;
+                } else if (streq(path, "/http10")) {
                         send_str(fd, "HTTP/1.0 200 OK\r\nX-Old: 1\r\n\r\nuntil the close");
                         close_after = true;
                 } else if (streq(path, "/bad-version"))
@@ -440,6 +444,8 @@ static void test_connections(sd_event *e, CnHttp *h) {
                 TAP_EQ_STR(cn_http_request_get_header(r, "X-Final"), "yes", "its headers");
                 TAP_OK(!cn_http_request_get_header(r, "Link"), "not the 103's");
         }
+        TAP_EQ_INT(get_path(h, "GET", "/endless-continue", NULL, NULL), -EPROTO,
+                   "a thousand 100 Continue: -EPROTO, not an endless wait");
         TAP_EQ_INT(get_path(h, "GET", "/http10", &status, &body), 0, "HTTP/1.0 body ended by the close");
         TAP_EQ_STR(body, "until the close", "whole body");
         TAP_EQ_INT(get_path(h, "HEAD", "/head", &status, NULL), 0, "HEAD: no body despite Content-Length");
