@@ -92,9 +92,13 @@ def test_faults(t, k, c, d):
             t.eq(addresses(get_node(k, n)), expected_addresses(insts[n]), "%s: the Node has the instance's addresses" % n)
             if n not in (lost_node["name"] for lost_node in lost if not lost_node["subresource"]):
                 t.eq(len(events(k, n, "Synced")), 1, "%s: one Synced event" % n)
+        # The Nodes present at start also meet the cloud's injected 500s and 429s, whose lookup
+        # failure is rightly a FailedToGetInstance Warning; a 409 may reach them too (a write
+        # racing the watch restarts), and it must add no Warning of its own.
         for n in sorted(conflicted):
-            t.eq([e["reason"] for e in events(k, n) if e.get("type") == "Warning"], [],
-                 "%s: a 409 is a retry from the cache, not a failure: no Warning Event" % n)
+            expected_cloud = {"FailedToGetInstance"} if n in names[:4] else set()
+            t.eq([e["reason"] for e in events(k, n) if e.get("type") == "Warning" and e["reason"] not in expected_cloud],
+                 [], "%s: a 409 is a retry from the cache, not a failure: no Warning Event" % n)
         t.eq(node_gets(k, CLUSTER_SA), [], "no GET of a single Node, even after faults")
         t.ok(i.proc.poll() is None, "the initializer survived every fault")
         st, text = i.get("/metrics")
