@@ -102,7 +102,7 @@ struct Conn {
         sd_event_source *io;
         uint32_t events;
         SSL *ssl;
-        bool tls, tunnel, forward; /* TLS to the origin; through a CONNECT tunnel; requests to a proxy */
+        bool tls, tunnel; /* TLS to the origin; through a CONNECT tunnel */
         bool last_read_short;
         uint8_t key[HTTP_KEY_SIZE];
         char *origin; /* "host:port" of the peer counted against the per-host limit */
@@ -112,7 +112,6 @@ struct Conn {
         sd_event_source *lookup_source;
         CnHttpRequest *req; /* the request it serves; NULL when idle */
         usec_t idle_since;
-        bool pinned;
         uint8_t pinned_sha256[CN_HTTP_SHA256_SIZE];
         /* Output: the request (or the CONNECT) being written. */
         const char *out;
@@ -138,7 +137,7 @@ struct CnHttpRequest {
         char *host, *port, *path, *host_header;
         /* "Name: value\r\n" lines given by the caller; the bearer token among them. */
         CnBuf headers;
-        bool has_content_type, has_accept, has_user_agent, has_host;
+        bool has_accept, has_user_agent, has_host;
         char *body;
         size_t body_size;
         char *head; /* what is written: request line, headers, body */
@@ -712,9 +711,7 @@ int cn_http_request_add_header(CnHttpRequest *r, const char *name, const char *v
         if (isempty(name) || strpbrk(name, ": \t") || cn_string_has_cc(name, false) ||
             cn_string_has_cc(value, true))
                 return -EINVAL;
-        if (strcasecmp(name, "Content-Type") == 0)
-                r->has_content_type = true;
-        else if (strcasecmp(name, "Accept") == 0)
+        if (strcasecmp(name, "Accept") == 0)
                 r->has_accept = true;
         else if (strcasecmp(name, "User-Agent") == 0)
                 r->has_user_agent = true;
@@ -1333,7 +1330,6 @@ static int conn_tls_setup(Conn *c, CnHttpRequest *r) {
         SSL_CTX_set_read_ahead(ctx, 1);
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         if (r->pinned) {
-                c->pinned = true;
                 memcpy(c->pinned_sha256, r->pinned_sha256, CN_HTTP_SHA256_SIZE);
                 SSL_CTX_set_cert_verify_callback(ctx, verify_pinned, c);
         } else if (r->ca_pem)
@@ -1879,12 +1875,6 @@ static void conn_response_done(Conn *c, bool leftover) {
                 dispatch(h);
 }
 
-static int error_of_read(Conn *c, ssize_t n) {
-        /* Closed before the answer was complete. */
-        (void) c;
-        return n == 0 ? -ECONNRESET : (int) n;
-}
-
 /* A request that met a reused connection's end before any answer (the server closed it as we
  * wrote) goes once more, on a new connection. Only requests that may be sent twice ever reuse a
  * connection. */
@@ -1927,7 +1917,7 @@ static void conn_read_response(Conn *c) {
                          * new one. */
                         if (!c->got_bytes && request_retry(c, r))
                                 return;
-                        conn_fail(c, error_of_read(c, n), n == 0 ? "Server closed the connection before the answer ended"
+                        conn_fail(c, n == 0 ? -ECONNRESET : (int) n, n == 0 ? "Server closed the connection before the answer ended"
                                                                : "Failed to receive the answer");
                         return;
                 }
@@ -2051,7 +2041,6 @@ static int conn_open(CnHttp *h, CnHttpRequest *r) {
         c->http = h;
         c->fd = -1;
         c->tls = r->tls;
-        c->forward = r->proxy_host && !r->tls;
         c->tunnel = r->proxy_host && r->tls;
         memcpy(c->key, r->key, HTTP_KEY_SIZE);
         c->origin = strdup(r->origin);
@@ -2195,8 +2184,8 @@ static int request_build(CnHttpRequest *r) {
         bool length = r->body || streq(r->method, "POST") || streq(r->method, "PUT") || streq(r->method, "PATCH");
         int k;
 
-        k = cn_buf_printf(&b, "%s %s%s%s%s HTTP/1.1\r\n", r->method, forward ? "http://" : "",
-                          forward ? r->host_header : "", "", r->path);
+        k = cn_buf_printf(&b, "%s %s%s%s HTTP/1.1\r\n", r->method, forward ? "http://" : "",
+                          forward ? r->host_header : "", r->path);
         if (k >= 0 && !r->has_host)
                 k = cn_buf_printf(&b, "Host: %s\r\n", r->host_header);
         if (k >= 0 && !r->has_user_agent)
