@@ -47,6 +47,11 @@ static int buf_reserve(CnBuf *b, size_t extra) {
         return 0;
 }
 
+int cn_buf_reserve(CnBuf *b, size_t extra) {
+        assert(b);
+        return buf_reserve(b, extra);
+}
+
 int cn_buf_add(CnBuf *b, const void *data, size_t len) {
         int r;
 

@@ -25,6 +25,10 @@ void cn_buf_done(CnBuf *b);
 /* Forgets the content but keeps the allocation. */
 void cn_buf_reset(CnBuf *b);
 
+/* Room for extra more bytes without another allocation (a body whose length is known). -E2BIG
+ * beyond the cap, -ENOMEM. */
+int cn_buf_reserve(CnBuf *b, size_t extra);
+
 /* Append. -E2BIG when the result would exceed the cap (the buffer is left unchanged), -ENOMEM. */
 int cn_buf_add(CnBuf *b, const void *data, size_t len);
 int cn_buf_add_str(CnBuf *b, const char *s);

@@ -41,7 +41,7 @@
 #include "log.h"
 #include "string-util.h"
 
-#define HTTP_READ_BUFFER (16U * 1024U)
+#define HTTP_READ_BUFFER (64U * 1024U)
 #define HTTP_ERROR_SIZE 256
 #define HTTP_KEY_SIZE 32
 #define HTTP_MAX_INTERIM 16
@@ -104,6 +104,8 @@ struct Conn {
         SSL *ssl;
         bool tls, tunnel; /* TLS to the origin; through a CONNECT tunnel */
         bool last_read_short;
+        bool tls_end_pending; /* tls_end is what the next conn_read() returns */
+        ssize_t tls_end;
         uint8_t key[HTTP_KEY_SIZE];
         char *origin; /* "host:port" of the peer counted against the per-host limit */
         char *connect_host, *connect_port; /* where the TCP connection goes */
@@ -1324,10 +1326,10 @@ static int conn_tls_setup(Conn *c, CnHttpRequest *r) {
                 return -ENOMEM;
         (void) SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
         SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
-        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                                      SSL_MODE_RELEASE_BUFFERS);
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         /* Whole records and what follows them in one read, not a header and a body in two. */
         SSL_CTX_set_read_ahead(ctx, 1);
+        SSL_CTX_set_default_read_buffer_len(ctx, 48 * 1024);
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         if (r->pinned) {
                 memcpy(c->pinned_sha256, r->pinned_sha256, CN_HTTP_SHA256_SIZE);
@@ -1448,22 +1450,54 @@ static int conn_write(Conn *c) {
 }
 
 /* Reads into h->buf: >0 bytes, 0 at the end of the stream, -EAGAIN when nothing is there. */
+/* What an SSL_read() that returned k <= 0 means: -EAGAIN, 0 for the end, -ECONNRESET. */
+static ssize_t tls_read_result(Conn *c, int k) {
+        int e = SSL_get_error(c->ssl, k);
+
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+                return -EAGAIN;
+        if (e == SSL_ERROR_ZERO_RETURN)
+                return 0;
+        return e == SSL_ERROR_SYSCALL && errno == 0 ? 0 : -ECONNRESET;
+}
+
 static ssize_t conn_read(Conn *c) {
         char *buf = c->http->buf;
 
         if (c->ssl) {
-                int k, e;
+                size_t got = 0;
+                ssize_t n;
+                int k;
+
+                if (c->tls_end_pending) {
+                        /* The end or error met after the data the last read returned. */
+                        c->tls_end_pending = false;
+                        return c->tls_end;
+                }
+                /* SSL_read() hands out one record at a time, at most 16 KB: a Kubernetes object
+                 * is often more. What the read-ahead already holds is taken too, so that the
+                 * parser above sees such an object whole (one line of a watch is parsed where
+                 * it lies) and is called once for it. */
+                for (;;) {
+                        ERR_clear_error();
+                        k = SSL_read(c->ssl, buf + got, (int) (HTTP_READ_BUFFER - got));
+                        if (k <= 0)
+                                break;
+                        got += (size_t) k;
+                        if (got >= HTTP_READ_BUFFER || !SSL_has_pending(c->ssl))
+                                return (ssize_t) got;
+                }
+                n = tls_read_result(c, k);
                 ERR_clear_error();
-                k = SSL_read(c->ssl, buf, (int) HTTP_READ_BUFFER);
-                if (k > 0)
-                        return k;
-                e = SSL_get_error(c->ssl, k);
-                if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-                        return -EAGAIN;
-                if (e == SSL_ERROR_ZERO_RETURN)
-                        return 0;
-                ERR_clear_error();
-                return e == SSL_ERROR_SYSCALL && errno == 0 ? 0 : -ECONNRESET;
+                if (got == 0)
+                        return n;
+                if (n != -EAGAIN) {
+                        /* Kept for the next read: the data goes up first. */
+                        c->tls_end_pending = true;
+                        c->tls_end = n;
+                        c->last_read_short = false;
+                }
+                return (ssize_t) got;
         }
         for (;;) {
                 ssize_t n = recv(c->fd, buf, HTTP_READ_BUFFER, 0);
@@ -1703,6 +1737,9 @@ static int headers_done(Conn *c, bool chunked, bool other_coding) {
         } else {
                 if (!c->to_callback && c->remaining > r->max_response)
                         return -EFBIG;
+                /* The body's buffer at its size at once, not grown (and copied) as it comes. */
+                if (!c->to_callback && c->remaining > 0)
+                        (void) cn_buf_reserve(&r->response, (size_t) c->remaining);
                 c->ps = c->remaining == 0 ? PARSE_DONE : PARSE_BODY_LENGTH;
         }
         return 0;
@@ -1937,7 +1974,7 @@ static void conn_read_response(Conn *c) {
                         return;
                 }
                 if (c->ps == PARSE_DONE) {
-                        conn_response_done(c, used < n || (c->ssl && SSL_has_pending(c->ssl)));
+                        conn_response_done(c, used < n || c->tls_end_pending || (c->ssl && SSL_has_pending(c->ssl)));
                         return;
                 }
                 /* The socket is drained: epoll tells when there is more (saves a read that fails). */

@@ -335,17 +335,11 @@ static int filter_value(Scan *s, const CnJsonFilter *f, unsigned depth) {
         return keep_value(s);
 }
 
-int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *out = NULL;
-        Scan s = { .p = data, .end = data + size };
+/* The filtered text of data[0..size) into out (size + 1 bytes at least). */
+static int filter_into(const char *data, size_t size, const CnJsonFilter *f, char *out, size_t *ret_size) {
+        Scan s = { .p = data, .end = data + size, .out = out };
         int r;
 
-        assert(data || size == 0);
-        assert(ret);
-        out = malloc(size + 1);
-        if (!out)
-                return -ENOMEM;
-        s.out = out;
         r = filter_value(&s, f, 0);
         if (r < 0)
                 return r;
@@ -353,8 +347,25 @@ int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, ch
         if (s.p != s.end)
                 return -EBADMSG;
         out[s.n] = 0;
+        *ret_size = s.n;
+        return 0;
+}
+
+int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *out = NULL;
+        size_t n;
+        int r;
+
+        assert(data || size == 0);
+        assert(ret);
+        out = malloc(size + 1);
+        if (!out)
+                return -ENOMEM;
+        r = filter_into(data, size, f, out, &n);
+        if (r < 0)
+                return r;
         if (ret_size)
-                *ret_size = s.n;
+                *ret_size = n;
         *ret = TAKE_PTR(out);
         return 0;
 }
@@ -403,9 +414,15 @@ size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, boo
         return size;
 }
 
+/* The filtered text of a document parsed goes to one buffer per thread, kept between calls up to
+ * SCRATCH_KEEP bytes: each document would otherwise cost an allocation of its whole size (for a
+ * Node some 16 KB, for a result of a few hundred bytes) and the allocator's work on it. */
+#define SCRATCH_KEEP ((size_t) 256 * 1024)
+static _Thread_local char *scratch;
+static _Thread_local size_t scratch_size;
+
 int cn_json_parse_filtered(const char *data, size_t size, size_t max_size, const CnJsonFilter *f, json_object **ret,
                            char **ret_error) {
-        _cleanup_free_ char *text = NULL;
         size_t n;
         int r;
 
@@ -413,11 +430,24 @@ int cn_json_parse_filtered(const char *data, size_t size, size_t max_size, const
                 return cn_json_parse(data, size, max_size, ret, ret_error);
         if (size > max_size)
                 return cn_json_parse(data, size, max_size, ret, ret_error); /* says why */
-        r = cn_json_filter_text(data, size, f, &text, &n);
-        if (r < 0) {
-                if (ret_error)
-                        (void) cn_set_message(ret_error, "malformed JSON document");
-                return r;
+        assert(data || size == 0);
+        if (scratch_size < size + 1) {
+                char *p = realloc(scratch, size + 1);
+
+                if (!p)
+                        return -ENOMEM;
+                scratch = p;
+                scratch_size = size + 1;
         }
-        return cn_json_parse(text, n, max_size, ret, ret_error);
+        r = filter_into(data, size, f, scratch, &n);
+        if (r >= 0)
+                r = cn_json_parse(scratch, n, max_size, ret, ret_error);
+        else if (ret_error)
+                (void) cn_set_message(ret_error, "malformed JSON document");
+        if (scratch_size > SCRATCH_KEEP) {
+                free(scratch);
+                scratch = NULL;
+                scratch_size = 0;
+        }
+        return r;
 }

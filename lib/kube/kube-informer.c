@@ -24,7 +24,7 @@ typedef struct Handlers {
         struct Handlers *next;
 } Handlers;
 
-#define TREE_CACHE_SIZE 16
+#define TREE_CACHE_SIZE 64
 
 typedef CnKubeStoreEntry Entry;
 

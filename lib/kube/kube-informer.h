@@ -19,7 +19,7 @@
  * initializer's filter a Node is about 320 bytes against 6 KB or more as a json-c tree) and builds a tree when one
  * is asked for: the object a callback or foreach function gets lives for that call, the one
  * cn_kube_informer_lookup() returns until the event loop's next iteration; json_object_get() keeps
- * either longer. The trees of the 16 values parsed last (and of the last watch events) are kept
+ * either longer. The trees of the 64 values parsed last (and of the last watch events) are kept
  * and shared by the lookups of those values; any other lookup parses anew, so a caller that reads
  * one object many times keeps the tree it got. */
 #pragma once

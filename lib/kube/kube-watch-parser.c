@@ -6,7 +6,7 @@
  *
  * With an object filter (json-filter.h) an event's bytes are gathered first (its end found by
  * following strings and brackets) and then parsed with the filter, so what the reader drops is
- * never built. */
+ * never built; an event that arrives whole with its newline is parsed in place. */
 #include <limits.h>
 
 #include "buf.h"
@@ -120,6 +120,7 @@ static int dispatch(CnKubeWatchParser *p, json_object *event) {
 static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
         while (size > 0) {
                 _cleanup_json_ json_object *event = NULL;
+                const char *nl;
                 size_t used;
                 bool done;
                 int r;
@@ -133,6 +134,22 @@ static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
                                 return 0;
                         if (*data != '{')
                                 return log_debug_errno(EBADMSG, "Malformed watch stream: an event is not an object.");
+                        /* The API server writes each event as one line of compact JSON (no raw
+                         * newline can be inside it): an event whose line is all here is parsed
+                         * where it lies, neither copied nor scanned first. Anything else (a line
+                         * cut by the read, several events or garbage on it, indented JSON) takes
+                         * the scan below from this same byte, as if this had not been tried. */
+                        nl = memchr(data, '\n', MIN(size, p->max_event_size + 1));
+
+                        if (nl && cn_json_parse_filtered(data, (size_t) (nl - data), p->max_event_size,
+                                                         p->event_filter, &event, NULL) >= 0 && event) {
+                                size -= (size_t) (nl + 1 - data);
+                                data = nl + 1;
+                                r = dispatch(p, event);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
                         p->in_event = true;
                         p->scan = (CnJsonValueScan) {};
                         cn_buf_reset(&p->event);

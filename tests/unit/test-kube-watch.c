@@ -139,6 +139,32 @@ static void test_bad(void) {
         TAP_EQ_INT(s.n, 2, "no event after the callback's error");
 }
 
+/* Each event a line of its own (as the API server writes them), in one piece: those parsed where
+ * they lie must give what the scan gives for lines it has to take (two events on one line, an
+ * event spread over indented lines, a line cut by the read), and a bad line fails the same way. */
+static void test_lines(void) {
+        static const char odd[] = EV_ADDED EV_MODIFIED "\n{\n  \"type\": \"BOOKMARK\",\n  \"object\": "
+                                  "{\"metadata\": {\"resourceVersion\": \"15\"}}\n}\n" EV_DELETED "\n";
+        static const char bad[] = EV_ADDED "\n{\"type\":\"ADDED\",\"object\":{]}\n" EV_DELETED "\n";
+        const char *want = filter ? "ADDED:10 MODIFIED:11 BOOKMARK:15 DELETED:16 "
+                                  : "ADDED:10 MODIFIED:11+labels BOOKMARK:15 DELETED:16 ";
+        Seen s = {};
+
+        TAP_EQ_INT(feed_in_chunks(stream, strlen(stream), strlen(stream), &s, NULL, NULL), 0, "event lines in one piece");
+        TAP_EQ_STR(s.log, want, "event lines in one piece give the four events");
+        s = (Seen){};
+        TAP_EQ_INT(feed_in_chunks(odd, strlen(odd), strlen(odd), &s, NULL, NULL), 0,
+                   "two events on a line and an indented event");
+        TAP_EQ_STR(s.log, want, "two events on a line and an indented event give the four events");
+        s = (Seen){};
+        TAP_EQ_INT(feed_in_chunks(odd, strlen(odd), 50, &s, NULL, NULL), 0, "the same cut every 50 bytes");
+        TAP_EQ_STR(s.log, want, "the same cut every 50 bytes gives the four events");
+        s = (Seen){};
+        TAP_EQ_INT(feed_in_chunks(bad, strlen(bad), strlen(bad), &s, NULL, NULL), -EBADMSG,
+                   "a malformed line after a good one");
+        TAP_EQ_STR(s.log, "ADDED:10 ", "the good line before it is delivered, none after it");
+}
+
 int main(void) {
         for (int pass = 0; pass < 2; pass++) {
                 filter = pass ? object_filter : NULL;
@@ -147,6 +173,7 @@ int main(void) {
                 test_cut();
                 test_gone();
                 test_bad();
+                test_lines();
         }
         return tap_done();
 }
