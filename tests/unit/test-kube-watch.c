@@ -165,6 +165,51 @@ static void test_lines(void) {
         TAP_EQ_STR(s.log, "ADDED:10 ", "the good line before it is delivered, none after it");
 }
 
+/* Streams built at random from events, separators, indentation and the odd bad byte give the same
+ * events and the same result in one piece (lines parsed where they lie) as a byte at a time (every
+ * event scanned) and in pieces of random sizes. */
+static void test_random_streams(void) {
+        static const char *const parts[] = {
+                EV_ADDED, EV_MODIFIED, EV_BOOKMARK, EV_DELETED, "\n", "\n", "\r\n", " ", "\t",
+                "{\n \"type\" : \"ADDED\",\n \"object\" : {\"metadata\":{\"resourceVersion\":\"20\"}}\n}",
+                "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"resourceVersion\":\"21\",\"x\":\"a\\n\\\"}\"}}}",
+                "x", "}", "{\"type\":\"ADDED\",\"object\":{\"metadata\":", "\"",
+        };
+        unsigned seed = 1, mismatches = 0, rich = 0, failed = 0;
+
+        for (int round = 0; round < 400; round++) {
+                char stream_buf[2048] = "";
+                size_t len = 0;
+                Seen whole = {}, bytes = {}, pieces = {};
+                int r_whole, r_bytes, r_pieces;
+                bool rare = round % 4 == 0; /* a quarter of the streams may hold the bad parts */
+
+                for (int n = 0; n < 12; n++) {
+                        size_t k = (size_t) rand_r(&seed) % (rare ? ELEMENTSOF(parts) : ELEMENTSOF(parts) - 4);
+                        size_t l = strlen(parts[k]);
+
+                        if (len + l >= sizeof(stream_buf))
+                                break;
+                        memcpy(stream_buf + len, parts[k], l);
+                        len += l;
+                }
+                stream_buf[len] = 0;
+                r_whole = feed_in_chunks(stream_buf, len, len ? len : 1, &whole, NULL, NULL);
+                r_bytes = feed_in_chunks(stream_buf, len, 1, &bytes, NULL, NULL);
+                r_pieces = feed_in_chunks(stream_buf, len, 1 + (size_t) rand_r(&seed) % 97, &pieces, NULL, NULL);
+                rich += r_whole == 0 && whole.n >= 3;
+                failed += r_whole < 0;
+                if (r_whole != r_bytes || r_whole != r_pieces || !streq(whole.log, bytes.log) ||
+                    !streq(whole.log, pieces.log)) {
+                        if (mismatches++ == 0)
+                                printf("# stream %s: %d %s / %d %s / %d %s\n", stream_buf, r_whole, whole.log, r_bytes,
+                                       bytes.log, r_pieces, pieces.log);
+                }
+        }
+        TAP_EQ_INT(mismatches, 0, "400 random streams: the same events and result whole, by bytes and in pieces");
+        tap_ok(rich >= 100 && failed >= 20, "of them %u streams of three events or more, %u failing", rich, failed);
+}
+
 int main(void) {
         for (int pass = 0; pass < 2; pass++) {
                 filter = pass ? object_filter : NULL;
@@ -174,6 +219,7 @@ int main(void) {
                 test_gone();
                 test_bad();
                 test_lines();
+                test_random_streams();
         }
         return tap_done();
 }
