@@ -14,7 +14,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(json_tokener *, json_tokener_free);
  * CN_JSON_MAX_DEPTH levels every time, which costs more than a small document's parse. It is
  * taken with an atomic exchange, so a parse on another thread (or none left over) makes its own.
  * After a document above KEEP_TOKENER_MAX it is not kept: its string buffer may have grown with a
- * long string. */
+ * long string; nor after a malformed one (cn_json_parse()). */
 #define KEEP_TOKENER_MAX (64U * 1024U)
 static json_tokener *spare_tokener;
 
@@ -95,7 +95,11 @@ int cn_json_parse(const char *data, size_t size, size_t max_size, json_object **
                 jerr = json_tokener_success;
                 off = size;
         }
-        tokener_keep(&tok, size);
+        /* Only after a whole document: json-c 0.16 keeps a high surrogate met at the end of a
+         * truncated one past json_tokener_reset(), and the next document parsed with it gets an
+         * extra U+FFFD before its first surrogate pair. */
+        if (!truncated && jerr == json_tokener_success)
+                tokener_keep(&tok, size);
         if (truncated) {
                 if (ret_error)
                         (void) cn_set_message(ret_error, "unexpected end of data at offset %zu", size);

@@ -103,6 +103,25 @@ int main(void) {
         nested[400] = 0;
         TAP_EQ_INT(parse(nested, &deep, NULL), -EBADMSG, "nesting deeper than the cap rejected");
 
+        {
+                /* A document cut or malformed after a high surrogate leaves nothing behind for the next one. */
+                static const char *const cut[] = { "\"\\ud800", "[\"\\ud83d\\x\"]", "{\"a\":\"x\\udbff\xff\"}",
+                                                   "\"\\ud800\\u12\"" };
+                bool clean = true;
+
+                for (size_t i = 0; i < ELEMENTSOF(cut); i++) {
+                        _cleanup_json_ json_object *bad = NULL, *pair = NULL, *lone = NULL;
+
+                        clean = clean && parse(cut[i], &bad, NULL) == -EBADMSG;
+                        clean = clean && parse("\"\\ud83d\\ude00\"", &pair, NULL) == 0 &&
+                                streq(json_object_get_string(pair), "\xf0\x9f\x98\x80") &&
+                                json_object_get_string_len(pair) == 4;
+                        clean = clean && parse("\"v\\ud800h\"", &lone, NULL) == 0 &&
+                                streq(json_object_get_string(lone), "v\xef\xbf\xbdh");
+                }
+                TAP_OK(clean, "a document cut or malformed after a high surrogate does not change the next one's strings");
+        }
+
         TAP_EQ_INT(cn_json_parse("[1,2,3]", 7, 6, &big, &err), -EFBIG, "document over the size cap");
         TAP_OK(cn_json_parse("{\"a\":[1,2]}", 11, 11, &b, NULL) == 0 && cn_json_equal(b, cn_json_get(b, NULL)),
                "document at exactly the cap");
