@@ -555,15 +555,16 @@ def test_example_hetzner(t, env):
 
 
 def test_example_openstack(t, env):
+    r = env.k.kubectl("apply", "-f", src("examples", "openstack-machinedeployment.yaml"))
+    t.ok(r.returncode == 0, "kubectl apply -f examples/openstack-machinedeployment.yaml", r.stdout + r.stderr)
+    env.secret("machine-controller-openstack", {      # what the user fills in
+        "identityEndpoint": env.c.url + "/v3", "username": OPENSTACK_USER["name"],
+        "password": OPENSTACK_USER["password"], "domainName": OPENSTACK_USER["domain"],
+        "projectName": OPENSTACK_USER["project"], "region": "RegionOne"})
+    # Started once the Secret is filled in: a create with the example's placeholder endpoint
+    # fails for good (CreateError), and the Machine would not be retried.
     ctl = env.controller()
     try:
-        r = env.k.kubectl("apply", "-f", src("examples", "openstack-machinedeployment.yaml"))
-        t.ok(r.returncode == 0, "kubectl apply -f examples/openstack-machinedeployment.yaml", r.stdout + r.stderr)
-        env.secret("machine-controller-openstack", {      # what the user fills in
-            "identityEndpoint": env.c.url + "/v3", "username": OPENSTACK_USER["name"],
-            "password": OPENSTACK_USER["password"], "domainName": OPENSTACK_USER["domain"],
-            "projectName": OPENSTACK_USER["project"], "region": "RegionOne"})
-
         def one():
             ms = env.all_machines()
             return len(ms) == 1 and env.provisioned(ms[0]["metadata"]["name"]) and ms[0]
