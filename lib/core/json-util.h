@@ -14,7 +14,8 @@
 /* Default cap of a single document read from a peer or a file. */
 #define CN_JSON_MAX_SIZE (16U * 1024U * 1024U)
 
-/* Parses exactly one JSON value from data[0..size) (trailing whitespace allowed). -EFBIG when
+/* Parses exactly one JSON value from data[0..size) (trailing whitespace allowed), strictly as
+ * RFC 8259 says, into the tree json-c's tokener would build (json-parse.c). -EFBIG when
  * size > max_size, -EBADMSG for malformed or truncated input, with a message in *ret_error
  * (optional, caller frees) such as "unexpected end of data at offset 17". A document that is just
  * JSON null succeeds with *ret == NULL, as json-c represents null. */

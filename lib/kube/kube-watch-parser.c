@@ -1,32 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Incremental parser of a watch response: the API server streams one JSON object per event,
- * {"type": "ADDED", "object": {...}}, in chunks that split events anywhere. json-c's tokener keeps
- * the partial state between chunks, so each event is handed out as soon as its last byte arrives
- * and nothing is buffered beyond the event being parsed (capped at max_event_size).
- *
- * With an object filter (json-filter.h) an event's bytes are gathered first (its end found by
- * following strings and brackets) and then parsed with the filter, so what the reader drops is
- * never built; an event that arrives whole with its newline is parsed in place. */
-#include <limits.h>
-
+ * {"type": "ADDED", "object": {...}}, in chunks that split events anywhere. An event's bytes are
+ * gathered (its end found by following strings and brackets, at most max_event_size of them) and
+ * then parsed, with the reader's object filter (json-filter.h) when it set one, so what it drops
+ * is never built; an event that arrives whole with its newline is parsed in place. Each event is
+ * handed out as soon as its last byte arrives. */
 #include "buf.h"
 #include "json-filter.h"
 #include "kube-client.h"
 #include "log.h"
 
 struct CnKubeWatchParser {
-        json_tokener *tok;
         size_t max_event_size;
-        size_t current; /* bytes of the event being parsed */
         bool in_event;  /* a non-whitespace byte was seen since the last complete event */
         int error;
         char *error_message;
         CnKubeWatchParserFn fn;
         void *userdata;
 
-        /* filtered parsing: the event so far and where the scan of it stands */
         CnJsonFilter object_filter[8], event_filter[3];
         bool filtered;
+        /* the event so far and where the scan of it stands */
         CnBuf event;
         CnJsonValueScan scan;
 };
@@ -59,14 +53,6 @@ int cn_kube_watch_parser_new(size_t max_event_size, CnKubeWatchParserFn fn, void
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        /* Kubernetes objects nest deeper than json-c's default depth of 32 (CRD schemas). */
-        p->tok = json_tokener_new_ex(128);
-        if (!p->tok) {
-                free(p);
-                return -ENOMEM;
-        }
-        /* Events follow each other in one chunk: trailing bytes are the next event, not garbage. */
-        json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS | JSON_TOKENER_VALIDATE_UTF8);
         p->max_event_size = max_event_size > 0 ? max_event_size : CN_KUBE_DEFAULT_MAX_RESPONSE;
         cn_buf_init(&p->event, p->max_event_size);
         p->fn = fn;
@@ -78,7 +64,6 @@ int cn_kube_watch_parser_new(size_t max_event_size, CnKubeWatchParserFn fn, void
 CnKubeWatchParser *cn_kube_watch_parser_free(CnKubeWatchParser *p) {
         if (!p)
                 return NULL;
-        json_tokener_free(p->tok);
         cn_buf_done(&p->event);
         free(p->error_message);
         free(p);
@@ -117,7 +102,9 @@ static int dispatch(CnKubeWatchParser *p, json_object *event) {
         return p->fn(t, object, p->userdata);
 }
 
-static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
+static int feed(CnKubeWatchParser *p, const char *data, size_t size) {
+        const CnJsonFilter *f = p->filtered ? p->event_filter : NULL;
+
         while (size > 0) {
                 _cleanup_json_ json_object *event = NULL;
                 const char *nl;
@@ -141,8 +128,8 @@ static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
                          * the scan below from this same byte, as if this had not been tried. */
                         nl = memchr(data, '\n', MIN(size, p->max_event_size + 1));
 
-                        if (nl && cn_json_parse_filtered(data, (size_t) (nl - data), p->max_event_size,
-                                                         p->event_filter, &event, NULL) >= 0 && event) {
+                        if (nl && cn_json_parse_filtered(data, (size_t) (nl - data), p->max_event_size, f, &event,
+                                                         NULL) >= 0 && event) {
                                 size -= (size_t) (nl + 1 - data);
                                 data = nl + 1;
                                 r = dispatch(p, event);
@@ -162,71 +149,11 @@ static int feed_filtered(CnKubeWatchParser *p, const char *data, size_t size) {
                 if (!done)
                         continue;
                 p->in_event = false;
-                r = cn_json_parse_filtered(cn_buf_str(&p->event), cn_buf_len(&p->event), p->max_event_size,
-                                           p->event_filter, &event, NULL);
+                r = cn_json_parse_filtered(cn_buf_str(&p->event), cn_buf_len(&p->event), p->max_event_size, f,
+                                           &event, NULL);
                 if (r < 0 || !event)
                         return log_debug_errno(EBADMSG, "Malformed watch stream: an event is not valid JSON.");
                 r = dispatch(p, event);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-static int feed(CnKubeWatchParser *p, const char *data, size_t size) {
-        if (p->filtered)
-                return feed_filtered(p, data, size);
-
-        while (size > 0) {
-                json_object *event;
-                enum json_tokener_error e;
-                size_t used;
-                int chunk, r;
-
-                if (!p->in_event) {
-                        size_t ws = 0;
-
-                        while (ws < size && strchr(" \t\r\n", data[ws]))
-                                ws++;
-                        data += ws;
-                        size -= ws;
-                        if (size == 0)
-                                return 0;
-                        p->in_event = true;
-                }
-
-                chunk = size > INT_MAX ? INT_MAX : (int) size;
-                event = json_tokener_parse_ex(p->tok, data, chunk);
-                e = json_tokener_get_error(p->tok);
-                if (e == json_tokener_continue) {
-                        p->current += (size_t) chunk;
-                        if (p->current > p->max_event_size)
-                                return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.",
-                                                       p->max_event_size);
-                        data += chunk;
-                        size -= (size_t) chunk;
-                        continue;
-                }
-                if (e != json_tokener_success || !event) {
-                        json_object_put(event);
-                        return log_debug_errno(EBADMSG, "Malformed watch stream: %s",
-                                               json_tokener_error_desc(e));
-                }
-
-                used = json_tokener_get_parse_end(p->tok);
-                p->current += used;
-                json_tokener_reset(p->tok);
-                p->in_event = false;
-                if (p->current > p->max_event_size) {
-                        json_object_put(event);
-                        return log_debug_errno(E2BIG, "Watch event larger than %zu bytes.", p->max_event_size);
-                }
-                p->current = 0;
-                data += used;
-                size -= used;
-
-                r = dispatch(p, event);
-                json_object_put(event);
                 if (r < 0)
                         return r;
         }
