@@ -14,8 +14,10 @@
  * tests/unit/test-json-parse.c checks on random documents and their mutants: integers as int64
  * (saturated at its bounds; positive ones beyond it as uint64, as json-c does), other numbers as
  * doubles that keep their text for serialization, a lone UTF-16 surrogate escape as U+FFFD, the
- * last of duplicate keys winning, a key cut at an escaped NUL. Unlike json-c's strict mode, single
- * quotes are rejected everywhere. */
+ * last of duplicate keys winning, a key cut at an escaped NUL. What json-c's strict mode lets
+ * through and JSON does not allow is rejected: single quotes, leading zeros ("00", "01"), a
+ * decimal point without digits on both sides ("1.", "-.5"), raw control characters in strings,
+ * and UTF-8 that is not well-formed (overlong forms, encoded surrogates, beyond U+10FFFF). */
 #include <errno.h>
 #include <locale.h>
 #include <math.h>

@@ -384,6 +384,12 @@ int main(void) {
         check_accepted("\"\x7f\xef\xbf\xbf\xf4\x8f\xbf\xbf\"", "DEL, U+FFFF and U+10FFFF in a string");
 
         /* What JSON does not allow; json-c's strict mode lets the first ones through. */
+        REJECTED("\"a\tb\"", "a raw tab in a string");
+        REJECTED("{\"a\":\"line\nline\"}", "a raw newline in a string");
+        REJECTED("00", "two zeros");
+        REJECTED("[08e002]", "a leading zero before an exponent");
+        REJECTED("-.1", "a point without digits before it");
+        REJECTED("[51.e3]", "a point without digits after it, then an exponent");
         REJECTED("\"\xc0\x80\"", "an overlong UTF-8 sequence");
         REJECTED("\"\xe0\x80\x80\"", "an overlong three-byte sequence");
         REJECTED("\"\xed\xa0\x80\"", "a surrogate encoded in UTF-8");
