@@ -3,73 +3,9 @@
  * Infinity rejected, as cn_json_parse() did with it): compared on random documents, on random
  * mutants of them, and on the cases where the two are meant to differ (RFC 8259 and RFC 3629 are
  * stricter than json-c's strict mode). */
-#include <math.h>
-
+#include "json-reference.h"
 #include "json-util.h"
 #include "tap.h"
-
-/* The reference: json-c's tokener as cn_json_parse() used it. NULL with *ok false: rejected. */
-static bool all_finite(json_object *o) {
-        switch (json_object_get_type(o)) {
-        case json_type_double:
-                return isfinite(json_object_get_double(o));
-        case json_type_array:
-                for (size_t i = 0; i < json_object_array_length(o); i++)
-                        if (!all_finite(json_object_array_get_idx(o, i)))
-                                return false;
-                return true;
-        case json_type_object: {
-                json_object_object_foreach(o, k, v) {
-                        (void) k;
-                        if (!all_finite(v))
-                                return false;
-                }
-                return true;
-        }
-        default:
-                return true;
-        }
-}
-
-static json_object *reference(const char *s, size_t n, bool *ok) {
-        json_tokener *tok = json_tokener_new_ex(CN_JSON_MAX_DEPTH);
-        enum json_tokener_error e;
-        json_object *o;
-        size_t off;
-
-        assert(tok);
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = json_tokener_parse_ex(tok, s, (int) n);
-        e = json_tokener_get_error(tok);
-        off = json_tokener_get_parse_end(tok);
-        if (e == json_tokener_continue) {
-                o = json_tokener_parse_ex(tok, "", 1);
-                e = json_tokener_get_error(tok);
-                off = n;
-        }
-        json_tokener_free(tok);
-        *ok = e == json_tokener_success;
-        for (; *ok && off < n; off++)
-                if (!strchr(" \t\r\n", s[off]) || !s[off])
-                        *ok = false;
-        if (*ok && !all_finite(o))
-                *ok = false;
-        if (!*ok) {
-                json_object_put(o);
-                return NULL;
-        }
-        return o;
-}
-
-/* Equal as json-c compares them, and serialized alike: key order, number texts. */
-static bool same_tree(json_object *a, json_object *b) {
-        if (!json_object_equal(a, b))
-                return false;
-        if (!a || !b)
-                return a == b;
-        return streq(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN),
-                     json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN));
-}
 
 /* ---- random documents ---- */
 
@@ -202,8 +138,8 @@ static void check_random_documents(unsigned count) {
                 d.n = 0;
                 gen_value(&d, 0);
                 r = parse_n(d.text, d.n, &ours, &err);
-                ref = reference(d.text, d.n, &ok);
-                if (r == 0 && ok && same_tree(ours, ref))
+                ref = json_reference_parse(d.text, d.n, &ok);
+                if (r == 0 && ok && json_reference_same(ours, ref))
                         equal++;
                 else if (!first_bad) {
                         first_bad = i + 1;
@@ -239,10 +175,10 @@ static void check_mutants(unsigned count) {
                 if (rnd() % 4 == 0)
                         d.n = at;
                 r = parse_n(d.text, d.n, &ours, &err);
-                ref = reference(d.text, d.n, &ok);
+                ref = json_reference_parse(d.text, d.n, &ok);
                 if (r == 0) {
                         accepted++;
-                        if (!ok || !same_tree(ours, ref)) {
+                        if (!ok || !json_reference_same(ours, ref)) {
                                 if (!bad++)
                                         printf("# mutant %u accepted, json-c %s: %.*s\n", i,
                                                ok ? "differs" : "rejects", (int) d.n, d.text);
@@ -265,8 +201,8 @@ static void check_accepted(const char *s, const char *what) {
         bool ok;
         int r = parse_n(s, strlen(s), &ours, &err);
 
-        ref = reference(s, strlen(s), &ok);
-        TAP_OK(r == 0 && ok && same_tree(ours, ref), "%s: accepted as json-c builds it (%s)", what, strna(err));
+        ref = json_reference_parse(s, strlen(s), &ok);
+        TAP_OK(r == 0 && ok && json_reference_same(ours, ref), "%s: accepted as json-c builds it (%s)", what, strna(err));
 }
 
 static void check_rejected(const char *s, size_t n, const char *what) {
@@ -290,7 +226,7 @@ static void check_nesting(void) {
                 memset(b, '[', n);
                 memset(b + n, ']', n);
                 b[2 * n] = 0;
-                json_object_put(reference(b, 2 * n, &ok));
+                json_object_put(json_reference_parse(b, 2 * n, &ok));
                 if (n == CN_JSON_MAX_DEPTH)
                         TAP_OK(parse_n(b, 2 * n, &o, NULL) == 0 && ok, "%u nested arrays accepted, as by json-c", n);
                 else
