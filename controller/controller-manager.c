@@ -313,10 +313,19 @@ int manager_setup(Manager *m) {
         return 0;
 }
 
+/* cn_event_loop(): whether answers from more than one request are awaited. */
+static bool gather(void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+
+        return cn_kube_client_awaited(m->client) + machine_controller_awaited(m->machines) +
+                       mc_controller_awaited(m->mc_machines) >=
+               2;
+}
+
 int manager_run(Manager *m) {
         int r;
 
-        r = sd_event_loop(m->event);
+        r = cn_event_loop(m->event, m->options.daemon.gather_window, gather, m);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         return r; /* EXIT_FAILURE after a failure that was logged where it happened */

@@ -1256,6 +1256,10 @@ const CnKubeResource *machine_controller_clusters_resource(void) {
         return &resource_clusters;
 }
 
+unsigned machine_controller_awaited(MachineController *mc) {
+        return mc ? cn_http_awaited(mc->http) : 0;
+}
+
 void machine_controller_set_leading(MachineController *mc, bool leading) {
         mc->leading = leading;
         if (leading && mc->infra_machines)

@@ -26,6 +26,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(MachineController *, machine_controller_free);
 int machine_controller_start(MachineController *mc);
 bool machine_controller_synced(MachineController *mc);
 void machine_controller_set_leading(MachineController *mc, bool leading);
+/* Cloud requests sent whose answer is awaited (cn_http_awaited()); 0 for NULL. */
+unsigned machine_controller_awaited(MachineController *mc);
 
 /* For the CloudnodeCluster reconciler, which serves the same cloud: */
 CnProvider *machine_controller_provider(MachineController *mc);

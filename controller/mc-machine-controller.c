@@ -1237,6 +1237,10 @@ bool mc_controller_synced(McController *mc) {
         return mc_loop_synced(&mc->loop);
 }
 
+unsigned mc_controller_awaited(McController *mc) {
+        return mc ? cn_http_awaited(mc->http) : 0;
+}
+
 void mc_controller_set_leading(McController *mc, bool leading) {
         mc_loop_set_leading(&mc->loop, leading);
 }

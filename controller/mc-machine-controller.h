@@ -36,3 +36,5 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(McController *, mc_controller_free);
 int mc_controller_start(McController *mc);
 bool mc_controller_synced(McController *mc);
 void mc_controller_set_leading(McController *mc, bool leading);
+/* Cloud requests sent whose answer is awaited (cn_http_awaited()); 0 for NULL. */
+unsigned mc_controller_awaited(McController *mc);

@@ -316,6 +316,14 @@ Manager *manager_free(Manager *m) {
         return NULL;
 }
 
+/* cn_event_loop(): whether answers from more than one request (API server and cloud alike) are
+ * awaited. */
+static bool gather(void *userdata) {
+        Manager *m = ASSERT_PTR(userdata);
+
+        return cn_kube_client_awaited(m->kube) + cn_http_awaited(m->http) >= 2;
+}
+
 int manager_run(Manager *m) {
         int r;
 
@@ -335,7 +343,7 @@ int manager_run(Manager *m) {
         }
         if (!m->config->node_name)
                 (void) cn_notify_ready(NULL);
-        r = sd_event_loop(m->event);
+        r = cn_event_loop(m->event, m->config->daemon.gather_window, gather, m);
         if (r == -ENOLCK)
                 return r; /* lost the Lease: already said so */
         if (r < 0)

@@ -5,8 +5,9 @@ digitalocean, proxmoxve), one initializer (the cluster-mode service account, RBA
 Nodes exist. Prints, per provider and N: time until every Node is initialized, Nodes per second,
 p50/p99 taint-removal latency (initializer start -> the audit time of the Node PATCH that removed
 the taint), API writes and all API requests per Node (audit log), cloud requests per Node (the
-fake cloud's request log: API and token requests), CPU seconds and peak RSS (VmHWM) of the initializer, and its
-anonymous memory (RssAnon) when the last Node is initialized.
+fake cloud's request log: API and token requests), CPU seconds and peak RSS (VmHWM) of the initializer, its
+anonymous memory (RssAnon) when the last Node is initialized, and its wake-ups per Node (voluntary context
+switches: each a wait for an answer or a timer that ended).
 
     make bench-initializer BENCH_INITIALIZER_ARGS="--nodes 100,1000 --flag=--concurrent-node-syncs=8"
     make bench-initializer BENCH_INITIALIZER_ARGS="--providers aws,gcp,azure,digitalocean,proxmoxve --nodes 100"
@@ -133,6 +134,7 @@ def run(provider, n, flags, workdir, objects):
             elapsed = time.time() - t0
             cpu, rss = proc_stats(ini.proc.pid)
             anon = rss_anon(ini.proc.pid)
+            switches = context_switches(ini.proc.pid)
         calls = [r for r in k.audit() if r.get("user") == CLUSTER_SA]
         audit = [r for r in calls if r.get("resource") == "nodes"]
         writes = [r for r in audit if r.get("verb") in ("patch", "update", "create", "delete")]
@@ -142,7 +144,8 @@ def run(provider, n, flags, workdir, objects):
         cloud = c.requests()
     return {"provider": provider, "n": n, "elapsed": elapsed, "rate": n / elapsed, "p50": percentile(removed, 50),
             "p99": percentile(removed, 99), "writes": len(writes) / n, "api": len(calls) / n,
-            "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss, "anon": anon}
+            "cloud": len(cloud) / n, "cpu": cpu, "cpu_per_node": cpu * 1000 / n, "rss": rss, "anon": anon,
+            "switches": switches / n}
 
 
 def rss_anon(pid):
@@ -153,6 +156,18 @@ def rss_anon(pid):
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def context_switches(pid):
+    """Voluntary context switches of a running process's threads so far: each is a wait for the
+    API server, the cloud or a timer that ended with the process woken."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def wrap_initializer(command):
@@ -197,16 +212,16 @@ def main():
               % nodegen.sizes())
     else:
         print("Nodes: small (name and taint only)")
-    print("%-12s %7s %9s %8s %7s %7s %11s %9s %10s %7s %11s %8s %9s" % (
+    print("%-12s %7s %9s %8s %7s %7s %11s %9s %10s %7s %11s %8s %9s %12s" % (
         "provider", "nodes", "total s", "nodes/s", "p50 s", "p99 s", "writes/node", "API/node", "cloud/node",
-        "CPU s", "CPU ms/node", "RSS MiB", "anon MiB"))
+        "CPU s", "CPU ms/node", "RSS MiB", "anon MiB", "wakeups/node"))
     with tempfile.TemporaryDirectory() as w:
         for provider in providers:
             for n in counts:
                 r = run(provider, n, opts.flag, w, opts.objects)
-                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8.1f %9.1f" % (
+                print("%-12s %7d %9.2f %8.1f %7.2f %7.2f %11.2f %9.2f %10.2f %7.2f %11.3f %8.1f %9.1f %12.1f" % (
                     r["provider"], r["n"], r["elapsed"], r["rate"], r["p50"], r["p99"], r["writes"], r["api"],
-                    r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"], r["anon"]))
+                    r["cloud"], r["cpu"], r["cpu_per_node"], r["rss"], r["anon"], r["switches"]))
                 sys.stdout.flush()
         if opts.peers:
             import peers

@@ -3,10 +3,42 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include "event-util.h"
 #include "string-util.h"
 #include "time-util.h"
+
+int cn_event_loop(sd_event *e, usec_t window, bool (*gather)(void *userdata), void *userdata) {
+        const struct timespec pause = {
+                .tv_sec = (time_t) (window / USEC_PER_SEC),
+                .tv_nsec = (long) (window % USEC_PER_SEC * NSEC_PER_USEC),
+        };
+        int r, code = 0;
+
+        assert(e);
+        if (window == 0 || !gather)
+                return sd_event_loop(e);
+        while (sd_event_get_state(e) != SD_EVENT_FINISHED) {
+                r = sd_event_prepare(e);
+                if (r == 0 && gather(userdata)) {
+                        /* What is ready goes first; the sleep is for what is not there yet. */
+                        r = sd_event_wait(e, 0);
+                        if (r == 0) {
+                                (void) clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, NULL);
+                                r = sd_event_prepare(e);
+                        }
+                }
+                if (r == 0)
+                        r = sd_event_wait(e, UINT64_MAX);
+                if (r > 0)
+                        r = sd_event_dispatch(e);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_event_get_exit_code(e, &code);
+        return r < 0 ? r : code;
+}
 
 static int exit_on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 0);

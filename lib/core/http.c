@@ -91,6 +91,7 @@ struct CnHttp {
         char *http_proxy, *https_proxy, *no_proxy;
         EVP_MD_CTX *md;
         char *buf; /* HTTP_READ_BUFFER bytes, for every read */
+        unsigned awaited; /* submitted requests without a data callback, not yet done */
 };
 
 struct Conn {
@@ -170,6 +171,7 @@ struct CnHttpRequest {
         void *data_userdata;
         int error;
         bool submitted, done;
+        bool awaited; /* counted in http->awaited */
         char errbuf[HTTP_ERROR_SIZE];
         CnHttpRequest *prev, *next;
 };
@@ -586,6 +588,8 @@ static void request_detach(CnHttpRequest *r) {
         r->done = true;
         r->timer = sd_event_source_disable_unref(r->timer);
         if (r->http) {
+                if (r->awaited)
+                        r->http->awaited--;
                 wait_remove(r);
                 failed_remove(r);
         }
@@ -2264,6 +2268,8 @@ int cn_http_request_submit(CnHttpRequest *r, CnHttpCallback cb, void *userdata) 
         r->callback = cb;
         r->userdata = userdata;
         r->submitted = true;
+        r->awaited = !r->data_callback;
+        h->awaited += r->awaited;
         cn_http_request_ref(r);
         r->deadline = r->timeout == USEC_INFINITY ? USEC_INFINITY : cn_usec_add(cn_now(CLOCK_MONOTONIC), r->timeout);
         r->connect_deadline = USEC_INFINITY;
@@ -2284,6 +2290,10 @@ int cn_http_request_submit(CnHttpRequest *r, CnHttpCallback cb, void *userdata) 
         wait_append(r);
         dispatch(h);
         return 0;
+}
+
+unsigned cn_http_awaited(CnHttp *h) {
+        return h ? h->awaited : 0;
 }
 
 void cn_http_request_cancel(CnHttpRequest *r) {

@@ -91,6 +91,9 @@ void cn_http_request_set_no_proxy(CnHttpRequest *r);
 int cn_http_request_submit(CnHttpRequest *r, CnHttpCallback cb, void *userdata);
 /* Stops a submitted request; its callback is not called. Safe on finished requests. */
 void cn_http_request_cancel(CnHttpRequest *r);
+/* How many submitted requests of h await their answer; streaming ones (with a data callback, such
+ * as watches) are not counted. 0 for NULL. */
+unsigned cn_http_awaited(CnHttp *h);
 /* Submits (when not yet submitted) and runs the event loop until this request completes; for CLI
  * tools and tests. Returns the completion error. Not from within a callback of the same loop. */
 int cn_http_request_run(CnHttpRequest *r);

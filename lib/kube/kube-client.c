@@ -1322,6 +1322,10 @@ int cn_kube_delete(CnKubeClient *c, const CnKubeResource *r, const char *ns, con
         return request_for_object(c, "DELETE", r, ns, name, NULL, body, NULL, cb, userdata, ret_request);
 }
 
+unsigned cn_kube_client_awaited(CnKubeClient *c) {
+        return c ? cn_http_awaited(c->http) : 0;
+}
+
 int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOptions *options,
                        CnKubeClient **ret) {
         CnKubeClient *c;

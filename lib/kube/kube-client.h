@@ -121,6 +121,9 @@ int cn_kube_client_new(sd_event *e, CnKubeConfig *config, const CnKubeClientOpti
 CnKubeClient *cn_kube_client_free(CnKubeClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CnKubeClient *, cn_kube_client_free);
 #define _cleanup_kube_client_ _cleanup_(cn_kube_client_freep)
+/* Requests sent whose answer is awaited (watches not counted; those waiting for the rate limiter
+ * not sent yet): cn_http_awaited() of the client's connections. 0 for NULL. */
+unsigned cn_kube_client_awaited(CnKubeClient *c);
 
 sd_event *cn_kube_client_get_event(CnKubeClient *c);
 CnKubeConfig *cn_kube_client_get_config(CnKubeClient *c);

@@ -76,6 +76,10 @@ int cn_kube_daemon_parse_option(CnKubeDaemonOptions *o, int opt, const char *val
                         return bad("--port", "expected a port number 0..65535", ret_flag, ret_why);
                 o->port = u;
                 return 1;
+        case CN_KUBE_DAEMON_ARG_GATHER_WINDOW:
+                if (cn_parse_duration(value, &o->gather_window) < 0 || o->gather_window > CN_KUBE_DAEMON_GATHER_WINDOW_MAX)
+                        return bad("--gather-window", "expected a duration from 0 to 100ms", ret_flag, ret_why);
+                return 1;
         default:
                 return 0;
         }

@@ -24,7 +24,13 @@ typedef struct CnKubeDaemonOptions {
         unsigned kube_api_burst;
         const char *bind_address;
         unsigned port; /* 0: no health and metrics server */
+        usec_t gather_window; /* cn_event_loop()'s window; 0: none */
 } CnKubeDaemonOptions;
+
+/* --gather-window: long enough for the answers of a burst of requests to arrive together (an API
+ * server answers in a millisecond or two), short beside any timeout or period of the daemons. */
+#define CN_KUBE_DAEMON_GATHER_WINDOW_DEFAULT (5 * USEC_PER_MSEC)
+#define CN_KUBE_DAEMON_GATHER_WINDOW_MAX (100 * USEC_PER_MSEC)
 
 /* The defaults of client-go and cloud-controller-manager; bind_address 0.0.0.0, port 0. */
 #define CN_KUBE_DAEMON_OPTIONS_DEFAULT                                                                 \
@@ -36,6 +42,7 @@ typedef struct CnKubeDaemonOptions {
                 .kube_api_qps = 20,                                                                    \
                 .kube_api_burst = 30,                                                                  \
                 .bind_address = "0.0.0.0",                                                             \
+                .gather_window = CN_KUBE_DAEMON_GATHER_WINDOW_DEFAULT,                                 \
         })
 
 enum {
@@ -47,6 +54,7 @@ enum {
         CN_KUBE_DAEMON_ARG_BURST,
         CN_KUBE_DAEMON_ARG_BIND_ADDRESS,
         CN_KUBE_DAEMON_ARG_PORT,
+        CN_KUBE_DAEMON_ARG_GATHER_WINDOW,
 };
 
 /* The getopt_long() entries of the shared long flags (-v is the short option "v:"). */
@@ -58,7 +66,8 @@ enum {
         { "kube-api-qps", required_argument, NULL, CN_KUBE_DAEMON_ARG_QPS },                           \
         { "kube-api-burst", required_argument, NULL, CN_KUBE_DAEMON_ARG_BURST },                       \
         { "bind-address", required_argument, NULL, CN_KUBE_DAEMON_ARG_BIND_ADDRESS },                  \
-        { "port", required_argument, NULL, CN_KUBE_DAEMON_ARG_PORT }
+        { "port", required_argument, NULL, CN_KUBE_DAEMON_ARG_PORT },                                  \
+        { "gather-window", required_argument, NULL, CN_KUBE_DAEMON_ARG_GATHER_WINDOW }
 
 /* One option from getopt_long(): 1 when it is a shared one and was taken (value is kept, not
  * copied: argv outlives the options), 0 when it is not a shared one, -EINVAL for a bad value with

@@ -29,7 +29,8 @@ def test_shared_flags(t, tmp):
     for name, argv in DAEMONS.items():
         for bad, flag in [("--kube-api-qps=0", "--kube-api-qps"), ("--kube-api-burst=0", "--kube-api-burst"),
                           ("--port=70000", "--port"), ("--leader-elect=maybe", "--leader-elect"),
-                          ("--leader-elect-retry-period=soon", "--leader-elect-retry-period"), ("-v=x", "-v")]:
+                          ("--leader-elect-retry-period=soon", "--leader-elect-retry-period"), ("-v=x", "-v"),
+                          ("--gather-window=1s", "--gather-window")]:
             p = run(argv + [bad])
             t.ok(p.returncode == 2 and len(lines(p)) == 1 and flag in p.stderr,
                  "%s %s: exit 2 with one line naming the flag" % (name, bad), p.stderr)

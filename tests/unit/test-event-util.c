@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Daemon wiring: SIGHUP reaches the reload callback, SIGTERM ends the loop cleanly, sd_notify
- * messages arrive on NOTIFY_SOCKET as systemd would read them. */
+ * messages arrive on NOTIFY_SOCKET as systemd would read them. cn_event_loop(): answers awaited
+ * together are dispatched together, a ready one at once, none delayed without gathering. */
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -28,6 +32,99 @@ static int safety(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 99);
 }
 
+/* cn_event_loop(): one pipe written at once, four more GATHER_LATER later, the loop's reads timed. */
+#define GATHER_PIPES 5
+#define GATHER_LATER (100 * USEC_PER_MSEC)
+#define GATHER_WINDOW (400 * USEC_PER_MSEC)
+
+typedef struct Gather {
+        int fds[GATHER_PIPES][2];
+        usec_t read_at[GATHER_PIPES];
+        unsigned n_read;
+        bool on; /* what the gather callback answers */
+        unsigned asked;
+} Gather;
+
+static bool gather_cb(void *userdata) {
+        Gather *g = userdata;
+
+        g->asked++;
+        return g->on;
+}
+
+static int on_pipe(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Gather *g = userdata;
+        char c;
+
+        for (unsigned i = 0; i < GATHER_PIPES; i++)
+                if (g->fds[i][0] == fd)
+                        g->read_at[i] = cn_now(CLOCK_MONOTONIC);
+        (void) read(fd, &c, 1);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        if (++g->n_read == GATHER_PIPES)
+                return sd_event_exit(sd_event_source_get_event(s), 7);
+        return 0;
+}
+
+static void *writer(void *userdata) {
+        Gather *g = userdata;
+        struct timespec later = { .tv_nsec = (long) (GATHER_LATER * NSEC_PER_USEC) };
+
+        (void) write(g->fds[0][1], "x", 1);
+        (void) clock_nanosleep(CLOCK_MONOTONIC, 0, &later, NULL);
+        for (unsigned i = 1; i < GATHER_PIPES; i++)
+                (void) write(g->fds[i][1], "x", 1);
+        return NULL;
+}
+
+/* The latest read of pipes 1.. minus the read of pipe 0 and the spread of those later reads. */
+static int run_gather(bool on, usec_t *ret_after_first, usec_t *ret_spread, unsigned *ret_asked) {
+        _cleanup_(sd_event_unrefp) sd_event *e = NULL;
+        sd_event_source *src[GATHER_PIPES] = {};
+        Gather g = { .on = on };
+        usec_t lo = USEC_INFINITY, hi = 0;
+        pthread_t t;
+        int r;
+
+        if (sd_event_new(&e) < 0)
+                return -1;
+        for (unsigned i = 0; i < GATHER_PIPES; i++)
+                if (pipe2(g.fds[i], O_CLOEXEC) < 0 ||
+                    sd_event_add_io(e, &src[i], g.fds[i][0], EPOLLIN, on_pipe, &g) < 0)
+                        return -1;
+        if (pthread_create(&t, NULL, writer, &g) != 0)
+                return -1;
+        r = cn_event_loop(e, GATHER_WINDOW, gather_cb, &g);
+        (void) pthread_join(t, NULL);
+        for (unsigned i = 0; i < GATHER_PIPES; i++) {
+                sd_event_source_unref(src[i]);
+                close(g.fds[i][0]);
+                close(g.fds[i][1]);
+                if (i > 0) {
+                        lo = MIN(lo, g.read_at[i]);
+                        hi = MAX(hi, g.read_at[i]);
+                }
+        }
+        *ret_after_first = lo - g.read_at[0];
+        *ret_spread = hi - lo;
+        *ret_asked = g.asked;
+        return r;
+}
+
+static void test_gather(void) {
+        usec_t after, spread;
+        unsigned asked;
+
+        TAP_EQ_INT(run_gather(true, &after, &spread, &asked), 7, "cn_event_loop() returns the exit code");
+        TAP_OK(after >= GATHER_WINDOW, "answers not ready yet waited the window (%.0f ms after the first)",
+               (double) after / USEC_PER_MSEC);
+        TAP_OK(spread < GATHER_LATER, "and were dispatched together (%.1f ms apart)", (double) spread / USEC_PER_MSEC);
+        TAP_OK(asked > 0, "the loop asked whether to gather (%u times)", asked);
+        TAP_EQ_INT(run_gather(false, &after, &spread, &asked), 7, "without gathering");
+        TAP_OK(after < GATHER_WINDOW, "answers are dispatched as they come (%.0f ms after the first)",
+               (double) after / USEC_PER_MSEC);
+}
+
 static char *recv_notify(int fd) {
         char buf[512];
         ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
@@ -45,6 +142,7 @@ int main(void) {
         char dir[] = "/tmp/cn-test-event-XXXXXX";
         int fd, r;
 
+        test_gather();
         if (!mkdtemp(dir))
                 return 1;
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", dir);

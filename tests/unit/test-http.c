@@ -319,9 +319,21 @@ static void test_concurrency(sd_event *e, CnHttp *h) {
         TAP_EQ_INT(cn_http_request_submit(slow, order_done, &o), 0, "submit slow");
         TAP_EQ_INT(cn_http_request_submit(fast, order_done, &o), 0, "submit fast");
         TAP_EQ_INT(cn_http_request_submit(fast, order_done, &o), -EBUSY, "double submit refused");
+        TAP_EQ_INT(cn_http_awaited(h), 2, "two answers awaited");
         (void) sd_event_add_time_relative(e, &tick, CLOCK_MONOTONIC, 500 * USEC_PER_MSEC, 0, order_tick, &o);
         TAP_EQ_INT(cn_http_request_run(slow), 0, "slow request completes");
         TAP_EQ_STR(o.log, "HtS", "fast request and a timer ran while the slow one was pending");
+        TAP_EQ_INT(cn_http_awaited(h), 0, "no answer awaited once both came");
+        {
+                _cleanup_(cn_http_request_unrefp) CnHttpRequest *gone = NULL;
+
+                TAP_OK(cn_http_request_new(h, "GET", us, &gone) == 0 && cn_http_request_submit(gone, order_done, &o) == 0,
+                       "submit slow again");
+                TAP_EQ_INT(cn_http_awaited(h), 1, "its answer awaited");
+                cn_http_request_cancel(gone);
+                cn_http_request_cancel(gone);
+                TAP_EQ_INT(cn_http_awaited(h), 0, "a cancelled request is not awaited, cancelled twice or not");
+        }
 }
 
 static void test_stream(sd_event *e, CnHttp *h) {
@@ -354,6 +366,7 @@ static void test_stream(sd_event *e, CnHttp *h) {
         TAP_EQ_INT(cn_http_request_new(h, "GET", uf, &c), 0, "new endless stream");
         cn_http_request_set_data_callback(c, stream_data, &s4);
         TAP_EQ_INT(cn_http_request_submit(c, never_called, &called), 0, "submit");
+        TAP_EQ_INT(cn_http_awaited(h), 0, "a stream is not an awaited answer");
         run_for(e, 200 * USEC_PER_MSEC);
         int before = s4.chunks;
         cn_http_request_cancel(c);
