@@ -32,13 +32,15 @@ static int safety(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 99);
 }
 
-/* cn_event_loop(): one pipe written at once, four more GATHER_LATER later, the loop's reads timed. */
+/* cn_event_loop(): one pipe written before the loop starts, four more GATHER_LATER after the loop
+ * read the first, the loop's reads timed. */
 #define GATHER_PIPES 5
-#define GATHER_LATER (100 * USEC_PER_MSEC)
-#define GATHER_WINDOW (400 * USEC_PER_MSEC)
+#define GATHER_LATER (200 * USEC_PER_MSEC)
+#define GATHER_WINDOW (600 * USEC_PER_MSEC)
 
 typedef struct Gather {
         int fds[GATHER_PIPES][2];
+        int first_read[2]; /* the loop tells the writer that it read the first pipe */
         usec_t read_at[GATHER_PIPES];
         unsigned n_read;
         bool on; /* what the gather callback answers */
@@ -60,6 +62,8 @@ static int on_pipe(sd_event_source *s, int fd, uint32_t revents, void *userdata)
                 if (g->fds[i][0] == fd)
                         g->read_at[i] = cn_now(CLOCK_MONOTONIC);
         (void) read(fd, &c, 1);
+        if (fd == g->fds[0][0])
+                (void) write(g->first_read[1], "x", 1);
         (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
         if (++g->n_read == GATHER_PIPES)
                 return sd_event_exit(sd_event_source_get_event(s), 7);
@@ -69,8 +73,9 @@ static int on_pipe(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 static void *writer(void *userdata) {
         Gather *g = userdata;
         struct timespec later = { .tv_nsec = (long) (GATHER_LATER * NSEC_PER_USEC) };
+        char c;
 
-        (void) write(g->fds[0][1], "x", 1);
+        (void) read(g->first_read[0], &c, 1);
         (void) clock_nanosleep(CLOCK_MONOTONIC, 0, &later, NULL);
         for (unsigned i = 1; i < GATHER_PIPES; i++)
                 (void) write(g->fds[i][1], "x", 1);
@@ -86,13 +91,13 @@ static int run_gather(bool on, usec_t *ret_after_first, usec_t *ret_spread, unsi
         pthread_t t;
         int r;
 
-        if (sd_event_new(&e) < 0)
+        if (sd_event_new(&e) < 0 || pipe2(g.first_read, O_CLOEXEC) < 0)
                 return -1;
         for (unsigned i = 0; i < GATHER_PIPES; i++)
                 if (pipe2(g.fds[i], O_CLOEXEC) < 0 ||
                     sd_event_add_io(e, &src[i], g.fds[i][0], EPOLLIN, on_pipe, &g) < 0)
                         return -1;
-        if (pthread_create(&t, NULL, writer, &g) != 0)
+        if (pthread_create(&t, NULL, writer, &g) != 0 || write(g.fds[0][1], "x", 1) != 1)
                 return -1;
         r = cn_event_loop(e, GATHER_WINDOW, gather_cb, &g);
         (void) pthread_join(t, NULL);
@@ -105,6 +110,8 @@ static int run_gather(bool on, usec_t *ret_after_first, usec_t *ret_spread, unsi
                         hi = MAX(hi, g.read_at[i]);
                 }
         }
+        close(g.first_read[0]);
+        close(g.first_read[1]);
         *ret_after_first = lo - g.read_at[0];
         *ret_spread = hi - lo;
         *ret_asked = g.asked;
