@@ -43,7 +43,7 @@ static int help(void) {
                "     --port N                     Health/metrics port, 0 disables (default 10260)\n"
                "     --kube-api-qps Q --kube-api-burst B\n"
                "     --gather-window DUR          With answers awaited from several requests, let them\n"
-               "                                  arrive together for DUR (default 5ms, 0 = off)\n"
+               "                                  arrive together for DUR (default 0 = off)\n"
                "     --machine-provider NAME      Reconcile CloudnodeMachines with this provider\n"
                "                                  (hetzner, openstack, proxmoxve; Cluster API\n"
                "                                  infrastructure provider)\n"

@@ -52,7 +52,7 @@ static int help(void) {
                "     --kube-api-qps Q                   Client-side API rate limit (default 20)\n"
                "     --kube-api-burst B                 Client-side API burst (default 30)\n"
                "     --gather-window DUR                With answers awaited from several requests, let\n"
-               "                                        them arrive together for DUR (default 5ms, 0 = off)\n"
+               "                                        them arrive together for DUR (default 0 = off)\n"
                "     --node-status-update-frequency DUR Address reconciliation period (default 5m)\n"
                "     --node-monitor-period DUR          Lifecycle check period (default 5s)\n"
                "     --node-startup-grace-period DUR    No deletion of Nodes younger than this (default 1m)\n",

@@ -27,9 +27,11 @@ typedef struct CnKubeDaemonOptions {
         usec_t gather_window; /* cn_event_loop()'s window; 0: none */
 } CnKubeDaemonOptions;
 
-/* --gather-window: long enough for the answers of a burst of requests to arrive together (an API
- * server answers in a millisecond or two), short beside any timeout or period of the daemons. */
-#define CN_KUBE_DAEMON_GATHER_WINDOW_DEFAULT (5 * USEC_PER_MSEC)
+/* --gather-window: off unless asked for. 5 ms, long enough for the answers of a burst of requests
+ * to arrive together and short beside any timeout or period of the daemons, is what the benches
+ * measured; it stays opt-in until the initializer's order of writes is shown to hold under it
+ * (one run of the test suite saw a Node's taint removed before its condition was set True). */
+#define CN_KUBE_DAEMON_GATHER_WINDOW_DEFAULT 0
 #define CN_KUBE_DAEMON_GATHER_WINDOW_MAX (100 * USEC_PER_MSEC)
 
 /* The defaults of client-go and cloud-controller-manager; bind_address 0.0.0.0, port 0. */

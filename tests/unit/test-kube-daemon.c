@@ -46,7 +46,7 @@ static void test_options(void) {
         TAP_EQ_INT(parse(&o, CN_KUBE_DAEMON_ARG_QPS, "inf", &flag), -EINVAL, "--kube-api-qps inf refused");
         TAP_EQ_INT(parse(&o, CN_KUBE_DAEMON_ARG_BURST, "0", &flag), -EINVAL, "--kube-api-burst 0 refused");
         TAP_EQ_INT(parse(&o, CN_KUBE_DAEMON_ARG_BURST, "7", &flag), 1, "--kube-api-burst 7");
-        TAP_EQ_INT(o.gather_window, 5 * USEC_PER_MSEC, "--gather-window defaults to 5ms");
+        TAP_EQ_INT(o.gather_window, 0, "--gather-window defaults to 0 (off)");
         TAP_EQ_INT(parse(&o, CN_KUBE_DAEMON_ARG_GATHER_WINDOW, "500us", &flag), 1, "--gather-window 500us");
         TAP_EQ_INT(o.gather_window, 500, "500us");
         TAP_EQ_INT(parse(&o, CN_KUBE_DAEMON_ARG_GATHER_WINDOW, "0", &flag), 1, "--gather-window 0 (off)");
