@@ -570,8 +570,10 @@ def _later(fn, delay=0.01):
     t.start()
 
 
-def _rfc3339_micro():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _rfc3339_micro(when=None):
+    t = datetime.datetime.now(datetime.timezone.utc) if when is None else \
+        datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class _Closed(Exception):
@@ -701,6 +703,7 @@ class Handler(BaseHTTPRequestHandler):
         REQ.warnings = []
         REQ.field_validation = None
         t0 = time.monotonic()
+        self.received = time.time()
         self.audit_id = str(uuid.uuid4())
         self.code = 0
         self.want_yaml = False
@@ -799,7 +802,7 @@ class Handler(BaseHTTPRequestHandler):
             self.write_audit(t0, method, info, user, groups, query, injected)
 
     def write_audit(self, t0, method, info, user, groups, query, injected, stage="ResponseComplete"):
-        rec = {"time": _rfc3339_micro(), "auditID": self.audit_id, "stage": stage, "user": user,
+        rec = {"time": _rfc3339_micro(), "received": _rfc3339_micro(self.received), "auditID": self.audit_id, "stage": stage, "user": user,
                "groups": groups, "verb": info.verb, "method": method, "apiGroup": info.group,
                "apiVersion": info.version, "resource": info.resource,
                "subresource": info.subresource, "namespace": info.namespace, "name": info.name,

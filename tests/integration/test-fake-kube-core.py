@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """tests/fake-kube-apiserver: authentication, CRUD semantics, patches, status subresource,
 finalizers, conflicts and validation, checked through its HTTP API."""
+import datetime
 import json
 import os
 import ssl
@@ -351,9 +352,14 @@ def test_audit(t, k):
     t.ok(len(smp) == 2 and all(p["code"] == 200 and p["name"] == "n1" for p in smp)
          and [p["code"] for p in pat if p["contentType"] == "application/merge-patch+json"] == [200, 400],
          "audit records verb, subresource, content type, code", pat)
-    keys = {"time", "user", "verb", "resource", "subresource", "namespace", "name", "path", "contentType", "code",
+    keys = {"time", "received", "user", "verb", "resource", "subresource", "namespace", "name", "path", "contentType", "code",
             "duration"}
     t.ok(keys <= set(recs[-1]), "audit record fields", sorted(recs[-1]))
+    def ts(text):
+        return datetime.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    late = [r for r in recs if ts(r["received"]) > ts(r["time"])
+            or abs(ts(r["time"]) - r["duration"] - ts(r["received"])) > 1]
+    t.eq(late, [], "each record was received before it was done, about its duration before")
     t.ok(any(r["code"] == 401 and r["user"] is None for r in recs), "401s are audited too")
 
 

@@ -144,9 +144,15 @@ def events(k, name=None, reason=None):
 
 def request_start(r):
     """When the server got the request: audit records are written when the response is done, by
-    concurrent server threads, so their order in the log is not the order of the requests."""
-    t = datetime.datetime.strptime(r["time"].replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-    return t - float(r.get("duration") or 0)
+    concurrent server threads, so their order in the log is not the order of the requests. The
+    time of receipt is taken when the request came, not derived from the end and the duration:
+    a server thread paused between reading the clock for one and the other would move the start
+    of its request before that of one answered earlier."""
+    return _timestamp(r.get("received") or r["time"]) - (0 if r.get("received") else float(r.get("duration") or 0))
+
+
+def _timestamp(text):
+    return datetime.datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 def writes(k, user, name=None):

@@ -88,7 +88,7 @@ def _fake_record(ev):
     ref = ev.get("objectRef") or {}
     path, _, query = ev.get("requestURI", "").partition("?")
     user = ev.get("user") or {}
-    return {"time": ev.get("stageTimestamp"), "auditID": ev.get("auditID"), "stage": ev.get("stage"),
+    return {"time": ev.get("stageTimestamp"), "received": ev.get("requestReceivedTimestamp"), "auditID": ev.get("auditID"), "stage": ev.get("stage"),
             "user": user.get("username"), "groups": user.get("groups") or [], "verb": ev.get("verb"),
             "method": _METHODS.get(ev.get("verb"), ev.get("verb", "").upper()), "apiGroup": ref.get("apiGroup", ""),
             "apiVersion": ref.get("apiVersion", ""), "resource": ref.get("resource", ""),
