@@ -45,6 +45,7 @@ typedef struct EventEntry {
         bool created:1;      /* the Event exists on the server */
         bool creating:1;     /* the write in flight is the create */
         bool dirty:1;        /* repeats arrived while a write was in flight */
+        struct EventEntry *lru_prev, *lru_next; /* by last_mono: the recorder's lru_first is the oldest */
 } EventEntry;
 
 /* What makes two events the same Event (client-go's aggregation key, less the source): the
@@ -57,7 +58,9 @@ struct CnKubeEventRecorder {
         CnKubeClient *client;
         char *component, *host, *instance;
         usec_t window;
-        EventEntry **entries;
+        /* The entries from the least to the most recently recorded, so that making room takes the
+         * first one without a write out instead of comparing them all. */
+        EventEntry *lru_first, *lru_last;
         size_t n_entries;
         /* The entries by their identity: open addressing, linear probing, at most half full. One
          * lookup per event, not a walk of them all. */
@@ -264,9 +267,10 @@ int cn_kube_event_recorder_new(CnKubeClient *c, const CnKubeEventRecorderOptions
 CnKubeEventRecorder *cn_kube_event_recorder_free(CnKubeEventRecorder *r) {
         if (!r)
                 return NULL;
-        for (size_t i = 0; i < r->n_entries; i++)
-                entry_free(r->entries[i]);
-        free(r->entries);
+        for (EventEntry *e = r->lru_first, *next; e; e = next) {
+                next = e->lru_next;
+                entry_free(e);
+        }
         free(r->slots);
         free(r->component);
         free(r->host);
@@ -439,28 +443,47 @@ static int build_create_body(CnKubeEventRecorder *r, EventEntry *e, json_object 
 }
 
 /* Room for one more entry: drop the least recently used idle entry when full. */
-static int make_room(CnKubeEventRecorder *r) {
-        EventEntry **n;
-        size_t victim = SIZE_MAX;
+static void lru_unlink(CnKubeEventRecorder *r, EventEntry *e) {
+        if (e->lru_prev)
+                e->lru_prev->lru_next = e->lru_next;
+        else if (r->lru_first == e)
+                r->lru_first = e->lru_next;
+        if (e->lru_next)
+                e->lru_next->lru_prev = e->lru_prev;
+        else if (r->lru_last == e)
+                r->lru_last = e->lru_prev;
+        e->lru_prev = e->lru_next = NULL;
+}
 
-        if (r->n_entries < EVENT_CACHE_MAX) {
-                if (index_reserve(r) < 0)
-                        return -ENOMEM;
-                n = realloc(r->entries, (r->n_entries + 1) * sizeof(EventEntry *));
-                if (!n)
-                        return -ENOMEM;
-                r->entries = n;
-                return 0;
-        }
-        for (size_t i = 0; i < r->n_entries; i++)
-                if (!r->entries[i]->req &&
-                    (victim == SIZE_MAX || r->entries[i]->last_mono < r->entries[victim]->last_mono))
-                        victim = i;
-        if (victim == SIZE_MAX)
+/* e was recorded now: the most recent entry. */
+static void lru_touch(CnKubeEventRecorder *r, EventEntry *e, usec_t now) {
+        e->last_mono = now;
+        if (r->lru_last == e)
+                return;
+        lru_unlink(r, e);
+        e->lru_prev = r->lru_last;
+        if (r->lru_last)
+                r->lru_last->lru_next = e;
+        else
+                r->lru_first = e;
+        r->lru_last = e;
+}
+
+/* Room for one more entry: the least recently recorded one without a write out goes when the
+ * cache is full. */
+static int make_room(CnKubeEventRecorder *r) {
+        EventEntry *victim;
+
+        if (r->n_entries < EVENT_CACHE_MAX)
+                return index_reserve(r) < 0 ? -ENOMEM : 0;
+        for (victim = r->lru_first; victim && victim->req; victim = victim->lru_next)
+                ;
+        if (!victim)
                 return -EBUSY;
-        index_remove(r, r->entries[victim]);
-        entry_free(r->entries[victim]);
-        r->entries[victim] = r->entries[--r->n_entries];
+        index_remove(r, victim);
+        lru_unlink(r, victim);
+        entry_free(victim);
+        r->n_entries--;
         return 0;
 }
 
@@ -504,7 +527,7 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
 
         if (e && now - e->last_mono < r->window) {
                 e->count++;
-                e->last_mono = now;
+                lru_touch(r, e, now);
                 return entry_send(e);
         }
 
@@ -530,7 +553,7 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
                         return -ENOMEM;
                 e->recorder = r;
                 e->hash = hash;
-                r->entries[r->n_entries++] = e;
+                r->n_entries++;
                 index_place(r->slots, r->n_slots, e);
         } else if (e->req) {
                 /* A new Event is due but the last write is still out: let it finish first. */
@@ -543,7 +566,7 @@ int cn_kube_event_recordv(CnKubeEventRecorder *r, const CnKubeObjectRef *o, CnKu
         e->count = 1;
         e->created = false;
         e->dirty = false;
-        e->last_mono = now;
+        lru_touch(r, e, now);
         e->first_realtime = cn_now(CLOCK_REALTIME);
 
         k = build_create_body(r, e, &built);
