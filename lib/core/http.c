@@ -90,6 +90,11 @@ struct CnHttp {
         bool freeing;
         char *http_proxy, *https_proxy, *no_proxy;
         EVP_MD_CTX *md;
+        /* What the last connection key was the digest of (request_route()): most requests of a
+         * client go where the one before went, with the same credentials, and comparing them is
+         * cheaper than hashing them again. Both hold key material: wiped when replaced. */
+        CnBuf key_input, key_last_input;
+        uint8_t key_last[HTTP_KEY_SIZE];
         char *buf; /* HTTP_READ_BUFFER bytes, for every read */
         unsigned awaited; /* submitted requests without a data callback, not yet done */
 };
@@ -211,6 +216,17 @@ static void free_secret_str(char *s) {
 
 static BIO_METHOD *socket_method;
 static pthread_once_t socket_method_once = PTHREAD_ONCE_INIT;
+
+static size_t strlen_ptr(const char *s) {
+        return s ? strlen(s) : 0;
+}
+
+/* Forgets a buffer of key material, keeping its allocation: the bytes are overwritten first. */
+static void key_buf_wipe(CnBuf *b) {
+        if (b->data)
+                explicit_bzero(b->data, b->alloc);
+        cn_buf_reset(b);
+}
 
 static int bio_write(BIO *b, const char *data, int len) {
         Conn *c = BIO_get_data(b);
@@ -494,6 +510,8 @@ int cn_http_new(sd_event *event, CnHttp **ret) {
         h->max_host = UINT_MAX;
         h->max_idle = CN_HTTP_IDLE_CONNECTIONS_MAX;
         h->md = EVP_MD_CTX_new();
+        h->key_input = CN_BUF_INIT(SIZE_MAX);
+        h->key_last_input = CN_BUF_INIT(SIZE_MAX);
         h->buf = malloc(HTTP_READ_BUFFER);
         if (!h->md || !h->buf)
                 return -ENOMEM;
@@ -620,6 +638,10 @@ CnHttp *cn_http_free(CnHttp *h) {
         sd_event_source_disable_unref(h->defer);
         sd_event_unref(h->event);
         EVP_MD_CTX_free(h->md);
+        key_buf_wipe(&h->key_input);
+        key_buf_wipe(&h->key_last_input);
+        cn_buf_done(&h->key_input);
+        cn_buf_done(&h->key_last_input);
         free(h->buf);
         free(h->http_proxy);
         free(h->https_proxy);
@@ -2167,22 +2189,27 @@ static void dispatch(CnHttp *h) {
 /* -------------------------------------------------------------------------------------------------
  * Submission. */
 
-static void key_add(EVP_MD_CTX *md, const char *tag, const void *data, size_t n) {
+static int key_add(CnBuf *b, const char *tag, const void *data, size_t n) {
         uint64_t len = data ? n : UINT64_MAX;
-        (void) EVP_DigestUpdate(md, tag, strlen(tag) + 1);
-        (void) EVP_DigestUpdate(md, &len, sizeof(len));
-        if (data && n > 0)
-                (void) EVP_DigestUpdate(md, data, n);
+        int k;
+
+        k = cn_buf_add(b, tag, strlen(tag) + 1);
+        if (k >= 0)
+                k = cn_buf_add(b, &len, sizeof(len));
+        if (k >= 0 && data && n > 0)
+                k = cn_buf_add(b, data, n);
+        return k;
 }
 
-static void key_add_str(EVP_MD_CTX *md, const char *tag, const char *s) {
-        key_add(md, tag, s, s ? strlen(s) : 0);
+static int key_add_str(CnBuf *b, const char *tag, const char *s) {
+        return key_add(b, tag, s, s ? strlen(s) : 0);
 }
 
 static int request_route(CnHttpRequest *r) {
         CnHttp *h = r->http;
         const char *proxy = r->tls ? h->https_proxy : h->http_proxy;
         unsigned len = 0;
+        CnBuf *in, swap;
         int k;
 
         if (proxy && !r->no_proxy && !(h->no_proxy && no_proxy_matches(h->no_proxy, r->host))) {
@@ -2199,23 +2226,59 @@ static int request_route(CnHttpRequest *r) {
                 return -ENOMEM;
         }
 
-        if (EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1)
-                return -ENOMEM;
-        key_add_str(h->md, "origin", r->origin);
-        key_add_str(h->md, "proxy", r->proxy_host);
-        key_add_str(h->md, "proxy-port", r->proxy_port);
-        key_add_str(h->md, "proxy-auth", r->proxy_auth);
-        if (r->tls) {
-                key_add(h->md, "pin", r->pinned ? r->pinned_sha256 : NULL, CN_HTTP_SHA256_SIZE);
-                key_add(h->md, "ca-pem", r->ca_pem, r->ca_pem_size);
-                key_add_str(h->md, "ca-file", r->ca_file);
-                key_add(h->md, "cert-pem", r->cert_pem, r->cert_pem_size);
-                key_add(h->md, "key-pem", r->key_pem, r->key_pem_size);
-                key_add_str(h->md, "cert-file", r->cert_file);
-                key_add_str(h->md, "key-file", r->key_file);
+        /* The key: a digest of where the connection goes and of everything that makes its TLS. */
+        in = &h->key_input;
+        key_buf_wipe(in);
+        /* At its size at once: a buffer grown by realloc() would leave copies of the key behind. */
+        k = cn_buf_reserve(in, 512 + strlen(r->origin) + strlen_ptr(r->proxy_host) + strlen_ptr(r->proxy_port) +
+                                       strlen_ptr(r->proxy_auth) + r->ca_pem_size + strlen_ptr(r->ca_file) +
+                                       r->cert_pem_size + r->key_pem_size + strlen_ptr(r->cert_file) +
+                                       strlen_ptr(r->key_file));
+        if (k >= 0)
+                k = key_add_str(in, "origin", r->origin);
+        if (k >= 0)
+                k = key_add_str(in, "proxy", r->proxy_host);
+        if (k >= 0)
+                k = key_add_str(in, "proxy-port", r->proxy_port);
+        if (k >= 0)
+                k = key_add_str(in, "proxy-auth", r->proxy_auth);
+        if (k >= 0 && r->tls) {
+                k = key_add(in, "pin", r->pinned ? r->pinned_sha256 : NULL, CN_HTTP_SHA256_SIZE);
+                if (k >= 0)
+                        k = key_add(in, "ca-pem", r->ca_pem, r->ca_pem_size);
+                if (k >= 0)
+                        k = key_add_str(in, "ca-file", r->ca_file);
+                if (k >= 0)
+                        k = key_add(in, "cert-pem", r->cert_pem, r->cert_pem_size);
+                if (k >= 0)
+                        k = key_add(in, "key-pem", r->key_pem, r->key_pem_size);
+                if (k >= 0)
+                        k = key_add_str(in, "cert-file", r->cert_file);
+                if (k >= 0)
+                        k = key_add_str(in, "key-file", r->key_file);
         }
-        if (EVP_DigestFinal_ex(h->md, r->key, &len) != 1 || len != HTTP_KEY_SIZE)
+        if (k < 0) {
+                key_buf_wipe(in);
                 return -ENOMEM;
+        }
+        if (cn_buf_len(in) == cn_buf_len(&h->key_last_input) && cn_buf_len(in) > 0 &&
+            memcmp(in->data, h->key_last_input.data, cn_buf_len(in)) == 0) {
+                memcpy(r->key, h->key_last, HTTP_KEY_SIZE);
+                key_buf_wipe(in);
+                return 0;
+        }
+        if (EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) != 1 ||
+            EVP_DigestUpdate(h->md, in->data, cn_buf_len(in)) != 1 ||
+            EVP_DigestFinal_ex(h->md, r->key, &len) != 1 || len != HTTP_KEY_SIZE) {
+                key_buf_wipe(in);
+                return -ENOMEM;
+        }
+        /* This input is the last one now; the buffers swap, so that neither is allocated again. */
+        key_buf_wipe(&h->key_last_input);
+        swap = h->key_last_input;
+        h->key_last_input = h->key_input;
+        h->key_input = swap;
+        memcpy(h->key_last, r->key, HTTP_KEY_SIZE);
         return 0;
 }
 

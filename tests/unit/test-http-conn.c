@@ -679,6 +679,13 @@ static void test_proxies(sd_event *e) {
                 log_reset();
                 TAP_EQ_INT(tls_get(h, tls_port, ca_pem, NULL, true), 200, "no proxy for this request: direct");
                 log_is("", "the proxy saw nothing");
+                /* The connection key is remembered for the last input only: each change of it is
+                 * a key of its own, and coming back to the one before finds its connection. */
+                TAP_EQ_INT(tls_get(h, tls_port, NULL, NULL, true), -EBADE,
+                           "direct without the CA right after it: not its connection (-EBADE)");
+                TAP_EQ_INT(tls_get(h, tls_port, NULL, wrong, true), -EBADE, "direct with a wrong pin: -EBADE");
+                TAP_EQ_INT(tls_get(h, tls_port, ca_pem, NULL, true), 200, "direct with the CA again: 200");
+                TAP_EQ_INT(tls_get(h, tls_port, ca_pem, NULL, true), 200, "and once more");
         }
         unsetenv("https_proxy");
         setenv("https_proxy", "https://127.0.0.1:1", 1);
