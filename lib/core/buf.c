@@ -77,13 +77,23 @@ int cn_buf_add_char(CnBuf *b, char c) {
 }
 
 int cn_buf_vprintf(CnBuf *b, const char *fmt, va_list ap) {
+        /* Printed once where it fits in the room left (what the buffer is mostly used for: lines
+         * of a request, of metrics, added to a buffer grown already), twice otherwise. */
+        size_t room = b && b->data ? b->alloc - b->len : 0;
         va_list aq;
         int n, r;
 
         assert(b);
         va_copy(aq, ap);
-        n = vsnprintf(NULL, 0, fmt, aq);
+        n = vsnprintf(room > 0 ? b->data + b->len : NULL, room, fmt, aq);
         va_end(aq);
+        if (n >= 0 && (size_t) n < room && (size_t) n <= b->max - b->len) {
+                b->len += (size_t) n;
+                return 0;
+        }
+        /* What did not fit leaves the buffer as it was. */
+        if (room > 0)
+                b->data[b->len] = 0;
         if (n < 0)
                 return -EINVAL;
         r = buf_reserve(b, (size_t) n);

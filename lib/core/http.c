@@ -731,6 +731,9 @@ CnHttpRequest *cn_http_request_unref(CnHttpRequest *r) {
 }
 
 int cn_http_request_add_header(CnHttpRequest *r, const char *name, const char *value) {
+        size_t len;
+        int k;
+
         assert(r);
         assert(name);
         assert(value);
@@ -749,7 +752,17 @@ int cn_http_request_add_header(CnHttpRequest *r, const char *name, const char *v
                  strcasecmp(name, "Connection") == 0)
                 /* Framing is ours: a caller's would make the request mean something else. */
                 return -EINVAL;
-        return cn_buf_printf(&r->headers, isempty(value) ? "%s:%s\r\n" : "%s: %s\r\n", name, value);
+        len = cn_buf_len(&r->headers);
+        k = cn_buf_add_str(&r->headers, name);
+        if (k >= 0)
+                k = cn_buf_add_str(&r->headers, isempty(value) ? ":" : ": ");
+        if (k >= 0)
+                k = cn_buf_add_str(&r->headers, strempty(value));
+        if (k >= 0)
+                k = cn_buf_add(&r->headers, "\r\n", 2);
+        if (k < 0)
+                cn_buf_truncate(&r->headers, len);
+        return k;
 }
 
 int cn_http_request_set_bearer_token(CnHttpRequest *r, const char *token) {
@@ -2288,8 +2301,14 @@ static int request_build(CnHttpRequest *r) {
         bool length = r->body || streq(r->method, "POST") || streq(r->method, "PUT") || streq(r->method, "PATCH");
         int k;
 
-        k = cn_buf_printf(&b, "%s %s%s%s HTTP/1.1\r\n", r->method, forward ? "http://" : "",
-                          forward ? r->host_header : "", r->path);
+        /* At its size at once (the fixed lines are under 256 bytes and a proxy's credentials under
+         * the host's share): each line printed once, the body copied once, no copy of the headers
+         * (a bearer token) left behind by a realloc(). */
+        k = cn_buf_reserve(&b, 256 + strlen(r->method) + 2 * strlen(r->host_header) + strlen(r->path) +
+                                       strlen_ptr(r->proxy_auth) + cn_buf_len(&r->headers) + r->body_size);
+        if (k >= 0)
+                k = cn_buf_printf(&b, "%s %s%s%s HTTP/1.1\r\n", r->method, forward ? "http://" : "",
+                                  forward ? r->host_header : "", r->path);
         if (k >= 0 && !r->has_host)
                 k = cn_buf_printf(&b, "Host: %s\r\n", r->host_header);
         if (k >= 0 && !r->has_user_agent)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Bounded buffer: the cap holds, content stays NUL-terminated, steal/consume hand over data. */
+#include <string.h>
+
 #include "buf.h"
 #include "tap.h"
 
@@ -33,6 +35,23 @@ int main(void) {
         TAP_EQ_INT(cn_buf_add_str(&b, "again"), 0, "buffer is usable after steal with the same cap");
         cn_buf_done(&b);
         TAP_EQ_STR(cn_buf_str(&b), "", "done frees and empties");
+
+        /* printf into the room an earlier growth left, into none, and past a cap inside it. */
+        CnBuf room = CN_BUF_INIT(100);
+        TAP_EQ_INT(cn_buf_reserve(&room, 64), 0, "room reserved");
+        TAP_EQ_INT(cn_buf_printf(&room, "%s=%d", "a", 1), 0, "printf into the room");
+        TAP_EQ_INT(cn_buf_printf(&room, "%060d", 7), 0, "printf longer than the room left: grown");
+        TAP_EQ_INT(cn_buf_len(&room), 63, "both printed whole");
+        TAP_OK(strncmp(cn_buf_str(&room), "a=1000", 6) == 0 && cn_buf_str(&room)[62] == '7',
+               "in order, NUL-terminated");
+        cn_buf_truncate(&room, 3);
+        TAP_OK(room.alloc - room.len > 50, "room left after truncating (%zu)", room.alloc - room.len);
+        TAP_EQ_INT(cn_buf_printf(&room, "%0100d", 1), -E2BIG, "printf past the cap, though part of it fits the room");
+        TAP_EQ_STR(cn_buf_str(&room), "a=1", "leaves the buffer as it was");
+        cn_buf_done(&room);
+        TAP_EQ_INT(cn_buf_printf(&room, "%s", ""), 0, "printf of nothing into no allocation");
+        TAP_EQ_STR(cn_buf_str(&room), "", "reads as empty");
+        cn_buf_done(&room);
 
         CnBuf big = CN_BUF_INIT(1 << 20);
         int r = 0;
