@@ -190,8 +190,10 @@ def main():
     ap.add_argument("--objects", choices=("realistic", "small"), default="realistic",
                     help="Nodes as a kubelet registers them (default) or bare tainted Nodes")
     ap.add_argument("--wrapper", default="",
-                    help="run the initializer under this command, e.g. 'heaptrack -o FILE' or 'valgrind "
-                         "--tool=massif --massif-out-file=FILE' (a profile: the figures printed are then the wrapper's)")
+                    help="run the initializer under this command, e.g. 'heaptrack -o FILE', 'valgrind "
+                         "--tool=massif --massif-out-file=FILE' or 'valgrind --tool=callgrind --callgrind-out-file=FILE' "
+                         "(instructions per function, which do not drift with the machine's load as CPU time does; "
+                         "a profile: the figures printed are then the wrapper's)")
     ap.add_argument("--peers", default="", help="also run the Go peers side by side (bench/initializer/peers.py): "
                     "comma-separated providers, hetzner and/or openstack")
     ap.add_argument("--peer-nodes", default="100", help="comma-separated Node counts of the side-by-side runs")
