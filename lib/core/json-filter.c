@@ -8,6 +8,12 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_SCAN 1
+#include <immintrin.h>
+#else
+#define HAVE_AVX2_SCAN 0
+#endif
 
 #include "json-filter.h"
 #include "json-util.h"
@@ -91,26 +97,13 @@ static int skip_string(Scan *s) {
         }
 }
 
-/* Past one value, whatever it holds: strings and bracket nesting are followed, the rest of the
- * grammar is left to nobody (the value is not kept). */
-static int skip_value(Scan *s) {
+/* Past the object or array that starts at s->p, a byte at a time between strings. */
+static int skip_container_portable(Scan *s) {
         char stack[CN_JSON_MAX_DEPTH];
         unsigned depth = 0;
         const char *p, *end = s->end;
         int r;
 
-        skip_ws(s);
-        if (s->p >= end)
-                return -EBADMSG;
-        if (*s->p == '"')
-                return skip_string(s);
-        if (*s->p != '{' && *s->p != '[') {
-                const char *start = s->p;
-
-                while (s->p < end && literal_byte[(unsigned char) *s->p])
-                        s->p++;
-                return s->p == start ? -EBADMSG : 0;
-        }
         for (p = s->p;;) {
                 while (p < end && plain_byte[(unsigned char) *p])
                         p++;
@@ -145,6 +138,166 @@ static int skip_value(Scan *s) {
                         return -EBADMSG;
                 }
         }
+}
+
+static bool portable_only;
+
+void cn_json_filter_set_portable(bool on) {
+        portable_only = on;
+}
+
+#if HAVE_AVX2_SCAN
+/* The same scan 64 bytes at a time, as simdjson finds structure: each block gives bit masks of
+ * its quotes, backslashes, brackets and the bytes that may not stand between strings (vpshufb
+ * looks each byte's two nibbles up in tables whose AND is zero for those). Escapes are resolved
+ * from the backslashes, the bytes inside strings are the prefix XOR of the quotes left, and only
+ * the brackets outside strings are visited one by one, for the nesting and its kinds. What it
+ * accepts and where it ends are those of skip_container_portable(), byte for byte. */
+typedef struct Masks {
+        uint64_t quote, backslash, open, close, invalid;
+} Masks;
+
+__attribute__((target("avx2"))) static inline Masks masks_of(const char *p) {
+        /* By high nibble, a bit for each set of low nibbles allowed with it: 0x0: \t \n \r;
+         * 0x2: space " + , - .; 0x3: digits and ':'; 0x4 and 0x6: letters from 1; 0x5 and 0x7:
+         * letters to 0xA, '[' ']' or '{' '}'. The bytes from 0x80 have no bit. */
+        const __m256i hi_table = _mm256_setr_epi8(0x01, 0, 0x02, 0x04, 0x08, 0x10, 0x08, 0x10, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                  0x01, 0, 0x02, 0x04, 0x08, 0x10, 0x08, 0x10, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m256i lo_table = _mm256_setr_epi8(0x16, 0x1C, 0x1E, 0x1C, 0x1C, 0x1C, 0x1C, 0x1C, 0x1C, 0x1D, 0x1D, 0x1A,
+                                                  0x0A, 0x1B, 0x0A, 0x08, 0x16, 0x1C, 0x1E, 0x1C, 0x1C, 0x1C, 0x1C, 0x1C,
+                                                  0x1C, 0x1D, 0x1D, 0x1A, 0x0A, 0x1B, 0x0A, 0x08);
+        const __m256i nibble = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+        Masks m = {};
+
+        for (unsigned half = 0; half < 2; half++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *) (const void *) (p + 32 * half));
+                /* '[' and '{' both become '{' with the 0x20 bit set, ']' and '}' both '}'. */
+                __m256i folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+                __m256i cls = _mm256_and_si256(
+                        _mm256_shuffle_epi8(hi_table, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)),
+                        _mm256_shuffle_epi8(lo_table, _mm256_and_si256(v, nibble)));
+                unsigned shift = 32 * half;
+
+                m.quote |= (uint64_t) (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('"')))
+                           << shift;
+                m.backslash |= (uint64_t) (uint32_t) _mm256_movemask_epi8(
+                                       _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')))
+                               << shift;
+                m.open |= (uint64_t) (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(folded, _mm256_set1_epi8('{')))
+                          << shift;
+                m.close |= (uint64_t) (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(folded, _mm256_set1_epi8('}')))
+                           << shift;
+                m.invalid |= (uint64_t) (uint32_t) _mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, zero)) << shift;
+        }
+        return m;
+}
+
+static inline uint64_t prefix_xor(uint64_t x) {
+        x ^= x << 1;
+        x ^= x << 2;
+        x ^= x << 4;
+        x ^= x << 8;
+        x ^= x << 16;
+        x ^= x << 32;
+        return x;
+}
+
+__attribute__((target("avx2"))) static int skip_container_avx2(Scan *s) {
+        char stack[CN_JSON_MAX_DEPTH], tail[64];
+        unsigned depth = 0;
+        uint64_t in_string = 0; /* all ones when the block before ended inside a string */
+        bool escape_first = false; /* a backslash ended the block before: the next byte is escaped */
+
+        for (const char *p = s->p;; p += 64) {
+                size_t left = (size_t) (s->end - p);
+                const char *b = p;
+                uint64_t escaped = 0, str, brackets;
+                Masks m;
+
+                if (left == 0)
+                        return -EBADMSG;
+                if (left < 64) {
+                        /* The last bytes, padded with spaces: nothing in them opens or ends a value. */
+                        memset(tail, ' ', sizeof(tail));
+                        memcpy(tail, p, left);
+                        b = tail;
+                }
+                m = masks_of(b);
+                if (m.backslash || escape_first) {
+                        uint64_t bs = m.backslash;
+
+                        if (escape_first) {
+                                escaped = 1;
+                                bs &= ~UINT64_C(1);
+                        }
+                        escape_first = false;
+                        /* Each backslash not escaped itself escapes the byte after it. */
+                        while (bs) {
+                                unsigned i = (unsigned) __builtin_ctzll(bs);
+
+                                if (i == 63) {
+                                        escape_first = true;
+                                        break;
+                                }
+                                escaped |= UINT64_C(2) << i;
+                                bs &= ~(UINT64_C(3) << i);
+                        }
+                        m.quote &= ~escaped;
+                }
+                /* Inside a string: from its opening quote up to the byte before its closing one. */
+                str = prefix_xor(m.quote) ^ in_string;
+                in_string = (uint64_t) ((int64_t) str >> 63);
+                brackets = (m.open | m.close) & ~str;
+                m.invalid &= ~str;
+                for (; brackets; brackets &= brackets - 1) {
+                        unsigned i = (unsigned) __builtin_ctzll(brackets);
+                        char c = b[i];
+
+                        if (c == '{' || c == '[') {
+                                if (depth >= ELEMENTSOF(stack))
+                                        return -EBADMSG;
+                                stack[depth++] = c == '{' ? '}' : ']';
+                                continue;
+                        }
+                        if (depth == 0 || stack[depth - 1] != c)
+                                return -EBADMSG;
+                        if (--depth == 0) {
+                                /* A byte not allowed between strings before the end is an error;
+                                 * after it, the caller's. */
+                                if (m.invalid & ((UINT64_C(2) << i) - 1))
+                                        return -EBADMSG;
+                                s->p = p + i + 1;
+                                return 0;
+                        }
+                }
+                if (m.invalid || left <= 64)
+                        return -EBADMSG;
+        }
+}
+#endif
+
+/* Past one value, whatever it holds: strings and bracket nesting are followed, the rest of the
+ * grammar is left to nobody (the value is not kept). */
+static int skip_value(Scan *s) {
+        const char *end = s->end;
+
+        skip_ws(s);
+        if (s->p >= end)
+                return -EBADMSG;
+        if (*s->p == '"')
+                return skip_string(s);
+        if (*s->p != '{' && *s->p != '[') {
+                const char *start = s->p;
+
+                while (s->p < end && literal_byte[(unsigned char) *s->p])
+                        s->p++;
+                return s->p == start ? -EBADMSG : 0;
+        }
+#if HAVE_AVX2_SCAN
+        if (!portable_only && __builtin_cpu_supports("avx2"))
+                return skip_container_avx2(s);
+#endif
+        return skip_container_portable(s);
 }
 
 static bool key_is(const char *name, const char *key, size_t len) {
@@ -370,7 +523,7 @@ int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, ch
         return 0;
 }
 
-size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done) {
+static size_t value_scan_portable(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done) {
         const char *p = data, *end = data + size;
 
         while (p < end) {
@@ -412,6 +565,71 @@ size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, boo
         }
         *ret_done = false;
         return size;
+}
+
+#if HAVE_AVX2_SCAN
+/* value_scan_portable() 64 bytes at a time with the masks of skip_container_avx2(). A block with
+ * a backslash in it (or after one) goes byte by byte: a backslash escapes only inside a string,
+ * which the masks cannot tell before the escapes are known. A block in which the closing brackets
+ * are fewer than the depth cannot end the value and is only counted. */
+__attribute__((target("avx2"))) static size_t value_scan_avx2(CnJsonValueScan *s, const char *data, size_t size,
+                                                              bool *ret_done) {
+        char tail[64];
+
+        for (size_t at = 0; at < size; at += 64) {
+                size_t n = MIN(size - at, (size_t) 64);
+                const char *b = data + at;
+                uint64_t within = n == 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1, str, open, close, ends;
+                Masks m;
+
+                if (n < 64) {
+                        memset(tail, ' ', sizeof(tail));
+                        memcpy(tail, b, n);
+                        b = tail;
+                }
+                m = masks_of(b);
+                if ((m.backslash & within) || s->escape) {
+                        size_t used = value_scan_portable(s, data + at, n, ret_done);
+
+                        if (*ret_done)
+                                return at + used;
+                        continue;
+                }
+                str = prefix_xor(m.quote) ^ (s->in_string ? UINT64_MAX : 0);
+                open = m.open & ~str & within;
+                close = m.close & ~str & within;
+                s->in_string = (str >> (n - 1)) & 1;
+                if (s->depth > (unsigned) __builtin_popcountll(close)) {
+                        s->depth += (unsigned) __builtin_popcountll(open);
+                        s->depth -= (unsigned) __builtin_popcountll(close);
+                        continue;
+                }
+                /* The closing quotes end a string value at depth 0. */
+                ends = m.quote & ~str & within;
+                for (uint64_t ev = open | close | ends; ev; ev &= ev - 1) {
+                        unsigned i = (unsigned) __builtin_ctzll(ev);
+                        uint64_t bit = UINT64_C(1) << i;
+
+                        if (open & bit)
+                                s->depth++;
+                        else if (close & bit ? s->depth > 0 && --s->depth == 0 : s->depth == 0) {
+                                s->in_string = false;
+                                *ret_done = true;
+                                return at + i + 1;
+                        }
+                }
+        }
+        *ret_done = false;
+        return size;
+}
+#endif
+
+size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done) {
+#if HAVE_AVX2_SCAN
+        if (!portable_only && __builtin_cpu_supports("avx2"))
+                return value_scan_avx2(s, data, size, ret_done);
+#endif
+        return value_scan_portable(s, data, size, ret_done);
 }
 
 /* The filtered text of a document parsed goes to one buffer per thread, kept between calls up to

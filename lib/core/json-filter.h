@@ -42,6 +42,10 @@ int cn_json_filter_text(const char *data, size_t size, const CnJsonFilter *f, ch
 int cn_json_parse_filtered(const char *data, size_t size, size_t max_size, const CnJsonFilter *f, json_object **ret,
                            char **ret_error);
 
+/* The portable scans only, as on a CPU without AVX2 (where they are all there is): for tests that
+ * hold both to the same answers. */
+void cn_json_filter_set_portable(bool on);
+
 /* Where a string, object or array ends in text that arrives in pieces (a response read as it
  * streams in): strings and bracket nesting are followed, nothing else is checked (the parser that
  * reads the value does). Start zeroed; the value's first byte must be '"', '{' or '['. */

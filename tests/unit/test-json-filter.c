@@ -71,17 +71,18 @@ static char *string_with_escape(size_t n, size_t esc) {
         return out;
 }
 
-/* Strings of 0 to 40 bytes with an escape at each position (or none), dropped and kept: the kept
- * one comes out as it went in, and the boundary scan, fed in chunks of 1, 7, 16 and 17 bytes, ends
- * at the document's last byte and not before. */
+/* Strings of 0 to 140 bytes with an escape at each position (or none), dropped and kept, so that
+ * escapes fall on each edge of the 16- and 64-byte blocks the scans read: the kept one comes out
+ * as it went in, and the boundary scan, fed in chunks of 1 to 4096 bytes, ends at the
+ * document's last byte and not before. */
 static void check_strings(void) {
         size_t bad = 0, bad_scan = 0, total = 0;
 
-        for (size_t n = 0; n <= 40; n++)
+        for (size_t n = 0; n <= 140; n++)
                 for (size_t esc = 0; esc <= n; esc++) {
                         _cleanup_free_ char *str = string_with_escape(n, esc), *doc = NULL, *want = NULL,
                                             *out = NULL;
-                        static const size_t chunks[] = { 1, 7, 16, 17 };
+                        static const size_t chunks[] = { 1, 7, 16, 17, 64, 100, 4096 };
 
                         if (!str || asprintf(&doc, "{\"skip\":[%s,{%s:[[%s],{}]}],\"metadata\":{\"name\":%s}}", str,
                                              str, str, str) < 0 ||
@@ -108,9 +109,9 @@ static void check_strings(void) {
                                         bad_scan++;
                         }
                 }
-        TAP_OK(total > 800 && bad == 0, "strings of 0 to 40 bytes with an escape anywhere: %zu documents, %zu wrong",
-               total, bad);
-        TAP_EQ_INT(bad_scan, 0, "the boundary scan ends each of them at its last byte, in chunks of 1, 7, 16, 17");
+        TAP_OK(total > 10000 && bad == 0,
+               "strings of 0 to 140 bytes with an escape anywhere: %zu documents, %zu wrong", total, bad);
+        TAP_EQ_INT(bad_scan, 0, "the boundary scan ends each of them at its last byte, in chunks of 1, 7, 16, 17, 64, 100, 4096");
 }
 
 /* The scans byte by byte, as the grammar says, to hold the filter's scans to: strings (a
@@ -175,6 +176,46 @@ static size_t ref_scan(const char *text, size_t n) {
                         return i + 1;
         }
         return 0;
+}
+
+/* Each byte value at each offset of three 64-byte blocks in a dropped array, between strings and
+ * inside one: the filter accepts and ends it where the byte-by-byte scan does. */
+static void check_bytes(void) {
+        static const char prefix[] = "{\"skip\":[", suffix[] = ",0],\"metadata\":{\"name\":\"x\"}}";
+        size_t wrong = 0, total = 0, rejected = 0;
+
+        for (unsigned c = 0; c < 256; c++)
+                for (size_t at = 0; at < 192; at++)
+                        for (unsigned quoted = 0; quoted < 2; quoted++) {
+                                char doc[256], *p = doc;
+                                _cleanup_free_ char *out = NULL;
+                                size_t n, end;
+                                int r;
+
+                                p = stpcpy(p, prefix);
+                                if (quoted)
+                                        *p++ = '"';
+                                for (size_t i = 0; i < at; i++)
+                                        *p++ = quoted ? "ab{]:,"[i % 6] : "1,"[i % 2];
+                                *p++ = (char) c;
+                                if (quoted)
+                                        *p++ = '"';
+                                p = stpcpy(p, suffix);
+                                n = (size_t) (p - doc);
+                                /* The value: from its '[' to the ']' of the suffix when it ends there. */
+                                end = ref_skip(doc + strlen(prefix) - 1, n - strlen(prefix) + 1);
+                                r = cn_json_filter_text(doc, n, node, &out, NULL);
+                                total++;
+                                if (end == 0) {
+                                        rejected++;
+                                        wrong += r != -EBADMSG;
+                                } else if (end == n - strlen(prefix) + 1 - (strlen(suffix) - 3) &&
+                                           (r < 0 || !streq(out, "{\"metadata\":{\"name\":\"x\"}}")))
+                                        wrong++;
+                        }
+        TAP_OK(total == 256 * 192 * 2 && rejected > 256 * 192 / 2,
+               "%zu documents with each byte at each offset, %zu rejected", total, rejected);
+        TAP_EQ_INT(wrong, 0, "... each accepted or rejected as the byte-by-byte scan does");
 }
 
 /* A random value: nested objects and arrays, strings of up to 150 bytes with runs of backslashes
@@ -388,8 +429,15 @@ int main(void) {
                            -EBADMSG,
                            "a NUL byte in a dropped member rejected");
         }
-        check_strings();
-        check_random();
+        /* The scans of 64-byte blocks where the CPU has them, then the portable ones. */
+        for (unsigned portable = 0; portable < 2; portable++) {
+                cn_json_filter_set_portable(portable);
+                printf("# %s\n", portable ? "portable scans" : "the scans of 64-byte blocks, where the CPU has them");
+                check_strings();
+                check_bytes();
+                check_random();
+        }
+        cn_json_filter_set_portable(false);
         check_bad("", "empty input");
         check_bad("{\"metadata\":{\"name\":nope}}", "a bad literal in a kept member (json-c checks kept parts)");
         {
