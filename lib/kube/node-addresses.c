@@ -97,15 +97,20 @@ static int address_family(const CnNodeAddress *a) {
         return family;
 }
 
+/* address as the list holds it (an IP canonical). */
+static bool list_has(const CnNodeAddressList *l, CnNodeAddressType type, const char *address) {
+        for (size_t i = 0; i < l->n; i++)
+                if (l->items[i].type == type && streq(l->items[i].address, address))
+                        return true;
+        return false;
+}
+
 bool cn_node_address_list_contains(const CnNodeAddressList *l, CnNodeAddressType type, const char *address) {
         _cleanup_free_ char *canon = NULL;
 
         if (type_is_ip(type) && ip_canonical(address, &canon, NULL) >= 0)
                 address = canon;
-        for (size_t i = 0; i < l->n; i++)
-                if (l->items[i].type == type && streq(l->items[i].address, address))
-                        return true;
-        return false;
+        return list_has(l, type, address);
 }
 
 static int list_push(CnNodeAddressList *l, CnNodeAddressType type, char *address_owned) {
@@ -137,7 +142,7 @@ int cn_node_address_list_add(CnNodeAddressList *l, CnNodeAddressType type, const
                 if (!a)
                         return -ENOMEM;
         }
-        if (cn_node_address_list_contains(l, type, a))
+        if (list_has(l, type, a))
                 return 0;
         return list_push(l, type, TAKE_PTR(a));
 }
@@ -253,10 +258,11 @@ int cn_node_addresses_compute(const CnNodeAddressInput *in, CnNodeAddressList *r
                 for (int pass = 0; pass < 2; pass++)
                         for (size_t i = 0; in->cloud && i < in->cloud->n; i++) {
                                 const CnNodeAddress *a = &in->cloud->items[i];
-                                int family = address_family(a);
+                                int family;
 
                                 if ((int) a->type != t)
                                         continue;
+                                family = address_family(a);
                                 if (type_is_ip(a->type)) {
                                         if (family == 0)
                                                 continue; /* not an IP: the cloud is wrong, drop it */
