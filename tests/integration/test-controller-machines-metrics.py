@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cntap import Tap  # noqa: E402
@@ -52,12 +53,22 @@ def test_lifecycle_metrics(t, env):
              ctl.output()[-1500:])
         t.eq(phases(ctl), {"Provisioning": 0, "Running": 0, "Deleting": 0, "Failed": 0}, "all four, zero")
 
-        # The server takes 3 s to come up, so that Provisioning lasts longer than a scrape takes
-        # on a loaded machine.
-        env.c.settings(action_seconds=3)
+        # The machine's first lookup finds nothing and it is created; the lookups that poll it
+        # are refused (503) until a scrape has seen it Provisioning: the phase lasts as long as
+        # the test needs, however loaded the machine is.
+        env.c.fail({"platform": "hetzner", "method": "GET", "path": r"^/v1/servers\?label_selector=", "skip": 1,
+                    "status": 503})
         env.machine("mt1")
-        t.ok(wait_for(lambda: phases(ctl).get("Provisioning") == 1, 20), "a new machine is Provisioning")
-        env.c.settings(action_seconds=0.3)
+        seen = []
+
+        def provisioning():
+            seen.append((round(time.monotonic() - t0, 2), phases(ctl), (env.get("mt1") or {}).get("status")))
+            return seen[-1][1].get("Provisioning") == 1
+
+        t0 = time.monotonic()
+        t.ok(wait_for(provisioning, 20), "a new machine is Provisioning",
+             "\n".join(map(repr, seen[:3] + seen[-3:])) + "\n" + ctl.output()[-3000:])
+        env.c.clear_faults()
         t.ok(wait_for(lambda: env.ready("mt1"), 40), "ready")
         t.ok(wait_for(lambda: phases(ctl) == {"Provisioning": 0, "Running": 1, "Deleting": 0, "Failed": 0}, 20),
              "then Running", phases(ctl))

@@ -45,7 +45,7 @@ def case(t, k, c, tmp, label, flag_name, config_name, expect):
     with open(path, "w") as f:
         json.dump(cfg, f)
     k.api("POST", "/api/v1/nodes", tainted_node(expect))
-    log = open(os.path.join(tmp, label + ".log"), "w+")
+    log = open(os.path.join(tmp, label + ".log"), "a+")  # appended to: log.seek(0) moves the writer too
     p = subprocess.Popen([build("initializer", "cloudnode-initializer"), "--kubeconfig", k.kubeconfig,
                           "--node-name", flag_name, "--config", path, "--port", "0"], stdout=log, stderr=subprocess.STDOUT)
     try:

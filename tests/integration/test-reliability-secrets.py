@@ -101,7 +101,7 @@ def controller_flow(t, k, c, d, texts):
     # 500, not 401: the controller treats 401 as a terminal machine failure (failureReason).
     c.fail({"service": "api", "status": 500, "count": 1})
     port = free_port()
-    log = open(os.path.join(d, "controller.log"), "w+")
+    log = open(os.path.join(d, "controller.log"), "a+")  # appended to: log.seek(0) moves the writer too
     p = subprocess.Popen([CONTROLLER, "run", "--kubeconfig", k.kubeconfig_for(m.USER), "--namespace", "cloudnode",
                           "--cloud-config-source", "cloudnode/cloud-provider-config", "--leader-elect=false",
                           "--cloud-provider", "hetzner", "--port", str(port), "--machine-provider", "hetzner", "--machine-cloud-config", env.conf,

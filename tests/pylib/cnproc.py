@@ -29,7 +29,9 @@ class Controller:
         env: more environment (RELEASE_VERSION, as OpenShift's release sets it)."""
         self.k, self.port = k, free_port()
         args = list(args) + (["--cloud-provider", cloud_provider] if cloud_provider else [])
-        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "w+")
+        # Appended to (O_APPEND): the process and output() share the file offset, and a write
+        # after output() seeks to 0 would otherwise land at the start, over the first lines.
+        self.log = open(os.path.join(tmp, "controller-%d.log" % time.monotonic_ns()), "a+")
         self.p = subprocess.Popen(
             [build("controller", "cloudnode-controller"), "run", "--kubeconfig", k.kubeconfig_for(USER),
              "--namespace", NS, "--cloud-config-source", NS + "/cloud-provider-config",
