@@ -147,6 +147,11 @@ void cn_json_filter_set_portable(bool on) {
 }
 
 #if HAVE_AVX2_SCAN
+/* Whether the scans of 64-byte blocks run. */
+static bool use_avx2(void) {
+        return !portable_only && __builtin_cpu_supports("avx2");
+}
+
 /* The same scan 64 bytes at a time, as simdjson finds structure: each block gives bit masks of
  * its quotes, backslashes, brackets and the bytes that may not stand between strings (vpshufb
  * looks each byte's two nibbles up in tables whose AND is zero for those). Escapes are resolved
@@ -192,6 +197,16 @@ __attribute__((target("avx2"))) static inline Masks masks_of(const char *p) {
         return m;
 }
 
+/* The 64 bytes at p, or the left (< 64) last ones padded with spaces in tail: nothing in the
+ * padding is a quote, backslash or bracket, so it opens, ends and escapes nothing. */
+static inline const char *block_at(const char *p, size_t left, char tail[static 64]) {
+        if (left >= 64)
+                return p;
+        memset(tail, ' ', 64);
+        memcpy(tail, p, left);
+        return tail;
+}
+
 static inline uint64_t prefix_xor(uint64_t x) {
         x ^= x << 1;
         x ^= x << 2;
@@ -210,18 +225,13 @@ __attribute__((target("avx2"))) static int skip_container_avx2(Scan *s) {
 
         for (const char *p = s->p;; p += 64) {
                 size_t left = (size_t) (s->end - p);
-                const char *b = p;
+                const char *b;
                 uint64_t escaped = 0, str, brackets;
                 Masks m;
 
                 if (left == 0)
                         return -EBADMSG;
-                if (left < 64) {
-                        /* The last bytes, padded with spaces: nothing in them opens or ends a value. */
-                        memset(tail, ' ', sizeof(tail));
-                        memcpy(tail, p, left);
-                        b = tail;
-                }
+                b = block_at(p, left, tail);
                 m = masks_of(b);
                 if (m.backslash || escape_first) {
                         uint64_t bs = m.backslash;
@@ -294,7 +304,7 @@ static int skip_value(Scan *s) {
                 return s->p == start ? -EBADMSG : 0;
         }
 #if HAVE_AVX2_SCAN
-        if (!portable_only && __builtin_cpu_supports("avx2"))
+        if (use_avx2())
                 return skip_container_avx2(s);
 #endif
         return skip_container_portable(s);
@@ -578,17 +588,10 @@ __attribute__((target("avx2"))) static size_t value_scan_avx2(CnJsonValueScan *s
 
         for (size_t at = 0; at < size; at += 64) {
                 size_t n = MIN(size - at, (size_t) 64);
-                const char *b = data + at;
-                uint64_t within = n == 64 ? UINT64_MAX : (UINT64_C(1) << n) - 1, str, open, close, ends;
-                Masks m;
+                uint64_t str, open, close, ends;
+                Masks m = masks_of(block_at(data + at, n, tail));
 
-                if (n < 64) {
-                        memset(tail, ' ', sizeof(tail));
-                        memcpy(tail, b, n);
-                        b = tail;
-                }
-                m = masks_of(b);
-                if ((m.backslash & within) || s->escape) {
+                if (m.backslash || s->escape) {
                         size_t used = value_scan_portable(s, data + at, n, ret_done);
 
                         if (*ret_done)
@@ -596,16 +599,16 @@ __attribute__((target("avx2"))) static size_t value_scan_avx2(CnJsonValueScan *s
                         continue;
                 }
                 str = prefix_xor(m.quote) ^ (s->in_string ? UINT64_MAX : 0);
-                open = m.open & ~str & within;
-                close = m.close & ~str & within;
-                s->in_string = (str >> (n - 1)) & 1;
+                open = m.open & ~str;
+                close = m.close & ~str;
+                s->in_string = str >> 63; /* the padding has no quote: as after the last byte */
                 if (s->depth > (unsigned) __builtin_popcountll(close)) {
                         s->depth += (unsigned) __builtin_popcountll(open);
                         s->depth -= (unsigned) __builtin_popcountll(close);
                         continue;
                 }
                 /* The closing quotes end a string value at depth 0. */
-                ends = m.quote & ~str & within;
+                ends = m.quote & ~str;
                 for (uint64_t ev = open | close | ends; ev; ev &= ev - 1) {
                         unsigned i = (unsigned) __builtin_ctzll(ev);
                         uint64_t bit = UINT64_C(1) << i;
@@ -626,7 +629,7 @@ __attribute__((target("avx2"))) static size_t value_scan_avx2(CnJsonValueScan *s
 
 size_t cn_json_value_scan(CnJsonValueScan *s, const char *data, size_t size, bool *ret_done) {
 #if HAVE_AVX2_SCAN
-        if (!portable_only && __builtin_cpu_supports("avx2"))
+        if (use_avx2())
                 return value_scan_avx2(s, data, size, ret_done);
 #endif
         return value_scan_portable(s, data, size, ret_done);
